@@ -5,8 +5,9 @@
 //! - [`core`]: the engine, with no I/O (planning and settling fires, the
 //!   target-side apply rules, enqueue planning, encodings).
 //! - [`sim`]: a deterministic simulator over memory (feature `sim`).
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 
 pub mod core;
 #[cfg(feature = "sim")]
 pub mod sim;
+pub mod worker;

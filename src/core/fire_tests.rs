@@ -552,12 +552,14 @@ fn delete_ranges_never_span_an_undelivered_row() {
             DeleteRange {
                 first: 1,
                 last: 1,
-                rows: 1
+                rows: 1,
+                bytes: 32
             },
             DeleteRange {
                 first: 3,
                 last: 4,
-                rows: 2
+                rows: 2,
+                bytes: 64
             }
         ]
     );

@@ -6,6 +6,8 @@
 
 use std::fmt;
 
+use serde::Serialize;
+
 /// Largest sequence number the relay will allocate: JavaScript's
 /// `Number.MAX_SAFE_INTEGER`, so a sequence survives a round trip through JSON
 /// in a JS caller and through SQLite's INTEGER as bound by workerd.
@@ -96,7 +98,7 @@ const _: () = assert!(RETRY_BACKOFF_MS <= RETRY_BACKOFF_MAX_MS);
 ///
 /// Invariant: every field is within its documented range (see
 /// [`RelayBudget::validate`]); the engine asserts it on entry.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct RelayBudget {
     /// Base rows per fire; a fire inspects at most four times this many.
     /// Range 1..=[`MAX_ROWS_PER_FIRE`].

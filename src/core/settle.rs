@@ -26,6 +26,8 @@ pub struct DeleteRange {
     /// Rows the range holds. Guard: the shell deletes exactly this many or
     /// aborts the checkpoint.
     pub rows: u32,
+    /// Body bytes of those rows, for the source's queued-bytes gauge.
+    pub bytes: u64,
 }
 
 /// The guarded write that ends a fire. The shell applies it atomically or
@@ -217,11 +219,13 @@ impl Fire {
                 Some(r) if run_open => {
                     r.last = row.seq;
                     r.rows += 1;
+                    r.bytes += u64::from(row.bytes);
                 }
                 _ => out.push(DeleteRange {
                     first: row.seq,
                     last: row.seq,
                     rows: 1,
+                    bytes: u64::from(row.bytes),
                 }),
             }
             run_open = true;

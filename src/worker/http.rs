@@ -1,0 +1,201 @@
+//! HTTP plumbing: JSON replies, the `{ "error": { "code", "message" } }`
+//! body every refusal carries, bounded body reads, and bearer-token checks.
+
+use serde::Serialize;
+use worker::{Request, Response};
+
+/// Largest request body the relay reads, in bytes. An enqueue of
+/// `MAX_ENQUEUE_BYTES` of rows fits with room for JSON spacing and escapes.
+pub const MAX_REQUEST_BYTES: u32 = 2 * 1024 * 1024;
+
+/// A refusal: HTTP status, stable code, human message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpError {
+    /// HTTP status (4xx for the caller's mistakes, 5xx for ours).
+    pub status: u16,
+    /// Stable machine-readable code.
+    pub code: &'static str,
+    /// What was wrong, naming the field or limit.
+    pub message: String,
+}
+
+impl HttpError {
+    /// A refusal with `status`, `code` and `message`.
+    pub fn new(status: u16, code: &'static str, message: impl Into<String>) -> HttpError {
+        HttpError {
+            status,
+            code,
+            message: message.into(),
+        }
+    }
+
+    /// 400 with `code`.
+    pub fn bad_request(code: &'static str, message: impl Into<String>) -> HttpError {
+        HttpError::new(400, code, message)
+    }
+
+    /// 500 for a storage or runtime failure.
+    pub fn internal(message: impl Into<String>) -> HttpError {
+        HttpError::new(500, "internal", message)
+    }
+
+    /// The JSON body.
+    pub fn body(&self) -> String {
+        serde_json::json!({ "error": { "code": self.code, "message": self.message } }).to_string()
+    }
+
+    /// As a response.
+    pub fn response(&self) -> worker::Result<Response> {
+        Ok(Response::ok(self.body())?
+            .with_status(self.status)
+            .with_headers(json_headers()))
+    }
+}
+
+fn json_headers() -> worker::Headers {
+    let headers = worker::Headers::new();
+    let _ = headers.set("content-type", "application/json");
+    headers
+}
+
+/// A 200 JSON response.
+pub fn json<T: Serialize>(value: &T) -> worker::Result<Response> {
+    let text = serde_json::to_string(value).map_err(|e| worker::Error::RustError(e.to_string()))?;
+    Ok(Response::ok(text)?.with_headers(json_headers()))
+}
+
+/// Turns a handler's result into a response.
+pub fn respond(result: Result<Response, HttpError>) -> worker::Result<Response> {
+    match result {
+        Ok(r) => Ok(r),
+        Err(e) => e.response(),
+    }
+}
+
+/// Reads the body as UTF-8 text, refusing bodies over `MAX_REQUEST_BYTES`
+/// (by `Content-Length` first, then by what actually arrived).
+pub async fn read_body(req: &mut Request) -> Result<String, HttpError> {
+    let too_large = |n: u64| {
+        HttpError::new(
+            413,
+            "body_too_large",
+            format!("body is {n} bytes; the limit is {MAX_REQUEST_BYTES}"),
+        )
+    };
+    if let Ok(Some(len)) = req.headers().get("content-length") {
+        if let Ok(n) = len.parse::<u64>() {
+            if n > u64::from(MAX_REQUEST_BYTES) {
+                return Err(too_large(n));
+            }
+        }
+    }
+    let bytes = req
+        .bytes()
+        .await
+        .map_err(|e| HttpError::bad_request("unreadable_body", e.to_string()))?;
+    if bytes.len() as u64 > u64::from(MAX_REQUEST_BYTES) {
+        return Err(too_large(bytes.len() as u64));
+    }
+    String::from_utf8(bytes)
+        .map_err(|_| HttpError::bad_request("invalid_utf8", "body is not UTF-8"))
+}
+
+/// Parses a JSON body into `T`, naming the problem on failure.
+pub fn parse_json<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, HttpError> {
+    if text.trim().is_empty() {
+        return Err(HttpError::bad_request(
+            "empty_body",
+            "request body is empty; expected JSON",
+        ));
+    }
+    serde_json::from_str(text).map_err(|e| {
+        let code = if e.is_syntax() || e.is_eof() {
+            "malformed_json"
+        } else {
+            "invalid_request"
+        };
+        HttpError::bad_request(code, e.to_string())
+    })
+}
+
+/// Compares two byte strings in time that depends only on their lengths.
+pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// Checks `Authorization: Bearer <token>` against `expected`.
+pub fn check_bearer(header: Option<&str>, expected: &str) -> Result<(), HttpError> {
+    let unauthorized = |m: &str| HttpError::new(401, "unauthorized", m);
+    let Some(value) = header else {
+        return Err(unauthorized("missing Authorization: Bearer <token>"));
+    };
+    let Some(token) = value.strip_prefix("Bearer ") else {
+        return Err(unauthorized("Authorization must be 'Bearer <token>'"));
+    };
+    if expected.is_empty() || !constant_time_eq(token.trim().as_bytes(), expected.as_bytes()) {
+        return Err(unauthorized("wrong token"));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bearer_tokens_are_checked() {
+        assert!(check_bearer(Some("Bearer s3cret"), "s3cret").is_ok());
+        assert_eq!(check_bearer(None, "s3cret").unwrap_err().status, 401);
+        assert_eq!(
+            check_bearer(Some("Bearer nope"), "s3cret")
+                .unwrap_err()
+                .status,
+            401
+        );
+        assert_eq!(
+            check_bearer(Some("s3cret"), "s3cret").unwrap_err().status,
+            401
+        );
+        assert_eq!(
+            check_bearer(Some("Bearer "), "").unwrap_err().status,
+            401,
+            "an unset secret admits nobody"
+        );
+    }
+
+    #[test]
+    fn constant_time_eq_compares_contents_and_lengths() {
+        assert!(constant_time_eq(b"abc", b"abc"));
+        assert!(!constant_time_eq(b"abc", b"abd"));
+        assert!(!constant_time_eq(b"abc", b"abcd"));
+    }
+
+    #[test]
+    fn json_problems_are_named() {
+        assert_eq!(
+            parse_json::<serde_json::Value>("").unwrap_err().code,
+            "empty_body"
+        );
+        assert_eq!(
+            parse_json::<serde_json::Value>("{").unwrap_err().code,
+            "malformed_json"
+        );
+        #[derive(serde::Deserialize, Debug)]
+        #[serde(deny_unknown_fields)]
+        #[allow(dead_code)]
+        struct T {
+            a: u32,
+        }
+        assert_eq!(
+            parse_json::<T>(r#"{"a":1,"b":2}"#).unwrap_err().code,
+            "invalid_request"
+        );
+        assert_eq!(
+            parse_json::<T>(r#"{"a":"x"}"#).unwrap_err().code,
+            "invalid_request"
+        );
+    }
+}

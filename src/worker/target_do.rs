@@ -1,0 +1,155 @@
+//! `RelayTarget`: the reference target Durable Object. It applies batches
+//! from sources (only through its DO binding: the front door has no route
+//! to `/apply`) and serves its keys and watermarks.
+//!
+//! | method and path | reply |
+//! | --- | --- |
+//! | `POST /apply` | [`ApplyReply`](crate::core::ApplyReply); 4xx permanent, 503 transient |
+//! | `GET /keys?prefix=&after=&limit=` | `{"keys":[{"key","value"}..],"next":key?}` |
+//! | `GET /watermarks` | `{"watermarks":[{"source","watermark",..}..]}` |
+//! | `POST /faults` | test-only: `{"reject":bool}` |
+//! | `GET /log?source=` | test-only: applied sequences in order |
+
+use std::cell::OnceCell;
+
+use serde::Deserialize;
+use worker::{durable_object, wasm_bindgen, DurableObject, Env, Request, Response, State};
+
+use super::config::RelayConfig;
+use super::http::{json, parse_json, read_body, respond, HttpError};
+use super::inbox::{ApplyFailure, ApplyLog, Inbox, MAX_KEYS_PER_PAGE};
+use super::storage::Db;
+use crate::core::NoHook;
+
+/// The reference target Durable Object.
+#[durable_object]
+pub struct RelayTarget {
+    env: Env,
+    db: Db,
+    inbox: OnceCell<Inbox>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FaultsBody {
+    reject: bool,
+}
+
+impl DurableObject for RelayTarget {
+    fn new(state: State, env: Env) -> Self {
+        let (_, db) = Db::from_state(state);
+        RelayTarget {
+            env,
+            db,
+            inbox: OnceCell::new(),
+        }
+    }
+
+    async fn fetch(&self, mut req: Request) -> worker::Result<Response> {
+        respond(self.route(&mut req).await)
+    }
+}
+
+fn query(url: &worker::Url, key: &str) -> Option<String> {
+    url.query_pairs()
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| v.into_owned())
+}
+
+impl RelayTarget {
+    fn inbox(&self) -> Result<&Inbox, HttpError> {
+        if let Some(i) = self.inbox.get() {
+            return Ok(i);
+        }
+        let inbox = Inbox::open(self.db.clone()).map_err(|e| HttpError::internal(e.to_string()))?;
+        Ok(self.inbox.get_or_init(|| inbox))
+    }
+
+    fn faults_enabled(&self) -> Result<bool, HttpError> {
+        RelayConfig::from_vars(|k| self.env.var(k).ok().map(|v| v.to_string()))
+            .map(|c| c.faults)
+            .map_err(|e| HttpError::new(500, "bad_configuration", e.to_string()))
+    }
+
+    async fn route(&self, req: &mut Request) -> Result<Response, HttpError> {
+        let url = req
+            .url()
+            .map_err(|e| HttpError::bad_request("bad_url", e.to_string()))?;
+        let method = req.method().to_string();
+        let inbox = self.inbox()?;
+        let internal = |e: worker::Error| HttpError::internal(e.to_string());
+        match (method.as_str(), url.path()) {
+            ("POST", "/apply") => {
+                let body = read_body(req).await?;
+                let result = if self.faults_enabled()? {
+                    inbox.apply_body(
+                        &body,
+                        &ApplyLog {
+                            db: inbox.db().clone(),
+                        },
+                    )
+                } else {
+                    inbox.apply_body(&body, &NoHook)
+                };
+                let reply = result.map_err(ApplyFailure::http)?;
+                json(&reply).map_err(internal)
+            }
+            ("GET", "/keys") => {
+                let limit = match query(&url, "limit") {
+                    None => MAX_KEYS_PER_PAGE,
+                    Some(l) => l
+                        .parse()
+                        .ok()
+                        .filter(|n| (1..=MAX_KEYS_PER_PAGE).contains(n))
+                        .ok_or_else(|| {
+                            HttpError::bad_request(
+                                "invalid_limit",
+                                format!("limit must be 1..={MAX_KEYS_PER_PAGE}"),
+                            )
+                        })?,
+                };
+                let prefix = query(&url, "prefix").unwrap_or_default();
+                let after = query(&url, "after").unwrap_or_default();
+                let keys = inbox
+                    .keys(&prefix, &after, limit)
+                    .map_err(|e| HttpError::internal(e.to_string()))?;
+                let next = (keys.len() as u32 == limit)
+                    .then(|| keys.last().map(|k| k.key.clone()))
+                    .flatten();
+                json(&serde_json::json!({"keys": keys, "next": next})).map_err(internal)
+            }
+            ("GET", "/watermarks") => {
+                let w = inbox
+                    .watermarks()
+                    .map_err(|e| HttpError::internal(e.to_string()))?;
+                json(&serde_json::json!({"watermarks": w})).map_err(internal)
+            }
+            ("POST", "/faults") | ("GET", "/log") if !self.faults_enabled()? => {
+                Err(HttpError::new(
+                    403,
+                    "faults_disabled",
+                    "test faults are off (RELAY_TEST_FAULTS)",
+                ))
+            }
+            ("POST", "/faults") => {
+                let body: FaultsBody = parse_json(&read_body(req).await?)?;
+                inbox
+                    .set_rejecting(body.reject)
+                    .map_err(|e| HttpError::internal(e.to_string()))?;
+                json(&serde_json::json!({"ok": true})).map_err(internal)
+            }
+            ("GET", "/log") => {
+                let source = query(&url, "source").unwrap_or_default();
+                let seqs = inbox
+                    .applied_log(&source)
+                    .map_err(|e| HttpError::internal(e.to_string()))?;
+                json(&serde_json::json!({"source": source, "seqs": seqs})).map_err(internal)
+            }
+            (m, p) => Err(HttpError::new(
+                404,
+                "no_route",
+                format!("no route for {m} {p} on a target"),
+            )),
+        }
+    }
+}

@@ -1,0 +1,141 @@
+// Delivery through real workerd: enqueue over the front door, alarm-driven
+// fires, DO-to-DO apply calls, and the faults the issue names.
+
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { Relay, put, sleep } from "./harness.mjs";
+
+let relay;
+before(async () => {
+  relay = await Relay.start();
+});
+after(async () => {
+  await relay?.stop();
+});
+
+/** Waits until `pred()` is truthy. */
+async function until(pred, what, timeoutMs = 30_000) {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (await pred()) return;
+    await sleep(200);
+  }
+  throw new Error(`timed out waiting for ${what}`);
+}
+
+test("enqueued rows reach their targets in sequence order and the outbox empties", async () => {
+  const rows = [];
+  for (let i = 0; i < 30; i++) rows.push(put(`order-t${i % 3}`, `k${i}`, { i }));
+  const { seqs, os } = await relay.enqueue("order-src", rows);
+  assert.equal(seqs.length, 30);
+  assert.equal(os, 30);
+  const s = await relay.drained("order-src");
+  assert.equal(s.queued_rows, 0);
+  assert.equal(s.delivered_rows, 30);
+  assert.equal(s.alarm_at_ms, null, "an empty outbox leaves no alarm");
+  for (let t = 0; t < 3; t++) {
+    const expected = seqs.filter((_, i) => i % 3 === t);
+    assert.deepEqual(await relay.log(`order-t${t}`, "order-src"), expected);
+  }
+  const keys = await relay.keys("order-t0");
+  assert.equal(keys.find((k) => k.key === "k0").value, '{"i":0}');
+});
+
+test("concurrent enqueuers while the alarm delivers: every accepted row applied once, in order", async () => {
+  const src = "conc-src";
+  const targets = Array.from({ length: 10 }, (_, i) => `conc-t${i}`);
+  const sent = new Map(targets.map((t) => [t, []]));
+  const writer = async (w) => {
+    for (let r = 0; r < 15; r++) {
+      const rows = targets.map((t, i) => put(t, `w${w}`, { w, r, i }));
+      const { seqs } = await relay.enqueue(src, rows);
+      seqs.forEach((seq, i) => sent.get(targets[i]).push(seq));
+    }
+  };
+  await Promise.all([0, 1, 2, 3, 4].map(writer));
+  const s = await relay.drained(src);
+  assert.equal(s.enqueued_rows, 750);
+  assert.equal(s.delivered_rows, 750);
+  for (const t of targets) {
+    const expected = sent.get(t).sort((a, b) => a - b);
+    assert.deepEqual(await relay.log(t, src), expected, `target ${t}`);
+  }
+});
+
+test("a failing target does not hold back others, and its rows arrive in order after it heals", async () => {
+  const src = "fail-src";
+  await relay.api("POST", "/v1/targets/fail-bad/faults", { reject: true });
+  const rows = [];
+  for (let i = 0; i < 12; i++) rows.push(put(i % 2 ? "fail-bad" : `fail-ok${i}`, "k", i));
+  const { seqs } = await relay.enqueue(src, rows);
+  await until(async () => (await relay.status(src)).queued_rows === 6, "healthy rows to drain");
+  const s = await relay.status(src);
+  assert.deepEqual(s.blocked_targets, ["fail-bad"]);
+  assert.deepEqual(await relay.log("fail-bad", src), []);
+  for (let i = 0; i < 12; i += 2) assert.deepEqual(await relay.log(`fail-ok${i}`, src), [seqs[i]]);
+  await relay.api("POST", "/v1/targets/fail-bad/faults", { reject: false });
+  await relay.drained(src, 90_000);
+  assert.deepEqual(await relay.log("fail-bad", src), seqs.filter((_, i) => i % 2));
+});
+
+test("a crash between the target apply and the source cleanup never applies a row twice", async () => {
+  const src = "crash-src";
+  await relay.api("POST", `/v1/sources/${src}/faults`, { crash_checkpoints: 1 });
+  const rows = [put("crash-a", "k", 1), put("crash-b", "k", 2), put("crash-a", "k", 3)];
+  const { seqs } = await relay.enqueue(src, rows);
+  // The targets applied before the crash; the retried alarm only cleans up.
+  await until(async () => (await relay.log("crash-b", src)).length === 1, "the apply before the crash");
+  const s = await relay.drained(src, 60_000);
+  assert.deepEqual(await relay.log("crash-a", src), [seqs[0], seqs[2]]);
+  assert.deepEqual(await relay.log("crash-b", src), [seqs[1]]);
+  assert.equal(s.delivered_rows, 3);
+  const cleanup = relay.alarmLogs().filter((a) => a.source === src && a.rows_delivered > 0);
+  assert.equal(cleanup.at(-1).rows_applied, 0, "the fire after the crash applied nothing new");
+});
+
+test("an alarm that was dropped is re-armed by the next status read", async () => {
+  const src = "drop-src";
+  await relay.api("POST", "/v1/targets/drop-t/faults", { reject: true });
+  await relay.enqueue(src, [put("drop-t", "k", 1)]);
+  await until(async () => (await relay.status(src)).blocked_targets.length === 1, "the failed fire");
+  await relay.api("POST", `/v1/sources/${src}/faults`, { drop_alarm: true });
+  await relay.api("POST", "/v1/targets/drop-t/faults", { reject: false });
+  await sleep(3_000);
+  assert.deepEqual(await relay.log("drop-t", src), [], "no alarm, no delivery");
+  const s = await relay.status(src);
+  assert.equal(s.rearmed, true);
+  await relay.drained(src, 30_000);
+  assert.deepEqual(await relay.log("drop-t", src), [1]);
+});
+
+test("an alarm that was dropped is re-armed by the next enqueue", async () => {
+  const src = "drop2-src";
+  await relay.api("POST", "/v1/targets/drop2-t/faults", { reject: true });
+  await relay.enqueue(src, [put("drop2-t", "k", 1)]);
+  await until(async () => (await relay.status(src)).blocked_targets.length === 1, "the failed fire");
+  await relay.api("POST", `/v1/sources/${src}/faults`, { drop_alarm: true });
+  await relay.api("POST", "/v1/targets/drop2-t/faults", { reject: false });
+  await relay.enqueue(src, [put("drop2-t", "k", 2)]);
+  await relay.drained(src, 30_000);
+  assert.deepEqual(await relay.log("drop2-t", src), [1, 2]);
+});
+
+test("delivered_through and relay_watermark follow the outbox", async () => {
+  const src = "wm-src";
+  await relay.api("POST", "/v1/targets/wm-t/faults", { reject: true });
+  const before = Date.now();
+  await relay.enqueue(src, [put("wm-t", "k", 1)]);
+  let r = await relay.api("GET", `/v1/sources/${src}/delivered-through/1`);
+  assert.deepEqual(r.body, { seq: 1, delivered: false });
+  r = await relay.api("GET", `/v1/sources/${src}/watermark`);
+  assert.ok(r.body.relay_watermark >= before - 1 && r.body.relay_watermark < r.body.now_ms);
+  await relay.api("POST", "/v1/targets/wm-t/faults", { reject: false });
+  await relay.enqueue(src, [put("wm-t", "k", 2)]);
+  await relay.drained(src);
+  r = await relay.api("GET", `/v1/sources/${src}/delivered-through/2`);
+  assert.deepEqual(r.body, { seq: 2, delivered: true });
+  r = await relay.api("GET", `/v1/sources/${src}/delivered-through/3`);
+  assert.deepEqual(r.body, { seq: 3, delivered: false }, "not yet allocated");
+  r = await relay.api("GET", `/v1/sources/${src}/watermark`);
+  assert.equal(r.body.relay_watermark, r.body.now_ms);
+});
