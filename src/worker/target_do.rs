@@ -9,6 +9,7 @@
 //! | `GET /watermarks` | `{"watermarks":[{"source","watermark",..}..]}` |
 //! | `POST /faults` | test-only: `{"reject":bool}` |
 //! | `GET /log?source=` | test-only: applied sequences in order |
+//! | `/bench/...` | benchmark builds only (feature `bench`, `RELAY_BENCH=on`): see `super::bench::target` |
 
 use std::cell::OnceCell;
 
@@ -27,6 +28,8 @@ pub struct RelayTarget {
     env: Env,
     db: Db,
     inbox: OnceCell<Inbox>,
+    #[cfg(feature = "bench")]
+    bench: OnceCell<super::bench::target::Arrivals>,
 }
 
 #[derive(Deserialize)]
@@ -42,6 +45,8 @@ impl DurableObject for RelayTarget {
             env,
             db,
             inbox: OnceCell::new(),
+            #[cfg(feature = "bench")]
+            bench: OnceCell::new(),
         }
     }
 
@@ -78,9 +83,23 @@ impl RelayTarget {
         let method = req.method().to_string();
         let inbox = self.inbox()?;
         let internal = |e: worker::Error| HttpError::internal(e.to_string());
+        #[cfg(feature = "bench")]
+        if url.path().starts_with(super::bench::TARGET_PREFIX) {
+            super::bench::flag::require(&self.env)?;
+            let arrivals = super::bench::target::arrivals(&self.bench, inbox.db())?;
+            return super::bench::target::route(inbox, arrivals, req, &method, url.path()).await;
+        }
         match (method.as_str(), url.path()) {
             ("POST", "/apply") => {
                 let body = read_body(req).await?;
+                #[cfg(feature = "bench")]
+                if super::bench::flag::enabled(&self.env)? {
+                    // Benchmark runs log every applied row with its arrival time.
+                    let arrivals = super::bench::target::arrivals(&self.bench, inbox.db())?;
+                    let hook = super::bench::target::ArrivalHook::new(arrivals);
+                    let reply = inbox.apply_body(&body, &hook).map_err(ApplyFailure::http)?;
+                    return json(&reply).map_err(internal);
+                }
                 let result = if self.faults_enabled()? {
                     inbox.apply_body(
                         &body,
