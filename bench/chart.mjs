@@ -32,7 +32,8 @@ function niceStep(range) {
 }
 
 const fmtRows = (v) => (v >= 1000 ? `${+(v / 1000).toFixed(1)}k` : String(Math.round(v)));
-const fmtSecs = (v) => (v >= 10 ? String(Math.round(v)) : String(+v.toFixed(1)));
+/** Seconds with as many decimals as the tick step has. */
+const fmtSecs = (v, step) => v.toFixed((String(+step.toPrecision(6)).split(".")[1] ?? "").length);
 
 function panel(w, x0, y0) {
   const px = (t) => x0 + MARGIN.left + (t / w.xMax) * (PANEL_W - MARGIN.left - MARGIN.right);
@@ -46,7 +47,7 @@ function panel(w, x0, y0) {
   for (let t = 0; t <= w.xMax + 1e-9; t += xs) {
     const x = px(t).toFixed(1);
     out.push(`<line x1="${x}" y1="${y0 + MARGIN.top}" x2="${x}" y2="${bottom}" class="grid"/>`);
-    out.push(`<text x="${x}" y="${bottom + 16}" class="tick" text-anchor="middle">${fmtSecs(t)}</text>`);
+    out.push(`<text x="${x}" y="${bottom + 16}" class="tick" text-anchor="middle">${fmtSecs(t, xs)}</text>`);
   }
   const ys = niceStep(w.rows);
   for (let r = 0; r <= w.rows + 1e-9; r += ys) {

@@ -114,10 +114,12 @@ function healthyTable(healthy) {
 
 function aimsTable(aims) {
   const lines = ["| aim | system | workload | measured | limit | met |", "| --- | --- | --- | ---: | ---: | --- |"];
+  const perRows = (x) => `1 per ${int(Math.round(1 / x))} rows`;
   for (const a of aims) {
-    const v = Number.isInteger(a.value) ? int(a.value) : fmt(a.value, 4);
-    const l = Number.isInteger(a.limit) ? int(a.limit) : fmt(a.limit, 4);
-    lines.push(`| ${a.aim} | ${a.system} | ${a.workload} | ${v} | ${l} | ${a.met ? "yes" : `**no** (${fmt(a.value / a.limit)}x the limit)`} |`);
+    const calls = a.detail === "target calls per row";
+    const v = calls ? perRows(a.value) : Number.isInteger(a.value) ? int(a.value) : fmt(a.value, 4);
+    const l = calls ? perRows(a.limit) : Number.isInteger(a.limit) ? int(a.limit) : fmt(a.limit, 4);
+    lines.push(`| ${a.aim} | ${a.system} | ${a.workload} | ${v} | ${l} | ${a.met ? "yes" : `**no** (${fmt(a.value / a.limit, 3)}x the limit)`} |`);
   }
   return lines.join("\n");
 }

@@ -4,6 +4,7 @@
 //
 //   npm run bench -- [--quick] [--plan free|paid|all] [--out DIR] [--no-build]
 //                    [--systems a,b] [--workloads W1,W3]
+//   npm run bench -- --render DIR   (redraw report.md and chart.svg from DIR/results.json)
 //
 // Builds the benchmark variant of the Worker (cargo feature "bench", into
 // build/bench), measures the production Worker's upload size and the
@@ -31,7 +32,7 @@ const HEAL_FRACTION = 0.5;
 const HEAL_DEFAULT_MS = 5_000;
 
 function parseArgs(argv) {
-  const opts = { quick: false, plan: "all", out: null, build: true, systems: null, workloads: null };
+  const opts = { quick: false, plan: "all", out: null, build: true, systems: null, workloads: null, render: null };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     const value = () => {
@@ -42,10 +43,11 @@ function parseArgs(argv) {
     else if (a === "--plan") opts.plan = value();
     else if (a === "--out") opts.out = value();
     else if (a === "--no-build") opts.build = false;
+    else if (a === "--render") opts.render = value();
     else if (a === "--systems") opts.systems = value().split(",");
     else if (a === "--workloads") opts.workloads = value().split(",");
     else if (a === "--help" || a === "-h") {
-      console.log(readFileSync(new URL(import.meta.url)).toString().split("\n").slice(1, 14).join("\n"));
+      console.log(readFileSync(new URL(import.meta.url)).toString().split("\n").slice(1, 16).join("\n"));
       process.exit(0);
     } else throw new Error(`unknown argument ${a}`);
   }
@@ -138,8 +140,32 @@ function sanity(bySystem) {
   return bad;
 }
 
+/** Writes results.json (unless only redrawing), report.md and chart.svg. */
+function writeOutputs(run, outDir, { json = true } = {}) {
+  mkdirSync(outDir, { recursive: true });
+  if (json) writeFileSync(join(outDir, "results.json"), JSON.stringify(run, null, 1) + "\n");
+  writeFileSync(join(outDir, "report.md"), renderReport(run));
+  const chart = run.workloads.map((w) => ({
+    id: w.id,
+    title: w.short,
+    rows: totalRows(w),
+    series: run.systems
+      .filter((s) => run.bySystem[s.id]?.[w.id])
+      .map((s) => ({ system: s.id, label: s.label, curve: run.bySystem[s.id][w.id].curve })),
+  }));
+  writeFileSync(join(outDir, "chart.svg"), renderChart(chart, { subtitle: run.meta.quick ? "quick mode" : "" }));
+}
+
 async function main() {
   const opts = parseArgs(process.argv.slice(2));
+  if (opts.render) {
+    const dir = resolve(ROOT, opts.render);
+    const run = JSON.parse(readFileSync(join(dir, "results.json"), "utf8"));
+    run.aims = run.meta.quick ? [] : evaluateAims(run.bySystem, run.healthy, run.core?.backlog ?? []);
+    writeOutputs(run, dir, { json: false });
+    say(`redrew ${relative(ROOT, dir)}/{report.md,chart.svg}`);
+    return;
+  }
   const started = new Date();
   const stamp = started.toISOString().replace(/[:]/g, "-").replace(/\..*/, "");
   const outDir = resolve(ROOT, opts.out ?? join("results", `${stamp}${opts.quick ? "-quick" : ""}`));
@@ -212,16 +238,7 @@ async function main() {
     heal_fraction_of_w3: HEAL_FRACTION,
   };
   const run = { meta, workloads, systems, bySystem, healthy, aims, core, upload };
-  mkdirSync(outDir, { recursive: true });
-  writeFileSync(join(outDir, "results.json"), JSON.stringify(run, null, 1) + "\n");
-  writeFileSync(join(outDir, "report.md"), renderReport(run));
-  const chart = workloads.map((w) => ({
-    id: w.id,
-    title: w.short,
-    rows: totalRows(w),
-    series: systems.filter((s) => bySystem[s.id]?.[w.id]).map((s) => ({ system: s.id, label: s.label, curve: bySystem[s.id][w.id].curve })),
-  }));
-  writeFileSync(join(outDir, "chart.svg"), renderChart(chart, { subtitle: opts.quick ? "quick mode" : "" }));
+  writeOutputs(run, outDir);
   say(`wrote ${relative(ROOT, outDir)}/{report.md,results.json,chart.svg}`);
   const missed = aims.filter((a) => !a.met);
   if (aims.length) say(`aims: ${aims.length - missed.length} of ${aims.length} met`);
