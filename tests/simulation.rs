@@ -1,8 +1,10 @@
 //! Property test: random schedules through the simulator, checked after
 //! every fire (per-target order, nothing lost, nothing applied twice, no
-//! watermark past an undelivered older row, the `rs` invariant), then:
-//! healthy targets complete while fewer than 32 targets fail, and
-//! everything drains once the failing targets heal.
+//! watermark past an undelivered older row, the `rs` invariant), with
+//! keyed enqueues, parking (by policy and by permanent errors), redrives
+//! and discards at random points; then: healthy targets complete while
+//! fewer than 32 targets fail, and everything not discarded drains once the
+//! failing targets heal and parked targets are redriven.
 //!
 //! Seeds: `RELAY_SIM_SEED` fixes the base seed (default: from the clock,
 //! printed); `RELAY_SIM_CASES` sets the number of cases (default 1,000).
@@ -11,8 +13,12 @@
 use std::collections::BTreeSet;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use durable_relay::core::{EnqueueRow, Name, RelayBudget, MAX_BLOCKED_TARGETS};
-use durable_relay::sim::{Sim, SimRng};
+use std::collections::BTreeMap;
+
+use durable_relay::core::{
+    EnqueueRefusal, EnqueueRow, Name, RelayBudget, RelayPolicy, MAX_BLOCKED_TARGETS,
+};
+use durable_relay::sim::{Sim, SimRng, SourcePolicy};
 use serde_json::json;
 
 /// The shape of one random schedule.
@@ -22,6 +28,7 @@ struct Case {
     failing: BTreeSet<String>,
     rows: u32,
     budget: RelayBudget,
+    policy: SourcePolicy,
 }
 
 fn random_case(rng: &mut SimRng) -> Case {
@@ -46,12 +53,20 @@ fn random_case(rng: &mut SimRng) -> Case {
         subrequests_per_alarm: 1 + rng.below(300) as u32,
         batch_rows: 1 + rng.below(64) as u32,
     };
+    let park_after = rng.chance(50).then(|| 1 + rng.below(4) as u32);
+    let policy = SourcePolicy {
+        relay: RelayPolicy {
+            park_after_failed_cycles: park_after,
+        },
+        ..Default::default()
+    };
     Case {
         sources,
         targets,
         failing,
         rows: 100 + rng.below(500) as u32,
         budget,
+        policy,
     }
 }
 
@@ -92,19 +107,76 @@ fn random_fault(sim: &mut Sim, rng: &mut SimRng, case: &Case) {
     }
 }
 
-/// Phase 1: enqueues, fires, alarms and faults interleaved at random.
+/// Keyed enqueues made so far: key -> (source, rows, sequences).
+type Keys = BTreeMap<String, (String, Vec<EnqueueRow>, Vec<u64>)>;
+
+/// A keyed enqueue: a new key, or a reused one with the same rows (must be
+/// a duplicate answering the same sequences) or other rows (a conflict).
+fn keyed(sim: &mut Sim, rng: &mut SimRng, case: &Case, keys: &mut Keys, n: u32) -> u32 {
+    if !keys.is_empty() && rng.chance(40) {
+        let i = rng.below(keys.len() as u64) as usize;
+        let (key, (source, rows, seqs)) = keys
+            .iter()
+            .nth(i)
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .unwrap();
+        if rng.chance(50) {
+            let again = sim.enqueue_keyed(&source, Some(&key), rows).unwrap();
+            assert!(
+                again.duplicate && again.seqs == seqs,
+                "a repeated keyed enqueue must answer its sequences"
+            );
+        } else {
+            let mut other = rows;
+            other.extend(random_rows(rng, case, 1));
+            let refused = sim.enqueue_keyed(&source, Some(&key), other).unwrap_err();
+            assert!(matches!(refused, EnqueueRefusal::Conflict { .. }));
+        }
+        return 0;
+    }
+    let source = pick(rng, &case.sources).to_owned();
+    let key = format!("key-{}", keys.len());
+    let rows = random_rows(rng, case, n);
+    let done = sim
+        .enqueue_keyed(&source, Some(&key), rows.clone())
+        .unwrap();
+    keys.insert(key, (source, rows, done.seqs));
+    n
+}
+
+/// An operator action: redrive (usually) or discard a parked target.
+fn operate(sim: &mut Sim, rng: &mut SimRng, case: &Case) {
+    let source = pick(rng, &case.sources).to_owned();
+    let parked = sim.parked_targets(&source);
+    if parked.is_empty() {
+        return;
+    }
+    let target = parked[rng.below(parked.len() as u64) as usize].0.clone();
+    if rng.chance(85) {
+        sim.redrive(&source, &target);
+    } else {
+        sim.discard(&source, &target);
+    }
+}
+
+/// Phase 1: enqueues, fires, alarms, faults and operator actions at random.
 fn churn(sim: &mut Sim, rng: &mut SimRng, case: &Case) {
     let mut left = case.rows;
+    let mut keys = Keys::new();
     let mut steps = 0;
     while left > 0 && steps < 5_000 {
         steps += 1;
         let source = pick(rng, &case.sources).to_owned();
-        match rng.below(10) {
-            0..=3 => {
+        match rng.below(12) {
+            0..=2 => {
                 let n = (1 + rng.below(12) as u32).min(left);
                 left -= n;
                 let rows = random_rows(rng, case, n);
                 sim.enqueue(&source, rows).unwrap();
+            }
+            3 => {
+                let n = (1 + rng.below(6) as u32).min(left);
+                left -= keyed(sim, rng, case, &mut keys, n);
             }
             4..=5 => {
                 sim.fire(&source, case.budget);
@@ -113,7 +185,27 @@ fn churn(sim: &mut Sim, rng: &mut SimRng, case: &Case) {
                 sim.run_alarm(&source, case.budget);
             }
             8 => random_fault(sim, rng, case),
+            9 => operate(sim, rng, case),
+            10 => {
+                let t = pick(rng, &case.targets).to_owned();
+                if rng.chance(20) && !case.failing.contains(&t) {
+                    sim.fail_target_permanently(&t);
+                    sim.run_alarm(&source, case.budget);
+                    sim.heal_target(&t);
+                }
+            }
             _ => sim.advance(rng.below(3_000)),
+        }
+    }
+}
+
+/// Redrives every parked target that is not meant to be failing.
+fn redrive_healthy(sim: &mut Sim, case: &Case) {
+    for s in &case.sources {
+        for (t, _, _) in sim.parked_targets(s) {
+            if !case.failing.contains(&t) {
+                sim.redrive(s, &t);
+            }
         }
     }
 }
@@ -135,6 +227,9 @@ fn run_case(seed: u64) {
     let case = random_case(&mut rng);
     let mut sim = Sim::new(seed);
     sim.audit_every_fire(true);
+    for s in &case.sources {
+        sim.set_policy(s, case.policy);
+    }
     for t in &case.failing {
         sim.fail_target(t);
     }
@@ -143,6 +238,7 @@ fn run_case(seed: u64) {
     if case.failing.len() < MAX_BLOCKED_TARGETS {
         let mut alarms = 0;
         while !healthy_done(&sim, &case) {
+            redrive_healthy(&mut sim, &case);
             sim.run_all_until_idle(case.budget, 1);
             alarms += 1;
             assert!(
@@ -155,6 +251,11 @@ fn run_case(seed: u64) {
     // Phase 3: heal everything; all drains.
     for t in &case.failing {
         sim.heal_target(t);
+    }
+    for s in &case.sources {
+        for (t, _, _) in sim.parked_targets(s) {
+            sim.redrive(s, &t);
+        }
     }
     let drain = sim.run_all_until_idle(case.budget, 50_000);
     assert!(drain.drained, "did not drain after healing");

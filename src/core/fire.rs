@@ -18,6 +18,8 @@
 //! pauses the cursor before the next group without blocking it. A group
 //! whose call turns out to be duplicate-only gives its slot back.
 
+use std::collections::BTreeMap;
+
 use super::limits::{
     RelayBudget, BATCH_ROW_FRAMING_BYTES, MAX_BATCH_BYTES, MAX_BATCH_EFFECTS, MAX_FIRE_BYTES,
 };
@@ -41,6 +43,19 @@ pub struct FireStart {
     pub budget: RelayBudget,
     /// Target calls the enclosing alarm still allows.
     pub calls_left: u32,
+    /// When to park a failing target.
+    pub policy: RelayPolicy,
+    /// Consecutive failed cycles so far, for targets with at least one.
+    pub failing: BTreeMap<Name, u32>,
+}
+
+/// What the relay does with targets that keep failing.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct RelayPolicy {
+    /// Park a target after this many consecutive cycles in which its
+    /// delivery failed. `None` (the default) retries every cycle forever,
+    /// as the seed does. A permanent error parks a target at once either way.
+    pub park_after_failed_cycles: Option<u32>,
 }
 
 /// The effective scan state for a fire and the rows it should read.
@@ -194,8 +209,11 @@ pub(super) enum GroupState {
     Waiting,
     /// Selected; more calls may follow.
     Active,
-    /// A call to it failed.
+    /// A call to it failed; it joins `blocked`.
     Failed(Failure),
+    /// A call to it failed for good (or once too often): all its queued
+    /// rows move to the parked list. Carries the reason.
+    Parked(String),
 }
 
 /// One target's rows in the window.
@@ -217,6 +235,8 @@ pub(super) struct Group {
     pub(super) holds_slot: bool,
     /// The batch in flight, as an end position in `rows`.
     pub(super) in_flight: Option<usize>,
+    /// Whether a call to it succeeded in this fire.
+    pub(super) applied_once: bool,
 }
 
 /// One fire in progress.
@@ -447,11 +467,33 @@ impl Fire {
             CallOutcome::Applied { watermark, .. } => {
                 // A target must apply a whole batch or none of it.
                 self.mark_delivered_through(g, watermark);
-                self.groups[g].state = GroupState::Failed(Failure::Permanent(format!(
+                let f = Failure::Permanent(format!(
                     "target answered watermark {watermark} for a batch ending at {last}"
-                )));
+                ));
+                self.groups[g].state = self.failed_state(g, f);
             }
-            CallOutcome::Failed(f) => self.groups[g].state = GroupState::Failed(f),
+            CallOutcome::Failed(f) => self.groups[g].state = self.failed_state(g, f),
+        }
+        if self.groups[g].calls > 0 && matches!(self.groups[g].state, GroupState::Active) {
+            self.groups[g].applied_once = true;
+        }
+    }
+
+    /// Blocked, or parked: at once for a permanent error, or when this
+    /// failure completes the policy's run of failed cycles.
+    fn failed_state(&self, g: usize, failure: Failure) -> GroupState {
+        let target = &self.groups[g].target;
+        match failure {
+            Failure::Permanent(m) => GroupState::Parked(format!("permanent error: {m}")),
+            Failure::Transient(m) => {
+                let cycles = self.begun.start.failing.get(target).copied().unwrap_or(0) + 1;
+                match self.begun.start.policy.park_after_failed_cycles {
+                    Some(n) if cycles >= n => GroupState::Parked(format!(
+                        "failed {cycles} consecutive cycles; last error: {m}"
+                    )),
+                    _ => GroupState::Failed(Failure::Transient(m)),
+                }
+            }
         }
     }
 
@@ -490,6 +532,7 @@ fn group_rows(rows: &[QueuedRow], scan: &ScanState) -> (Vec<Group>, Vec<u32>) {
                 calls: 0,
                 holds_slot: false,
                 in_flight: None,
+                applied_once: false,
             });
             groups.len() - 1
         });

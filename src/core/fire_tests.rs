@@ -34,6 +34,8 @@ fn start(os: u64, rs: Option<&ScanState>, b: RelayBudget) -> FireStart {
         now_ms: NOW,
         budget: b,
         calls_left: b.calls_per_fire(),
+        policy: RelayPolicy::default(),
+        failing: Default::default(),
     }
 }
 
@@ -438,7 +440,7 @@ fn a_watermark_past_the_batch_delivers_rows_never_sent() {
 }
 
 #[test]
-fn a_watermark_short_of_the_batch_blocks_the_target() {
+fn a_watermark_short_of_the_batch_parks_the_target() {
     let rows: Vec<_> = (1..=3).map(|s| stored(s, "a")).collect();
     let mut f = fire(&rows, RelayBudget::default());
     let calls = f.next_calls();
@@ -451,8 +453,88 @@ fn a_watermark_short_of_the_batch_blocks_the_target() {
     );
     let s = f.settle();
     assert_eq!(deleted(&s), vec![1]);
-    assert_eq!(s.scan.blocked, vec![n("a")]);
-    assert!(matches!(s.report.failed[0].1, Failure::Permanent(_)));
+    assert!(s.scan.blocked.is_empty(), "parked, not blocked");
+    assert_eq!(s.report.parked.len(), 1);
+    assert_eq!(s.report.rows_parked, 2);
+    assert!(s.scan.is_complete());
+}
+
+/// A fire over one row each for "bad" and "good", where "bad" fails with
+/// `failure` after `failed_before` failed cycles under `policy`.
+fn park_case(failure: Failure, failed_before: u32, policy: RelayPolicy) -> Settlement {
+    let rows = [stored(1, "bad"), stored(2, "good"), stored(3, "bad")];
+    let mut st = start(3, None, RelayBudget::default());
+    st.policy = policy;
+    if failed_before > 0 {
+        st.failing.insert(n("bad"), failed_before);
+    }
+    let mut f = Fire::new(begin(st), &rows, true);
+    drive(&mut f, |c| {
+        if c.target.as_str() == "bad" {
+            CallOutcome::Failed(failure.clone())
+        } else {
+            ok(c)
+        }
+    });
+    f.settle()
+}
+
+#[test]
+fn a_permanent_error_parks_the_target_at_once() {
+    let s = park_case(
+        Failure::Permanent("invalid".into()),
+        0,
+        RelayPolicy::default(),
+    );
+    assert_eq!(
+        s.report
+            .parked
+            .iter()
+            .map(|(t, _)| t.as_str())
+            .collect::<Vec<_>>(),
+        vec!["bad"]
+    );
+    assert!(s.report.parked[0].1.contains("invalid"));
+    assert_eq!(s.report.rows_parked, 2);
+    assert!(s.scan.blocked.is_empty());
+    assert!(s.scan.is_complete());
+    assert_eq!(
+        s.wake,
+        Wake::Idle { os_read: 3 },
+        "every window row left: delivered or parked"
+    );
+}
+
+#[test]
+fn transient_failures_park_only_after_the_policy_run_of_failed_cycles() {
+    let policy = RelayPolicy {
+        park_after_failed_cycles: Some(3),
+    };
+    let s = park_case(Failure::Transient("down".into()), 1, policy);
+    assert!(s.report.parked.is_empty(), "second failed cycle of three");
+    assert_eq!(s.scan.blocked, vec![n("bad")]);
+    let s = park_case(Failure::Transient("down".into()), 2, policy);
+    assert_eq!(s.report.parked.len(), 1, "third failed cycle parks");
+    assert!(s.report.parked[0].1.contains("3 consecutive cycles"));
+    let s = park_case(
+        Failure::Transient("down".into()),
+        50,
+        RelayPolicy::default(),
+    );
+    assert!(
+        s.report.parked.is_empty(),
+        "the default never parks for transient failures"
+    );
+}
+
+#[test]
+fn a_target_that_takes_a_batch_again_is_reported_recovered() {
+    let rows = [stored(1, "was-bad")];
+    let mut st = start(1, None, RelayBudget::default());
+    st.failing.insert(n("was-bad"), 2);
+    let mut f = Fire::new(begin(st), &rows, true);
+    drive(&mut f, ok);
+    assert_eq!(f.settle().report.recovered, vec![n("was-bad")]);
 }
 
 #[test]

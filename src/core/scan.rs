@@ -64,6 +64,19 @@ impl ScanState {
         }
     }
 
+    /// A completed marker replacing `stored` (whatever its state): the next
+    /// fire starts a new cycle from the head. Operator actions that put rows
+    /// back into the outbox (redrive) write this, so rows below an active
+    /// cursor never escape the `blocked` invariant, and the new generation
+    /// makes any fire in flight lose its checkpoint guard.
+    pub fn restart_marker(stored: Option<&str>, os: u64) -> ScanState {
+        let previous = stored.and_then(|t| ScanState::decode(t).ok());
+        let mut marker = ScanState::new_cycle(os, previous.as_ref());
+        marker.cursor = os;
+        marker.generation = previous.map_or(0, |p| p.generation) + 1;
+        marker
+    }
+
     /// Whether this is a completed (or terminal) marker.
     pub fn is_complete(&self) -> bool {
         self.cursor == self.cycle_end

@@ -20,19 +20,20 @@
 //! ```
 
 mod audit;
+mod ops;
 mod rng;
 mod source;
 mod target;
 
 use std::collections::BTreeMap;
 
+pub use ops::{Enqueued, SourcePolicy, TargetRecord};
 pub use rng::SimRng;
 pub use source::{Commit, FireOutcome};
 pub use target::TargetFault;
 
 use crate::core::{
-    plan_enqueue, AlarmTotals, EnqueueError, EnqueueRow, Name, RelayBudget, RelayHook, ScanState,
-    StoredRow,
+    AlarmTotals, EnqueueError, EnqueueRow, Name, RelayBudget, RelayHook, ScanState, StoredRow,
 };
 use source::SimSource;
 use target::SimTarget;
@@ -52,6 +53,8 @@ pub struct Sim {
     pub(crate) enqueued: BTreeMap<(Name, Name), Vec<u64>>,
     /// Whether every fire ends with [`Sim::audit`], panicking on a breach.
     pub(crate) audit_every_fire: bool,
+    /// Rows an operator discarded, per source: the audit excuses them.
+    pub(crate) discarded_seqs: std::collections::BTreeSet<(Name, u64)>,
 }
 
 /// What one alarm did.
@@ -84,7 +87,7 @@ pub struct DrainReport {
     pub elapsed_ms: u64,
 }
 
-fn name(s: &str) -> Name {
+pub(crate) fn name(s: &str) -> Name {
     Name::new(s).unwrap_or_else(|e| panic!("invalid name {s:?}: {e}"))
 }
 
@@ -99,6 +102,7 @@ impl Sim {
             targets: BTreeMap::new(),
             enqueued: BTreeMap::new(),
             audit_every_fire: false,
+            discarded_seqs: Default::default(),
         }
     }
 
@@ -132,23 +136,11 @@ impl Sim {
         source: &str,
         rows: Vec<EnqueueRow>,
     ) -> Result<Vec<u64>, EnqueueError> {
-        let s = name(source);
-        let now = self.now_ms;
-        let src = self.source_mut(&s);
-        let plan = plan_enqueue(src.os, now, &rows)?;
-        src.os = plan.os;
-        for row in &plan.rows {
-            src.outbox.insert(row.seq, row.clone());
+        match self.enqueue_keyed(source, None, rows) {
+            Ok(done) => Ok(done.seqs),
+            Err(crate::core::EnqueueRefusal::Invalid(e)) => Err(e),
+            Err(other) => unreachable!("an unkeyed enqueue refused for its key: {other}"),
         }
-        src.alarm_at.get_or_insert(now);
-        for row in &plan.rows {
-            let key = (s.clone(), name(&row.target));
-            self.enqueued.entry(key).or_default().push(row.seq);
-        }
-        for t in rows.iter().map(|r| r.target.clone()) {
-            self.target_mut(&t);
-        }
-        Ok(plan.seqs())
     }
 
     /// Enqueues one row that puts `key = value` at `target`.

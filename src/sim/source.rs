@@ -36,6 +36,22 @@ pub(crate) struct SimSource {
     pub(crate) alarm_at: Option<u64>,
     /// Armed faults.
     pub(crate) faults: SourceFaults,
+    /// Operating settings.
+    pub(crate) policy: super::ops::SourcePolicy,
+    /// Rows of parked targets, by sequence.
+    pub(crate) parked: BTreeMap<u64, StoredRow>,
+    /// Discarded parked rows kept until their horizon.
+    pub(crate) discarded: BTreeMap<u64, super::ops::Discarded>,
+    /// Failure records of targets that failed or are parked.
+    pub(crate) targets: BTreeMap<Name, super::ops::TargetRecord>,
+    /// Idempotency records by key.
+    pub(crate) dedup: BTreeMap<String, crate::core::DedupRecord>,
+    /// Keyed enqueues answered as duplicates.
+    pub(crate) dedup_hits: u64,
+    /// Enqueues refused because the outbox was full.
+    pub(crate) rejected_full: u64,
+    /// When expired records were last pruned.
+    pub(crate) last_prune_ms: u64,
 }
 
 impl SimSource {
@@ -138,6 +154,11 @@ impl Sim {
         }
         let settlement = fire.settle();
         let commit = self.commit(source, &settlement.checkpoint);
+        if commit == Commit::Committed {
+            let now = self.now_ms();
+            self.source_mut(source)
+                .apply_target_changes(&settlement.report, now);
+        }
         if self.audit_every_fire {
             if let Err(breach) = self.audit() {
                 panic!("audit failed after a fire of {source} ({commit:?}): {breach}");
@@ -163,6 +184,8 @@ impl Sim {
             now_ms,
             budget,
             calls_left,
+            policy: src.policy.relay,
+            failing: src.failing(),
         };
         let begun = begin(start);
         let w = begun.window;
@@ -224,10 +247,14 @@ pub(crate) fn run_alarm(sim: &mut Sim, source: &Name, budget: RelayBudget) -> Al
     }
     let now = sim.now_ms();
     let src = sim.source_mut(source);
+    src.prune(now);
     let due = if crashed {
         Some(now + ALARM_RETRY_MS)
     } else {
-        run.final_wake().delay_ms(src.os).map(|d| now + d)
+        run.final_wake()
+            .delay_ms(src.os)
+            .map(|d| now + d)
+            .or_else(|| src.idle_prune_at())
     };
     // An enqueue during the alarm may have armed it already; keep the earlier.
     src.alarm_at = match (src.alarm_at, due) {

@@ -182,7 +182,12 @@ impl Outbox {
     /// On error nothing was written.
     pub fn enqueue(&self, now_ms: u64, rows: &[EnqueueRow]) -> Result<Enqueued, EnqueueFailure> {
         let state = self.state()?;
-        let plan = plan_enqueue(state.os, now_ms, rows)?;
+        let plan = plan_enqueue(
+            state.os,
+            now_ms,
+            rows,
+            &crate::core::Capacity::with_defaults(state.queued_rows, state.queued_bytes),
+        )?;
         let mut written = 0u64;
         for chunk in plan.rows.chunks(INSERT_ROWS_PER_STATEMENT) {
             written += u64::from(self.insert(chunk)?);
@@ -237,6 +242,8 @@ impl Outbox {
             now_ms,
             budget,
             calls_left,
+            policy: Default::default(),
+            failing: Default::default(),
         });
         let w = begun.window;
         #[derive(Deserialize)]
