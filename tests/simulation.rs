@@ -15,9 +15,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use std::collections::BTreeMap;
 
-use durable_relay::core::{
-    EnqueueRefusal, EnqueueRow, Name, RelayBudget, RelayPolicy, MAX_BLOCKED_TARGETS,
-};
+use durable_relay::core::{EnqueueRefusal, EnqueueRow, Name, RelayBudget, RelayPolicy, MAX_BLOCKED_TARGETS};
 use durable_relay::sim::{Sim, SimRng, SourcePolicy};
 use serde_json::json;
 
@@ -36,11 +34,7 @@ fn random_case(rng: &mut SimRng) -> Case {
     let n_targets = 5 + rng.below(44) as usize;
     let targets: Vec<String> = (0..n_targets).map(|i| format!("t{i:02}")).collect();
     // Mostly fewer than 32 failing; sometimes more, past the blocked cap.
-    let fail_max = if rng.chance(85) {
-        (MAX_BLOCKED_TARGETS - 1).min(n_targets - 1)
-    } else {
-        n_targets - 1
-    };
+    let fail_max = if rng.chance(85) { (MAX_BLOCKED_TARGETS - 1).min(n_targets - 1) } else { n_targets - 1 };
     let n_failing = rng.below(fail_max as u64 + 1) as usize;
     let mut shuffled = targets.clone();
     rng.shuffle(&mut shuffled);
@@ -54,20 +48,9 @@ fn random_case(rng: &mut SimRng) -> Case {
         batch_rows: 1 + rng.below(64) as u32,
     };
     let park_after = rng.chance(50).then(|| 1 + rng.below(4) as u32);
-    let policy = SourcePolicy {
-        relay: RelayPolicy {
-            park_after_failed_cycles: park_after,
-        },
-        ..Default::default()
-    };
-    Case {
-        sources,
-        targets,
-        failing,
-        rows: 100 + rng.below(500) as u32,
-        budget,
-        policy,
-    }
+    let policy =
+        SourcePolicy { relay: RelayPolicy { park_after_failed_cycles: park_after }, ..Default::default() };
+    Case { sources, targets, failing, rows: 100 + rng.below(500) as u32, budget, policy }
 }
 
 fn pick<'a>(rng: &mut SimRng, items: &'a [String]) -> &'a str {
@@ -115,11 +98,7 @@ type Keys = BTreeMap<String, (String, Vec<EnqueueRow>, Vec<u64>)>;
 fn keyed(sim: &mut Sim, rng: &mut SimRng, case: &Case, keys: &mut Keys, n: u32) -> u32 {
     if !keys.is_empty() && rng.chance(40) {
         let i = rng.below(keys.len() as u64) as usize;
-        let (key, (source, rows, seqs)) = keys
-            .iter()
-            .nth(i)
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .unwrap();
+        let (key, (source, rows, seqs)) = keys.iter().nth(i).map(|(k, v)| (k.clone(), v.clone())).unwrap();
         if rng.chance(50) {
             let again = sim.enqueue_keyed(&source, Some(&key), rows).unwrap();
             assert!(
@@ -137,9 +116,7 @@ fn keyed(sim: &mut Sim, rng: &mut SimRng, case: &Case, keys: &mut Keys, n: u32) 
     let source = pick(rng, &case.sources).to_owned();
     let key = format!("key-{}", keys.len());
     let rows = random_rows(rng, case, n);
-    let done = sim
-        .enqueue_keyed(&source, Some(&key), rows.clone())
-        .unwrap();
+    let done = sim.enqueue_keyed(&source, Some(&key), rows.clone()).unwrap();
     keys.insert(key, (source, rows, done.seqs));
     n
 }
@@ -241,11 +218,7 @@ fn run_case(seed: u64) {
             redrive_healthy(&mut sim, &case);
             sim.run_all_until_idle(case.budget, 1);
             alarms += 1;
-            assert!(
-                alarms < 20_000,
-                "healthy targets starved behind {} failing",
-                case.failing.len()
-            );
+            assert!(alarms < 20_000, "healthy targets starved behind {} failing", case.failing.len());
         }
     }
     // Phase 3: heal everything; all drains.
@@ -271,14 +244,10 @@ fn random_schedules_keep_order_lose_nothing_and_apply_each_row_once() {
         .ok()
         .map(|s| s.parse().expect("RELAY_SIM_SEED must be a u64"))
         .unwrap_or_else(|| {
-            let t = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap();
+            let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
             t.as_nanos() as u64
         });
-    let cases: u64 = std::env::var("RELAY_SIM_CASES")
-        .ok()
-        .map_or(1_000, |s| s.parse().unwrap());
+    let cases: u64 = std::env::var("RELAY_SIM_CASES").ok().map_or(1_000, |s| s.parse().unwrap());
     println!("simulation: base seed {base}, {cases} cases");
     for i in 0..cases {
         let seed = base.wrapping_add(i);

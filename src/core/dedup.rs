@@ -14,9 +14,10 @@ use super::enqueue::EnqueueRow;
 pub const MAX_IDEMPOTENCY_KEY_BYTES: usize = 128;
 /// How long keys are remembered by default: 24 hours.
 pub const DEFAULT_DEDUP_HORIZON_MS: u64 = 24 * 60 * 60 * 1_000;
-/// Shortest configurable horizon: one minute.
-pub const MIN_DEDUP_HORIZON_MS: u64 = 60 * 1_000;
-/// Longest configurable horizon: 30 days.
+/// Shortest configurable horizon (dedup or discard): one second, short
+/// enough for tests to watch a key expire.
+pub const MIN_DEDUP_HORIZON_MS: u64 = 1_000;
+/// Longest configurable horizon (dedup or discard): 30 days.
 pub const MAX_DEDUP_HORIZON_MS: u64 = 30 * 24 * 60 * 60 * 1_000;
 /// Expired records deleted per prune step; an alarm runs at most
 /// [`PRUNE_STEPS_PER_ALARM`] steps.
@@ -81,10 +82,9 @@ impl fmt::Display for KeyError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             KeyError::Empty => write!(f, "idempotency_key is empty"),
-            KeyError::TooLong(n) => write!(
-                f,
-                "idempotency_key is {n} bytes; the limit is {MAX_IDEMPOTENCY_KEY_BYTES}"
-            ),
+            KeyError::TooLong(n) => {
+                write!(f, "idempotency_key is {n} bytes; the limit is {MAX_IDEMPOTENCY_KEY_BYTES}")
+            }
         }
     }
 }
@@ -117,9 +117,7 @@ pub fn content_digest(rows: &[EnqueueRow]) -> String {
 /// Decides a keyed enqueue given the stored record for its key.
 pub fn decide(record: Option<&DedupRecord>, digest: &str, now_ms: u64, horizon_ms: u64) -> Dedup {
     match record {
-        Some(r) if !r.expired(now_ms, horizon_ms) && r.digest == digest => {
-            Dedup::Duplicate(r.seqs())
-        }
+        Some(r) if !r.expired(now_ms, horizon_ms) && r.digest == digest => Dedup::Duplicate(r.seqs()),
         Some(r) if !r.expired(now_ms, horizon_ms) => Dedup::Conflict,
         _ => Dedup::Fresh,
     }
@@ -147,10 +145,7 @@ mod tests {
         let spaced: EnqueueRow =
             serde_json::from_str(r#"{"target":"t","puts":[["k", {"b":1, "a":2}]]}"#).unwrap();
         let tight = row("t", json!({"a": 2, "b": 1}));
-        assert_eq!(
-            content_digest(&[spaced]),
-            content_digest(std::slice::from_ref(&tight))
-        );
+        assert_eq!(content_digest(&[spaced]), content_digest(std::slice::from_ref(&tight)));
         assert_ne!(
             content_digest(std::slice::from_ref(&tight)),
             content_digest(&[row("t", json!({"a": 2}))])
@@ -159,43 +154,22 @@ mod tests {
             content_digest(std::slice::from_ref(&tight)),
             content_digest(&[row("u", json!({"a": 2, "b": 1}))])
         );
-        assert_ne!(
-            content_digest(std::slice::from_ref(&tight)),
-            content_digest(&[tight.clone(), tight])
-        );
+        assert_ne!(content_digest(std::slice::from_ref(&tight)), content_digest(&[tight.clone(), tight]));
         assert_eq!(content_digest(&[]).len(), 64);
     }
 
     #[test]
     fn same_key_same_content_is_a_duplicate_different_content_a_conflict() {
-        let r = DedupRecord {
-            key: "k".into(),
-            digest: "d1".into(),
-            first_seq: 5,
-            rows: 3,
-            at_ms: 1_000,
-        };
-        assert_eq!(
-            decide(Some(&r), "d1", 2_000, 10_000),
-            Dedup::Duplicate(vec![5, 6, 7])
-        );
+        let r = DedupRecord { key: "k".into(), digest: "d1".into(), first_seq: 5, rows: 3, at_ms: 1_000 };
+        assert_eq!(decide(Some(&r), "d1", 2_000, 10_000), Dedup::Duplicate(vec![5, 6, 7]));
         assert_eq!(decide(Some(&r), "d2", 2_000, 10_000), Dedup::Conflict);
         assert_eq!(decide(None, "d1", 2_000, 10_000), Dedup::Fresh);
     }
 
     #[test]
     fn a_record_expires_at_its_horizon() {
-        let r = DedupRecord {
-            key: "k".into(),
-            digest: "d".into(),
-            first_seq: 1,
-            rows: 1,
-            at_ms: 1_000,
-        };
-        assert_eq!(
-            decide(Some(&r), "d", 10_999, 10_000),
-            Dedup::Duplicate(vec![1])
-        );
+        let r = DedupRecord { key: "k".into(), digest: "d".into(), first_seq: 1, rows: 1, at_ms: 1_000 };
+        assert_eq!(decide(Some(&r), "d", 10_999, 10_000), Dedup::Duplicate(vec![1]));
         assert_eq!(decide(Some(&r), "d", 11_000, 10_000), Dedup::Fresh);
         assert_eq!(decide(Some(&r), "other", 11_000, 10_000), Dedup::Fresh);
     }
@@ -212,10 +186,7 @@ mod tests {
 
     #[test]
     fn idle_pruning_waits_for_expiry_and_the_interval() {
-        assert_eq!(
-            next_prune_ms(1_000, 10_000, 0),
-            PRUNE_INTERVAL_MS.max(11_000)
-        );
+        assert_eq!(next_prune_ms(1_000, 10_000, 0), PRUNE_INTERVAL_MS.max(11_000));
         let late = 10 * PRUNE_INTERVAL_MS;
         assert_eq!(next_prune_ms(late, 10_000, 0), late + 10_000);
         assert_eq!(next_prune_ms(0, 10_000, late), late + PRUNE_INTERVAL_MS);

@@ -31,15 +31,8 @@ impl EnqueueRow {
     /// A row of puts and deletes for `target`. Values are normalised at
     /// planning time.
     pub fn new(target: Name, puts: Vec<(String, serde_json::Value)>, deletes: Vec<String>) -> Self {
-        let puts = puts
-            .into_iter()
-            .map(|(k, v)| (k, JsonValue::from_value(&v)))
-            .collect();
-        EnqueueRow {
-            target,
-            puts,
-            deletes,
-        }
+        let puts = puts.into_iter().map(|(k, v)| (k, JsonValue::from_value(&v))).collect();
+        EnqueueRow { target, puts, deletes }
     }
 
     /// The row's effects with every value re-encoded compactly with sorted
@@ -54,10 +47,7 @@ impl EnqueueRow {
                 (k.clone(), JsonValue::from_value(&value))
             })
             .collect();
-        Effects {
-            puts,
-            deletes: self.deletes.clone(),
-        }
+        Effects { puts, deletes: self.deletes.clone() }
     }
 }
 
@@ -119,12 +109,7 @@ pub struct Capacity {
 impl Capacity {
     /// Occupancy `rows`/`bytes` under the default bounds.
     pub fn with_defaults(rows: u64, bytes: u64) -> Capacity {
-        Capacity {
-            rows,
-            bytes,
-            max_rows: DEFAULT_MAX_QUEUED_ROWS,
-            max_bytes: DEFAULT_MAX_QUEUED_BYTES,
-        }
+        Capacity { rows, bytes, max_rows: DEFAULT_MAX_QUEUED_ROWS, max_bytes: DEFAULT_MAX_QUEUED_BYTES }
     }
 
     /// How full the source is, as the larger of its two ratios, in percent.
@@ -276,10 +261,7 @@ pub fn plan_enqueue(
         let body = row
             .normalised_effects()
             .encode()
-            .map_err(|error| EnqueueError::Row {
-                index: index as u32,
-                error,
-            })?;
+            .map_err(|error| EnqueueError::Row { index: index as u32, error })?;
         bytes += body.len() as u64;
         if bytes > u64::from(MAX_ENQUEUE_BYTES) {
             return Err(EnqueueError::TooManyBytes(bytes));
@@ -293,17 +275,9 @@ pub fn plan_enqueue(
     }
     let (after_rows, after_bytes) = (capacity.rows + u64::from(count), capacity.bytes + bytes);
     if after_rows > capacity.max_rows || after_bytes > capacity.max_bytes {
-        return Err(EnqueueError::OutboxFull {
-            rows: after_rows,
-            bytes: after_bytes,
-            capacity: *capacity,
-        });
+        return Err(EnqueueError::OutboxFull { rows: after_rows, bytes: after_bytes, capacity: *capacity });
     }
-    let plan = EnqueuePlan {
-        rows: planned,
-        os: os + u64::from(count),
-        bytes,
-    };
+    let plan = EnqueuePlan { rows: planned, os: os + u64::from(count), bytes };
     assert!(plan.os <= SEQ_MAX);
     Ok(plan)
 }
@@ -318,11 +292,7 @@ mod tests {
     }
 
     fn row(target: &str, key: &str) -> EnqueueRow {
-        EnqueueRow::new(
-            Name::new(target).unwrap(),
-            vec![(key.into(), json!({"b": 1, "a": 2}))],
-            vec![],
-        )
+        EnqueueRow::new(Name::new(target).unwrap(), vec![(key.into(), json!({"b": 1, "a": 2}))], vec![])
     }
 
     #[test]
@@ -331,22 +301,15 @@ mod tests {
         assert_eq!(plan.seqs(), vec![42, 43]);
         assert_eq!(plan.os, 43);
         assert!(plan.rows.iter().all(|r| r.at_ms == 1_000));
-        assert_eq!(
-            plan.rows[0].body,
-            r#"{"puts":[["a",{"a":2,"b":1}]],"deletes":[]}"#
-        );
+        assert_eq!(plan.rows[0].body, r#"{"puts":[["a",{"a":2,"b":1}]],"deletes":[]}"#);
     }
 
     #[test]
     fn values_are_normalised_whatever_their_spelling() {
         let spaced: EnqueueRow =
-            serde_json::from_str(r#"{"target":"t","puts":[["k", { "b" : 1, "a" : [ 1 , 2 ] }]]}"#)
-                .unwrap();
+            serde_json::from_str(r#"{"target":"t","puts":[["k", { "b" : 1, "a" : [ 1 , 2 ] }]]}"#).unwrap();
         let plan = plan_enqueue(0, 0, &[spaced], &room()).unwrap();
-        assert_eq!(
-            plan.rows[0].body,
-            r#"{"puts":[["k",{"a":[1,2],"b":1}]],"deletes":[]}"#
-        );
+        assert_eq!(plan.rows[0].body, r#"{"puts":[["k",{"a":[1,2],"b":1}]],"deletes":[]}"#);
     }
 
     #[test]
@@ -356,13 +319,9 @@ mod tests {
 
     #[test]
     fn row_count_is_checked_at_and_past_the_limit() {
-        let rows: Vec<_> = (0..MAX_ROWS_PER_ENQUEUE)
-            .map(|i| row("t", &format!("k{i}")))
-            .collect();
+        let rows: Vec<_> = (0..MAX_ROWS_PER_ENQUEUE).map(|i| row("t", &format!("k{i}"))).collect();
         assert!(plan_enqueue(0, 0, &rows, &room()).is_ok());
-        let rows: Vec<_> = (0..=MAX_ROWS_PER_ENQUEUE)
-            .map(|i| row("t", &format!("k{i}")))
-            .collect();
+        let rows: Vec<_> = (0..=MAX_ROWS_PER_ENQUEUE).map(|i| row("t", &format!("k{i}"))).collect();
         assert_eq!(
             plan_enqueue(0, 0, &rows, &room()),
             Err(EnqueueError::TooManyRows(MAX_ROWS_PER_ENQUEUE + 1))
@@ -372,11 +331,7 @@ mod tests {
     /// A row whose body encodes to exactly `n` bytes.
     fn row_of_bytes(n: usize) -> EnqueueRow {
         let overhead = r#"{"puts":[["k",""]],"deletes":[]}"#.len();
-        EnqueueRow::new(
-            Name::new("t").unwrap(),
-            vec![("k".into(), json!("x".repeat(n - overhead)))],
-            vec![],
-        )
+        EnqueueRow::new(Name::new("t").unwrap(), vec![("k".into(), json!("x".repeat(n - overhead)))], vec![])
     }
 
     #[test]
@@ -386,10 +341,7 @@ mod tests {
         let last = MAX_ENQUEUE_BYTES as usize - full * chunk;
         let mut rows: Vec<_> = (0..full).map(|_| row_of_bytes(chunk)).collect();
         rows.push(row_of_bytes(last));
-        assert_eq!(
-            plan_enqueue(0, 0, &rows, &room()).unwrap().bytes,
-            u64::from(MAX_ENQUEUE_BYTES)
-        );
+        assert_eq!(plan_enqueue(0, 0, &rows, &room()).unwrap().bytes, u64::from(MAX_ENQUEUE_BYTES));
         *rows.last_mut().unwrap() = row_of_bytes(last + 1);
         assert_eq!(
             plan_enqueue(0, 0, &rows, &room()),
@@ -401,73 +353,40 @@ mod tests {
     fn a_bad_row_names_its_index() {
         let bad = EnqueueRow::new(Name::new("t").unwrap(), vec![], vec![]);
         let err = plan_enqueue(0, 0, &[row("t", "a"), bad], &room()).unwrap_err();
-        assert_eq!(
-            err,
-            EnqueueError::Row {
-                index: 1,
-                error: RowError::NoEffects
-            }
-        );
+        assert_eq!(err, EnqueueError::Row { index: 1, error: RowError::NoEffects });
         assert_eq!(err.code(), "row_without_effects");
     }
 
     #[test]
     fn sequences_stop_at_the_safe_integer_limit() {
-        assert_eq!(
-            plan_enqueue(SEQ_MAX - 1, 0, &[row("t", "a")], &room())
-                .unwrap()
-                .os,
-            SEQ_MAX
-        );
+        assert_eq!(plan_enqueue(SEQ_MAX - 1, 0, &[row("t", "a")], &room()).unwrap().os, SEQ_MAX);
         assert_eq!(
             plan_enqueue(SEQ_MAX - 1, 0, &[row("t", "a"), row("t", "b")], &room()),
             Err(EnqueueError::SequenceExhausted)
         );
-        assert_eq!(
-            plan_enqueue(SEQ_MAX, 0, &[row("t", "a")], &room()),
-            Err(EnqueueError::SequenceExhausted)
-        );
+        assert_eq!(plan_enqueue(SEQ_MAX, 0, &[row("t", "a")], &room()), Err(EnqueueError::SequenceExhausted));
     }
 
     #[test]
     fn unknown_fields_in_a_row_are_refused() {
-        assert!(
-            serde_json::from_str::<EnqueueRow>(r#"{"target":"t","deletes":["a"],"x":1}"#).is_err()
-        );
+        assert!(serde_json::from_str::<EnqueueRow>(r#"{"target":"t","deletes":["a"],"x":1}"#).is_err());
         assert!(serde_json::from_str::<EnqueueRow>(r#"{"target":"a b","deletes":["a"]}"#).is_err());
     }
 
     #[test]
     fn backpressure_refuses_at_the_bound_and_accepts_just_below() {
-        let cap = Capacity {
-            rows: 8,
-            bytes: 0,
-            max_rows: 10,
-            max_bytes: 1_000_000,
-        };
+        let cap = Capacity { rows: 8, bytes: 0, max_rows: 10, max_bytes: 1_000_000 };
         assert!(
             plan_enqueue(0, 0, &[row("t", "a"), row("t", "b")], &cap).is_ok(),
             "reaching the bound is fine"
         );
-        let err =
-            plan_enqueue(0, 0, &[row("t", "a"), row("t", "b"), row("t", "c")], &cap).unwrap_err();
+        let err = plan_enqueue(0, 0, &[row("t", "a"), row("t", "b"), row("t", "c")], &cap).unwrap_err();
         assert!(matches!(err, EnqueueError::OutboxFull { rows: 11, .. }));
         assert_eq!(err.code(), "outbox_full");
         let body = plan_enqueue(0, 0, &[row("t", "a")], &room()).unwrap().bytes;
-        let cap = Capacity {
-            rows: 0,
-            bytes: 100,
-            max_rows: 10,
-            max_bytes: 100 + body,
-        };
+        let cap = Capacity { rows: 0, bytes: 100, max_rows: 10, max_bytes: 100 + body };
         assert!(plan_enqueue(0, 0, &[row("t", "a")], &cap).is_ok());
-        let cap = Capacity {
-            max_bytes: 99 + body,
-            ..cap
-        };
-        assert!(matches!(
-            plan_enqueue(0, 0, &[row("t", "a")], &cap),
-            Err(EnqueueError::OutboxFull { .. })
-        ));
+        let cap = Capacity { max_bytes: 99 + body, ..cap };
+        assert!(matches!(plan_enqueue(0, 0, &[row("t", "a")], &cap), Err(EnqueueError::OutboxFull { .. })));
     }
 }

@@ -87,25 +87,14 @@ pub fn begin(start: FireStart) -> Begun {
         Some(scan) if !scan.is_complete() => (scan, false),
         previous => (ScanState::new_cycle(start.os, previous.as_ref()), true),
     };
-    assert!(
-        scan.cycle_end <= start.os,
-        "rs cycle_end {} is past os {}",
-        scan.cycle_end,
-        start.os
-    );
+    assert!(scan.cycle_end <= start.os, "rs cycle_end {} is past os {}", scan.cycle_end, start.os);
     let window = WindowQuery {
         after: scan.cursor,
         through: scan.cycle_end,
         rows_max: start.budget.window_rows(),
         bytes_max: MAX_FIRE_BYTES,
     };
-    Begun {
-        start,
-        scan,
-        new_cycle,
-        corrupt_rs,
-        window,
-    }
+    Begun { start, scan, new_cycle, corrupt_rs, window }
 }
 
 /// The slice of the outbox one fire reads: rows with
@@ -135,10 +124,7 @@ impl WindowQuery {
     pub fn take(&self, sizes: &[(u64, u32)]) -> (usize, bool) {
         let mut total: u64 = 0;
         for (i, (seq, bytes)) in sizes.iter().enumerate() {
-            assert!(
-                *seq > self.after && *seq <= self.through,
-                "row {seq} outside the window"
-            );
+            assert!(*seq > self.after && *seq <= self.through, "row {seq} outside the window");
             if i > 0 {
                 assert!(sizes[i - 1].0 < *seq, "window sizes are not ascending");
             }
@@ -281,10 +267,7 @@ impl Fire {
                 "row {} outside the window",
                 row.seq
             );
-            assert!(
-                rows.last().is_none_or(|r: &QueuedRow| r.seq < row.seq),
-                "rows not ascending"
-            );
+            assert!(rows.last().is_none_or(|r: &QueuedRow| r.seq < row.seq), "rows not ascending");
             match QueuedRow::decode(row) {
                 Ok(row) => rows.push(row),
                 Err(e) => {
@@ -294,11 +277,7 @@ impl Fire {
             }
         }
         let (groups, row_group) = group_rows(&rows, &begun.scan);
-        let calls_cap = begun
-            .start
-            .budget
-            .calls_per_fire()
-            .min(begun.start.calls_left);
+        let calls_cap = begun.start.budget.calls_per_fire().min(begun.start.calls_left);
         let delivered = vec![false; rows.len()];
         Fire {
             begun,
@@ -389,9 +368,7 @@ impl Fire {
                 GroupState::Waiting => {}
                 ref other => panic!("unselected group in state {other:?}"),
             }
-            if self.slots_used >= self.budget().targets_per_fire
-                || !self.has_call_budget(calls.len())
-            {
+            if self.slots_used >= self.budget().targets_per_fire || !self.has_call_budget(calls.len()) {
                 return;
             }
             self.slots_used += 1;
@@ -413,43 +390,27 @@ impl Fire {
         while end < group.rows.len() && end - group.next < batch_rows {
             let row = &self.rows[group.rows[end] as usize];
             let row_bytes = row.bytes + BATCH_ROW_FRAMING_BYTES;
-            let fits =
-                bytes + row_bytes <= MAX_BATCH_BYTES && effects + row.effects <= MAX_BATCH_EFFECTS;
+            let fits = bytes + row_bytes <= MAX_BATCH_BYTES && effects + row.effects <= MAX_BATCH_EFFECTS;
             if !fits {
-                assert!(
-                    end > group.next,
-                    "row {} cannot fit an empty batch",
-                    row.seq
-                );
+                assert!(end > group.next, "row {} cannot fit an empty batch", row.seq);
                 break;
             }
             bytes += row_bytes;
             effects += row.effects;
             end += 1;
         }
-        let seqs = group.rows[group.next..end]
-            .iter()
-            .map(|&i| self.rows[i as usize].seq)
-            .collect();
+        let seqs = group.rows[group.next..end].iter().map(|&i| self.rows[i as usize].seq).collect();
         let target = group.target.clone();
         let group = &mut self.groups[g];
         group.calls += 1;
         group.in_flight = Some(end);
-        TargetCall {
-            group: g as u32,
-            target,
-            seqs,
-            bytes,
-        }
+        TargetCall { group: g as u32, target, seqs, bytes }
     }
 
     /// Records how `call` ended.
     pub fn record(&mut self, call: &TargetCall, outcome: CallOutcome) {
         let g = call.group as usize;
-        let end = self.groups[g]
-            .in_flight
-            .take()
-            .expect("record of a call not in flight");
+        let end = self.groups[g].in_flight.take().expect("record of a call not in flight");
         assert!(self.in_flight > 0);
         self.in_flight -= 1;
         let last = *call.seqs.last().expect("calls are never empty");
@@ -488,9 +449,9 @@ impl Fire {
             Failure::Transient(m) => {
                 let cycles = self.begun.start.failing.get(target).copied().unwrap_or(0) + 1;
                 match self.begun.start.policy.park_after_failed_cycles {
-                    Some(n) if cycles >= n => GroupState::Parked(format!(
-                        "failed {cycles} consecutive cycles; last error: {m}"
-                    )),
+                    Some(n) if cycles >= n => {
+                        GroupState::Parked(format!("failed {cycles} consecutive cycles; last error: {m}"))
+                    }
                     _ => GroupState::Failed(Failure::Transient(m)),
                 }
             }
@@ -519,11 +480,7 @@ fn group_rows(rows: &[QueuedRow], scan: &ScanState) -> (Vec<Group>, Vec<u32>) {
     let mut row_group = Vec::with_capacity(rows.len());
     for (i, row) in rows.iter().enumerate() {
         let g = *index.entry(row.target.clone()).or_insert_with(|| {
-            let state = if scan.is_blocked(&row.target) {
-                GroupState::Blocked
-            } else {
-                GroupState::Waiting
-            };
+            let state = if scan.is_blocked(&row.target) { GroupState::Blocked } else { GroupState::Waiting };
             groups.push(Group {
                 target: row.target.clone(),
                 rows: Vec::new(),

@@ -132,11 +132,7 @@ pub struct BudgetError {
 
 impl fmt::Display for BudgetError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{} must be within 1..={}, got {}",
-            self.field, self.max, self.value
-        )
+        write!(f, "{} must be within 1..={}, got {}", self.field, self.max, self.value)
     }
 }
 
@@ -167,22 +163,10 @@ impl RelayBudget {
     pub fn validate(&self) -> Result<(), BudgetError> {
         let fields = [
             ("rows_per_fire", self.rows_per_fire, MAX_ROWS_PER_FIRE),
-            (
-                "targets_per_fire",
-                self.targets_per_fire,
-                MAX_TARGETS_PER_FIRE,
-            ),
-            (
-                "calls_per_target",
-                self.calls_per_target,
-                MAX_CALLS_PER_TARGET,
-            ),
+            ("targets_per_fire", self.targets_per_fire, MAX_TARGETS_PER_FIRE),
+            ("calls_per_target", self.calls_per_target, MAX_CALLS_PER_TARGET),
             ("fires_per_alarm", self.fires_per_alarm, MAX_FIRES_PER_ALARM),
-            (
-                "subrequests_per_alarm",
-                self.subrequests_per_alarm,
-                WORKER_PAID_SUBREQUESTS,
-            ),
+            ("subrequests_per_alarm", self.subrequests_per_alarm, WORKER_PAID_SUBREQUESTS),
             ("batch_rows", self.batch_rows, MAX_BATCH_ROWS),
         ];
         for (field, value, max) in fields {
@@ -195,8 +179,7 @@ impl RelayBudget {
 
     /// Rows a fire inspects at most: four times the base budget.
     pub fn window_rows(&self) -> u32 {
-        self.rows_per_fire
-            .saturating_mul(WINDOW_ROWS_PER_BUDGET_ROW)
+        self.rows_per_fire.saturating_mul(WINDOW_ROWS_PER_BUDGET_ROW)
     }
 
     /// Target calls one fire may make, before the alarm-wide cap.
@@ -207,9 +190,7 @@ impl RelayBudget {
     /// Target calls one alarm may make: the smaller of what its fires allow
     /// and the subrequest cap.
     pub fn calls_per_alarm(&self) -> u32 {
-        self.calls_per_fire()
-            .saturating_mul(self.fires_per_alarm)
-            .min(self.subrequests_per_alarm)
+        self.calls_per_fire().saturating_mul(self.fires_per_alarm).min(self.subrequests_per_alarm)
     }
 }
 
@@ -232,9 +213,7 @@ impl Default for RelayBudget {
 /// up to [`RETRY_BACKOFF_MAX_MS`].
 pub fn retry_backoff_ms(idle_fires: u32) -> u64 {
     let doublings = idle_fires.saturating_sub(1).min(16);
-    RETRY_BACKOFF_MS
-        .saturating_mul(1u64 << doublings)
-        .min(RETRY_BACKOFF_MAX_MS)
+    RETRY_BACKOFF_MS.saturating_mul(1u64 << doublings).min(RETRY_BACKOFF_MAX_MS)
 }
 
 #[cfg(test)]

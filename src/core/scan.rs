@@ -97,10 +97,7 @@ impl ScanState {
             return fail("generation or cycle_end past SEQ_MAX".into());
         }
         if self.cursor > self.cycle_end {
-            return fail(format!(
-                "cursor {} is past cycle_end {}",
-                self.cursor, self.cycle_end
-            ));
+            return fail(format!("cursor {} is past cycle_end {}", self.cursor, self.cycle_end));
         }
         if self.blocked.len() > MAX_BLOCKED_TARGETS {
             return fail(format!("{} blocked targets", self.blocked.len()));
@@ -122,8 +119,7 @@ impl ScanState {
 
     /// Decodes a stored value, checking every invariant.
     pub fn decode(text: &str) -> Result<ScanState, CorruptScan> {
-        let state: ScanState =
-            serde_json::from_str(text).map_err(|e| CorruptScan(e.to_string()))?;
+        let state: ScanState = serde_json::from_str(text).map_err(|e| CorruptScan(e.to_string()))?;
         state.check()?;
         Ok(state)
     }
@@ -163,9 +159,7 @@ mod tests {
     #[test]
     fn rs_blocked_set_is_checked_at_and_past_its_limit() {
         let mut s = ScanState::new_cycle(3, None);
-        s.blocked = (0..MAX_BLOCKED_TARGETS)
-            .map(|i| Name::new(format!("t{i:03}")).unwrap())
-            .collect();
+        s.blocked = (0..MAX_BLOCKED_TARGETS).map(|i| Name::new(format!("t{i:03}")).unwrap()).collect();
         assert!(ScanState::decode(&s.encode()).is_ok());
         s.blocked.push(Name::new("z").unwrap());
         assert!(ScanState::decode(&serde_json::to_string(&s).unwrap()).is_err());

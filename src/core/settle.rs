@@ -141,8 +141,7 @@ impl Fire {
         let mut scan = walk.scan;
         let deleted = self.delete_ranges();
         let rows_delivered: u32 = deleted.iter().map(|r| r.rows).sum();
-        let complete =
-            walk.overflow || (!walk.interrupted && self.corrupt.is_none() && self.exhausted);
+        let complete = walk.overflow || (!walk.interrupted && self.corrupt.is_none() && self.exhausted);
         if complete {
             scan.cursor = scan.cycle_end;
         }
@@ -159,23 +158,14 @@ impl Fire {
         };
         let mut report = self.report(rows_delivered, complete, walk.overflow);
         report.rows_parked = rows_parked;
-        Settlement {
-            checkpoint,
-            scan,
-            wake,
-            report,
-        }
+        Settlement { checkpoint, scan, wake, report }
     }
 
     /// Moves the cursor over the window; see the module doc.
     fn walk(&self) -> Walk {
         let mut scan = self.begun.scan.clone();
         let stop = self.stop_seq();
-        let mut walk_end = Walk {
-            scan: scan.clone(),
-            interrupted: false,
-            overflow: false,
-        };
+        let mut walk_end = Walk { scan: scan.clone(), interrupted: false, overflow: false };
         for (i, row) in self.rows.iter().enumerate() {
             if stop.is_some_and(|s| row.seq >= s) {
                 walk_end.interrupted = true;
@@ -247,15 +237,9 @@ impl Fire {
 
     /// Undelivered window rows of targets being parked.
     fn rows_parked(&self) -> u32 {
-        let parked = |i: usize| {
-            matches!(
-                self.groups[self.row_group[i] as usize].state,
-                GroupState::Parked(_)
-            )
-        };
-        (0..self.rows.len())
-            .filter(|&i| !self.delivered[i] && parked(i))
-            .count() as u32
+        let parked =
+            |i: usize| matches!(self.groups[self.row_group[i] as usize].state, GroupState::Parked(_));
+        (0..self.rows.len()).filter(|&i| !self.delivered[i] && parked(i)).count() as u32
     }
 
     /// Decides the next wake-up and updates the idle streak. `rows_delivered`
@@ -288,14 +272,10 @@ impl Fire {
         if advanced && !complete {
             // Scanning past blocked rows toward rows that may be healthy:
             // wait the base back-off only.
-            return Wake::After {
-                delay_ms: retry_backoff_ms(0),
-            };
+            return Wake::After { delay_ms: retry_backoff_ms(0) };
         }
         scan.idle_fires = scan.idle_fires.saturating_add(1);
-        Wake::After {
-            delay_ms: retry_backoff_ms(scan.idle_fires),
-        }
+        Wake::After { delay_ms: retry_backoff_ms(scan.idle_fires) }
     }
 
     fn report(&self, rows_delivered: u32, complete: bool, overflow: bool) -> FireReport {
@@ -321,9 +301,7 @@ impl Fire {
         let recovered = self
             .groups
             .iter()
-            .filter(|g| {
-                g.applied_once && g.state == GroupState::Active && failing.contains_key(&g.target)
-            })
+            .filter(|g| g.applied_once && g.state == GroupState::Active && failing.contains_key(&g.target))
             .map(|g| g.target.clone())
             .collect();
         FireReport {
@@ -341,10 +319,7 @@ impl Fire {
             overflow,
             corrupt: self.corrupt.as_ref().map(|(s, e)| (*s, e.to_string())),
             corrupt_rs: self.begun.corrupt_rs.is_some(),
-            lag_exceeded: self
-                .rows
-                .iter()
-                .any(|r| now.saturating_sub(r.at_ms) > RELAY_LAG_BOUND_MS),
+            lag_exceeded: self.rows.iter().any(|r| now.saturating_sub(r.at_ms) > RELAY_LAG_BOUND_MS),
         }
     }
 }

@@ -34,24 +34,15 @@ pub(super) fn audit(sim: &Sim) -> Result<(), String> {
             .iter()
             .find(|s| !src.outbox.contains_key(s) && !src.parked.contains_key(s))
         {
-            return Err(format!(
-                "{}: row {lost} was neither applied nor kept",
-                ctx()
-            ));
+            return Err(format!("{}: row {lost} was neither applied nor kept", ctx()));
         }
         let watermark = sim.watermark(target.as_str(), source.as_str());
         if watermark != all_applied.last().copied().unwrap_or(0) {
-            return Err(format!(
-                "{}: watermark {watermark} is not the last applied row",
-                ctx()
-            ));
+            return Err(format!("{}: watermark {watermark} is not the last applied row", ctx()));
         }
         if let Some(older) = expected.get(applied.len()) {
             if watermark >= *older {
-                return Err(format!(
-                    "{}: watermark {watermark} passes undelivered row {older}",
-                    ctx()
-                ));
+                return Err(format!("{}: watermark {watermark} passes undelivered row {older}", ctx()));
             }
         }
     }

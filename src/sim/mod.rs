@@ -131,11 +131,7 @@ impl Sim {
 
     /// Enqueues `rows` at `source` atomically, arming its alarm if none is
     /// set. Returns the assigned sequences.
-    pub fn enqueue(
-        &mut self,
-        source: &str,
-        rows: Vec<EnqueueRow>,
-    ) -> Result<Vec<u64>, EnqueueError> {
+    pub fn enqueue(&mut self, source: &str, rows: Vec<EnqueueRow>) -> Result<Vec<u64>, EnqueueError> {
         match self.enqueue_keyed(source, None, rows) {
             Ok(done) => Ok(done.seqs),
             Err(crate::core::EnqueueRefusal::Invalid(e)) => Err(e),
@@ -170,12 +166,7 @@ impl Sim {
 
     /// Runs `source`'s alarms as they fall due, moving the clock to each,
     /// until none is armed or `max_alarms` have run.
-    pub fn run_until_idle(
-        &mut self,
-        source: &str,
-        budget: RelayBudget,
-        max_alarms: u32,
-    ) -> DrainReport {
+    pub fn run_until_idle(&mut self, source: &str, budget: RelayBudget, max_alarms: u32) -> DrainReport {
         let s = name(source);
         let mut report = DrainReport::default();
         let started = self.now_ms;
@@ -189,11 +180,7 @@ impl Sim {
             report.fires += alarm.totals.fires;
             report.calls += alarm.totals.calls;
             report.max_calls_per_alarm = report.max_calls_per_alarm.max(alarm.totals.calls);
-            report.idle_fires += alarm
-                .fires
-                .iter()
-                .filter(|f| f.report.rows_delivered == 0)
-                .count() as u32;
+            report.idle_fires += alarm.fires.iter().filter(|f| f.report.rows_delivered == 0).count() as u32;
         }
         report.drained = self.sources.get(&s).is_none_or(|x| x.alarm_at.is_none());
         report.elapsed_ms = self.now_ms - started;
@@ -206,19 +193,13 @@ impl Sim {
         let mut report = DrainReport::default();
         let started = self.now_ms;
         while report.alarms < max_alarms {
-            let due: Vec<(u64, Name)> = self
-                .sources
-                .iter()
-                .filter_map(|(n, s)| s.alarm_at.map(|at| (at, n.clone())))
-                .collect();
+            let due: Vec<(u64, Name)> =
+                self.sources.iter().filter_map(|(n, s)| s.alarm_at.map(|at| (at, n.clone()))).collect();
             let Some(first) = due.iter().map(|(at, _)| *at).min() else {
                 break;
             };
-            let mut ready: Vec<Name> = due
-                .into_iter()
-                .filter(|(at, _)| *at == first)
-                .map(|(_, n)| n)
-                .collect();
+            let mut ready: Vec<Name> =
+                due.into_iter().filter(|(at, _)| *at == first).map(|(_, n)| n).collect();
             self.rng.shuffle(&mut ready);
             self.now_ms = self.now_ms.max(first);
             let alarm = self.run_alarm(ready[0].as_str(), budget);
@@ -275,10 +256,7 @@ impl Sim {
     /// Has a concurrent writer enqueue `rows` at `source` after its next
     /// fire has read the window.
     pub fn append_during_next_fire(&mut self, source: &str, rows: Vec<EnqueueRow>) {
-        self.source_mut(&name(source))
-            .faults
-            .append_mid_fire
-            .push(rows);
+        self.source_mut(&name(source)).faults.append_mid_fire.push(rows);
     }
 
     /// Starts a second fire on `source` while its next fire is in flight;
@@ -290,10 +268,7 @@ impl Sim {
     /// Replaces the stored body of row `seq` (to simulate corruption).
     pub fn corrupt_row(&mut self, source: &str, seq: u64, body: &str) {
         let src = self.source_mut(&name(source));
-        let row = src
-            .outbox
-            .get_mut(&seq)
-            .expect("corrupt_row of a row not queued");
+        let row = src.outbox.get_mut(&seq).expect("corrupt_row of a row not queued");
         row.body = body.to_owned();
     }
 
@@ -306,16 +281,12 @@ impl Sim {
 
     /// Sequences queued at `source`, ascending.
     pub fn queued(&self, source: &str) -> Vec<u64> {
-        self.sources
-            .get(&name(source))
-            .map_or_else(Vec::new, |s| s.outbox.keys().copied().collect())
+        self.sources.get(&name(source)).map_or_else(Vec::new, |s| s.outbox.keys().copied().collect())
     }
 
     /// Rows queued at `source`, as stored.
     pub fn queued_rows(&self, source: &str) -> Vec<StoredRow> {
-        self.sources
-            .get(&name(source))
-            .map_or_else(Vec::new, |s| s.outbox.values().cloned().collect())
+        self.sources.get(&name(source)).map_or_else(Vec::new, |s| s.outbox.values().cloned().collect())
     }
 
     /// `source`'s last allocated sequence.
@@ -336,10 +307,7 @@ impl Sim {
 
     /// `target`'s watermark for `source` (0 if none).
     pub fn watermark(&self, target: &str, source: &str) -> u64 {
-        self.targets
-            .get(&name(target))
-            .and_then(|t| t.watermarks.get(&name(source)).copied())
-            .unwrap_or(0)
+        self.targets.get(&name(target)).and_then(|t| t.watermarks.get(&name(source)).copied()).unwrap_or(0)
     }
 
     /// Sequences from `source` that `target` applied, in application order.
@@ -352,9 +320,7 @@ impl Sim {
 
     /// The JSON text of `key` at `target`.
     pub fn value(&self, target: &str, key: &str) -> Option<String> {
-        self.targets
-            .get(&name(target))
-            .and_then(|t| t.kv.get(key).cloned())
+        self.targets.get(&name(target)).and_then(|t| t.kv.get(key).cloned())
     }
 
     /// Calls `target` has received, including failed ones.

@@ -6,9 +6,7 @@
 use std::collections::BTreeMap;
 
 use super::{name, Sim};
-use crate::core::dedup::{
-    decide, next_prune_ms, validate_key, DEFAULT_DISCARD_HORIZON_MS, PRUNE_BATCH_ROWS,
-};
+use crate::core::dedup::{decide, next_prune_ms, validate_key, DEFAULT_DISCARD_HORIZON_MS, PRUNE_BATCH_ROWS};
 use crate::core::{
     content_digest, plan_enqueue, Capacity, Dedup, DedupRecord, EnqueueRefusal, EnqueueRow, Name,
     RelayPolicy, ScanState, StoredRow, DEFAULT_MAX_QUEUED_BYTES, DEFAULT_MAX_QUEUED_ROWS,
@@ -92,18 +90,10 @@ impl Sim {
             validate_key(k).map_err(EnqueueRefusal::Key)?;
             let src = self.source_mut(&s);
             let horizon = src.policy.dedup_horizon_ms;
-            match decide(
-                src.dedup.get(k),
-                digest.as_deref().unwrap_or(""),
-                now,
-                horizon,
-            ) {
+            match decide(src.dedup.get(k), digest.as_deref().unwrap_or(""), now, horizon) {
                 Dedup::Duplicate(seqs) => {
                     src.dedup_hits += 1;
-                    return Ok(Enqueued {
-                        seqs,
-                        duplicate: true,
-                    });
+                    return Ok(Enqueued { seqs, duplicate: true });
                 }
                 Dedup::Conflict => return Err(EnqueueRefusal::Conflict { key: k.to_owned() }),
                 Dedup::Fresh => {}
@@ -114,22 +104,14 @@ impl Sim {
         let plan = match plan_enqueue(src.os, now, &rows, &capacity) {
             Ok(p) => p,
             Err(e) => {
-                src.rejected_full +=
-                    u64::from(matches!(e, crate::core::EnqueueError::OutboxFull { .. }));
+                src.rejected_full += u64::from(matches!(e, crate::core::EnqueueError::OutboxFull { .. }));
                 return Err(e.into());
             }
         };
         src.os = plan.os;
         for row in &plan.rows {
-            let parked = src
-                .targets
-                .get(&name(&row.target))
-                .is_some_and(|t| t.parked.is_some());
-            let list = if parked {
-                &mut src.parked
-            } else {
-                &mut src.outbox
-            };
+            let parked = src.targets.get(&name(&row.target)).is_some_and(|t| t.parked.is_some());
+            let list = if parked { &mut src.parked } else { &mut src.outbox };
             list.insert(row.seq, row.clone());
         }
         if let (Some(k), Some(d)) = (key, digest) {
@@ -144,18 +126,12 @@ impl Sim {
         }
         src.alarm_at.get_or_insert(now);
         for row in &plan.rows {
-            self.enqueued
-                .entry((s.clone(), name(&row.target)))
-                .or_default()
-                .push(row.seq);
+            self.enqueued.entry((s.clone(), name(&row.target))).or_default().push(row.seq);
         }
         for t in rows.iter().map(|r| r.target.clone()) {
             self.target_mut(&t);
         }
-        Ok(Enqueued {
-            seqs: plan.seqs(),
-            duplicate: false,
-        })
+        Ok(Enqueued { seqs: plan.seqs(), duplicate: false })
     }
 
     /// Puts `target`'s parked rows back into the outbox in their original
@@ -165,12 +141,7 @@ impl Sim {
         let (s, t) = (name(source), name(target));
         let now = self.now_ms();
         let src = self.source_mut(&s);
-        let seqs: Vec<u64> = src
-            .parked
-            .values()
-            .filter(|r| r.target == t.as_str())
-            .map(|r| r.seq)
-            .collect();
+        let seqs: Vec<u64> = src.parked.values().filter(|r| r.target == t.as_str()).map(|r| r.seq).collect();
         for seq in &seqs {
             let row = src.parked.remove(seq).expect("listed above");
             src.outbox.insert(*seq, row);
@@ -187,12 +158,7 @@ impl Sim {
         let (s, t) = (name(source), name(target));
         let now = self.now_ms();
         let src = self.source_mut(&s);
-        let seqs: Vec<u64> = src
-            .parked
-            .values()
-            .filter(|r| r.target == t.as_str())
-            .map(|r| r.seq)
-            .collect();
+        let seqs: Vec<u64> = src.parked.values().filter(|r| r.target == t.as_str()).map(|r| r.seq).collect();
         for seq in &seqs {
             let row = src.parked.remove(seq).expect("listed above");
             src.discarded.insert(*seq, Discarded { row, at_ms: now });
@@ -213,11 +179,7 @@ impl Sim {
             .iter()
             .filter(|(_, r)| r.parked.is_some())
             .map(|(t, r)| {
-                let n = src
-                    .parked
-                    .values()
-                    .filter(|row| row.target == t.as_str())
-                    .count() as u32;
+                let n = src.parked.values().filter(|row| row.target == t.as_str()).count() as u32;
                 (t.to_string(), r.clone(), n)
             })
             .collect()
@@ -226,21 +188,13 @@ impl Sim {
     /// Sequences parked at `source` for `target`, ascending.
     pub fn parked_rows(&self, source: &str, target: &str) -> Vec<u64> {
         self.sources.get(&name(source)).map_or_else(Vec::new, |s| {
-            s.parked
-                .values()
-                .filter(|r| r.target == target)
-                .map(|r| r.seq)
-                .collect()
+            s.parked.values().filter(|r| r.target == target).map(|r| r.seq).collect()
         })
     }
 
     /// `source`'s failure record for `target`.
     pub fn target_record(&self, source: &str, target: &str) -> Option<TargetRecord> {
-        self.sources
-            .get(&name(source))?
-            .targets
-            .get(&name(target))
-            .cloned()
+        self.sources.get(&name(source))?.targets.get(&name(target)).cloned()
     }
 
     /// Dedup records `source` remembers.
@@ -250,16 +204,12 @@ impl Sim {
 
     /// Discarded rows `source` still keeps.
     pub fn discarded_rows(&self, source: &str) -> usize {
-        self.sources
-            .get(&name(source))
-            .map_or(0, |s| s.discarded.len())
+        self.sources.get(&name(source)).map_or(0, |s| s.discarded.len())
     }
 
     /// (dedup hits, enqueues refused as full) at `source`.
     pub fn admission_counters(&self, source: &str) -> (u64, u64) {
-        self.sources
-            .get(&name(source))
-            .map_or((0, 0), |s| (s.dedup_hits, s.rejected_full))
+        self.sources.get(&name(source)).map_or((0, 0), |s| (s.dedup_hits, s.rejected_full))
     }
 }
 
@@ -267,18 +217,8 @@ impl super::source::SimSource {
     /// Occupancy under this source's bounds.
     pub(crate) fn capacity(&self) -> Capacity {
         let rows = (self.outbox.len() + self.parked.len()) as u64;
-        let bytes = self
-            .outbox
-            .values()
-            .chain(self.parked.values())
-            .map(|r| r.body.len() as u64)
-            .sum();
-        Capacity {
-            rows,
-            bytes,
-            max_rows: self.policy.max_rows,
-            max_bytes: self.policy.max_bytes,
-        }
+        let bytes = self.outbox.values().chain(self.parked.values()).map(|r| r.body.len() as u64).sum();
+        Capacity { rows, bytes, max_rows: self.policy.max_rows, max_bytes: self.policy.max_bytes }
     }
 
     /// Consecutive failed cycles per failing target, for a fire.
@@ -316,23 +256,13 @@ impl super::source::SimSource {
             self.discarded.remove(s);
         }
         self.last_prune_ms = now_ms;
-        self.dedup
-            .values()
-            .any(|r| r.expired(now_ms, self.policy.dedup_horizon_ms))
+        self.dedup.values().any(|r| r.expired(now_ms, self.policy.dedup_horizon_ms))
     }
 
     /// When an idle source should wake to prune, if it holds records.
     pub(crate) fn idle_prune_at(&self) -> Option<u64> {
-        let oldest_dedup = self
-            .dedup
-            .values()
-            .map(|r| r.at_ms + self.policy.dedup_horizon_ms)
-            .min();
-        let oldest_discard = self
-            .discarded
-            .values()
-            .map(|d| d.at_ms + self.policy.discard_horizon_ms)
-            .min();
+        let oldest_dedup = self.dedup.values().map(|r| r.at_ms + self.policy.dedup_horizon_ms).min();
+        let oldest_discard = self.discarded.values().map(|d| d.at_ms + self.policy.discard_horizon_ms).min();
         let due = oldest_dedup.into_iter().chain(oldest_discard).min()?;
         Some(next_prune_ms(due, 0, self.last_prune_ms))
     }
@@ -354,12 +284,8 @@ impl super::source::SimSource {
             r.last_failure_ms = Some(now_ms);
         }
         for (t, reason) in &report.parked {
-            let seqs: Vec<u64> = self
-                .outbox
-                .values()
-                .filter(|r| r.target == t.as_str())
-                .map(|r| r.seq)
-                .collect();
+            let seqs: Vec<u64> =
+                self.outbox.values().filter(|r| r.target == t.as_str()).map(|r| r.seq).collect();
             for seq in seqs {
                 let row = self.outbox.remove(&seq).expect("listed above");
                 self.parked.insert(seq, row);

@@ -7,7 +7,9 @@
 //! | `POST /apply` | [`ApplyReply`](crate::core::ApplyReply); 4xx permanent, 503 transient |
 //! | `GET /keys?prefix=&after=&limit=` | `{"keys":[{"key","value"}..],"next":key?}` |
 //! | `GET /watermarks` | `{"watermarks":[{"source","watermark",..}..]}` |
-//! | `POST /faults` | test-only: `{"reject":bool}` |
+//! | `DELETE /watermarks/{source}` | forgets that source's watermark (operator act) |
+//! | `GET /status` | rows applied, batches, SQLite rows written per applied row |
+//! | `POST /faults` | test-only: `{"reject":bool,"permanent":bool}` (503, or 422 when permanent) |
 //! | `GET /log?source=` | test-only: applied sequences in order |
 
 use std::cell::OnceCell;
@@ -33,16 +35,15 @@ pub struct RelayTarget {
 #[serde(deny_unknown_fields)]
 struct FaultsBody {
     reject: bool,
+    /// With `reject`: refuse as a permanent error (422), not a transient one.
+    #[serde(default)]
+    permanent: bool,
 }
 
 impl DurableObject for RelayTarget {
     fn new(state: State, env: Env) -> Self {
         let (_, db) = Db::from_state(state);
-        RelayTarget {
-            env,
-            db,
-            inbox: OnceCell::new(),
-        }
+        RelayTarget { env, db, inbox: OnceCell::new() }
     }
 
     async fn fetch(&self, mut req: Request) -> worker::Result<Response> {
@@ -51,9 +52,7 @@ impl DurableObject for RelayTarget {
 }
 
 fn query(url: &worker::Url, key: &str) -> Option<String> {
-    url.query_pairs()
-        .find(|(k, _)| k == key)
-        .map(|(_, v)| v.into_owned())
+    url.query_pairs().find(|(k, _)| k == key).map(|(_, v)| v.into_owned())
 }
 
 impl RelayTarget {
@@ -72,9 +71,7 @@ impl RelayTarget {
     }
 
     async fn route(&self, req: &mut Request) -> Result<Response, HttpError> {
-        let url = req
-            .url()
-            .map_err(|e| HttpError::bad_request("bad_url", e.to_string()))?;
+        let url = req.url().map_err(|e| HttpError::bad_request("bad_url", e.to_string()))?;
         let method = req.method().to_string();
         let inbox = self.inbox()?;
         let internal = |e: worker::Error| HttpError::internal(e.to_string());
@@ -82,12 +79,7 @@ impl RelayTarget {
             ("POST", "/apply") => {
                 let body = read_body(req).await?;
                 let result = if self.faults_enabled()? {
-                    inbox.apply_body(
-                        &body,
-                        &ApplyLog {
-                            db: inbox.db().clone(),
-                        },
-                    )
+                    inbox.apply_body(&body, &ApplyLog { db: inbox.db().clone() })
                 } else {
                     inbox.apply_body(&body, &NoHook)
                 };
@@ -97,59 +89,66 @@ impl RelayTarget {
             ("GET", "/keys") => {
                 let limit = match query(&url, "limit") {
                     None => MAX_KEYS_PER_PAGE,
-                    Some(l) => l
-                        .parse()
-                        .ok()
-                        .filter(|n| (1..=MAX_KEYS_PER_PAGE).contains(n))
-                        .ok_or_else(|| {
+                    Some(l) => {
+                        l.parse().ok().filter(|n| (1..=MAX_KEYS_PER_PAGE).contains(n)).ok_or_else(|| {
                             HttpError::bad_request(
                                 "invalid_limit",
                                 format!("limit must be 1..={MAX_KEYS_PER_PAGE}"),
                             )
-                        })?,
+                        })?
+                    }
                 };
                 let prefix = query(&url, "prefix").unwrap_or_default();
                 let after = query(&url, "after").unwrap_or_default();
-                let keys = inbox
-                    .keys(&prefix, &after, limit)
-                    .map_err(|e| HttpError::internal(e.to_string()))?;
-                let next = (keys.len() as u32 == limit)
-                    .then(|| keys.last().map(|k| k.key.clone()))
-                    .flatten();
+                let keys =
+                    inbox.keys(&prefix, &after, limit).map_err(|e| HttpError::internal(e.to_string()))?;
+                let next = (keys.len() as u32 == limit).then(|| keys.last().map(|k| k.key.clone())).flatten();
                 json(&serde_json::json!({"keys": keys, "next": next})).map_err(internal)
             }
+            ("GET", "/status") => {
+                let (rows, batches, written) =
+                    inbox.totals().map_err(|e| HttpError::internal(e.to_string()))?;
+                let per_row = (rows > 0).then(|| written as f64 / rows as f64);
+                json(&serde_json::json!({
+                    "applied_rows": rows, "batches": batches, "sql_rows_written": written,
+                    "sql_rows_written_per_applied_row": per_row,
+                    "sources": inbox.watermarks().map_err(|e| HttpError::internal(e.to_string()))?.len(),
+                }))
+                .map_err(internal)
+            }
+            ("DELETE", p) if p.starts_with("/watermarks/") => {
+                let source = &p["/watermarks/".len()..];
+                let forgot =
+                    inbox.forget_watermark(source).map_err(|e| HttpError::internal(e.to_string()))?;
+                worker::console_log!(
+                    "{}",
+                    serde_json::json!({"event": "relay_operator", "action": "forget_watermark", "source": source, "existed": forgot})
+                );
+                json(&serde_json::json!({"source": source, "forgotten": forgot})).map_err(internal)
+            }
             ("GET", "/watermarks") => {
-                let w = inbox
-                    .watermarks()
-                    .map_err(|e| HttpError::internal(e.to_string()))?;
+                let w = inbox.watermarks().map_err(|e| HttpError::internal(e.to_string()))?;
                 json(&serde_json::json!({"watermarks": w})).map_err(internal)
             }
             ("POST", "/faults") | ("GET", "/log") if !self.faults_enabled()? => {
-                Err(HttpError::new(
-                    403,
-                    "faults_disabled",
-                    "test faults are off (RELAY_TEST_FAULTS)",
-                ))
+                Err(HttpError::new(403, "faults_disabled", "test faults are off (RELAY_TEST_FAULTS)"))
             }
             ("POST", "/faults") => {
                 let body: FaultsBody = parse_json(&read_body(req).await?)?;
-                inbox
-                    .set_rejecting(body.reject)
-                    .map_err(|e| HttpError::internal(e.to_string()))?;
+                let mode = match (body.reject, body.permanent) {
+                    (false, _) => 0,
+                    (true, false) => 1,
+                    (true, true) => 2,
+                };
+                inbox.set_rejecting(mode).map_err(|e| HttpError::internal(e.to_string()))?;
                 json(&serde_json::json!({"ok": true})).map_err(internal)
             }
             ("GET", "/log") => {
                 let source = query(&url, "source").unwrap_or_default();
-                let seqs = inbox
-                    .applied_log(&source)
-                    .map_err(|e| HttpError::internal(e.to_string()))?;
+                let seqs = inbox.applied_log(&source).map_err(|e| HttpError::internal(e.to_string()))?;
                 json(&serde_json::json!({"source": source, "seqs": seqs})).map_err(internal)
             }
-            (m, p) => Err(HttpError::new(
-                404,
-                "no_route",
-                format!("no route for {m} {p} on a target"),
-            )),
+            (m, p) => Err(HttpError::new(404, "no_route", format!("no route for {m} {p} on a target"))),
         }
     }
 }
