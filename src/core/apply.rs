@@ -271,6 +271,32 @@ mod tests {
     }
 
     #[test]
+    fn an_encoded_batch_stays_within_its_counted_bytes() {
+        use crate::core::fire::TargetCall;
+        use crate::core::limits::BATCH_HEADER_BYTES;
+        use crate::core::row::QueuedRow;
+        let name = Name::new("t".repeat(crate::core::MAX_NAME_BYTES)).unwrap();
+        let rows: Vec<QueuedRow> = (0..3)
+            .map(|i| {
+                let body = format!(r#"{{"puts":[["k",{i}]],"deletes":[]}}"#);
+                let seq = SEQ_MAX - 2 + i;
+                QueuedRow { seq, target: name.clone(), at_ms: 0, bytes: body.len() as u32, effects: 1, body }
+            })
+            .collect();
+        let bytes = rows.iter().map(|r| r.bytes + crate::core::BATCH_ROW_FRAMING_BYTES).sum();
+        let call =
+            TargetCall { group: 0, target: name.clone(), seqs: rows.iter().map(|r| r.seq).collect(), bytes };
+        let wire = encode_request(&name, &call, &rows);
+        assert!(
+            wire.len() as u32 <= bytes + BATCH_HEADER_BYTES,
+            "{} > {}",
+            wire.len(),
+            bytes + BATCH_HEADER_BYTES
+        );
+        assert_eq!(decode_request(&wire).unwrap().rows.len(), 3);
+    }
+
+    #[test]
     fn malformed_and_unknown_fields_are_refused() {
         assert!(matches!(decode_request("{"), Err(ApplyError::Malformed(_))));
         assert!(matches!(decode_request(r#"{"source":"s","rows":[],"x":1}"#), Err(ApplyError::Malformed(_))));

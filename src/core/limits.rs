@@ -66,9 +66,12 @@ pub const MAX_BATCH_BYTES: u32 = 1024 * 1024;
 /// Effects (puts plus deletes) in one target call: the target applies them
 /// in one synchronous block, one statement each.
 pub const MAX_BATCH_EFFECTS: u32 = 4_096;
-/// Framing added per row in a target call (`{"seq":N,"effects":...}`),
-/// counted against [`MAX_BATCH_BYTES`].
-pub const BATCH_ROW_FRAMING_BYTES: u32 = 32;
+/// Framing added per row in a target call, counted against
+/// [`MAX_BATCH_BYTES`]: `{"seq":N,"effects":` and `}` plus a comma is at most
+/// 36 bytes for a 16-digit `N`; 40 leaves room.
+pub const BATCH_ROW_FRAMING_BYTES: u32 = 40;
+/// Framing of a whole target call: `{"source":"<name>","rows":[` and `]}`.
+pub const BATCH_HEADER_BYTES: u32 = 96;
 
 /// Bytes in one key (UTF-8).
 pub const MAX_KEY_BYTES: u32 = 512;
@@ -90,6 +93,7 @@ pub const RETRY_BACKOFF_MS: u64 = 1_000;
 pub const RETRY_BACKOFF_MAX_MS: u64 = 60_000;
 
 const _: () = assert!(MAX_ROW_BYTES + BATCH_ROW_FRAMING_BYTES <= MAX_BATCH_BYTES);
+const _: () = assert!(super::name::MAX_NAME_BYTES as u32 + 32 <= BATCH_HEADER_BYTES);
 const _: () = assert!(MAX_EFFECTS_PER_ROW <= MAX_BATCH_EFFECTS);
 const _: () = assert!(MAX_ROW_BYTES <= MAX_FIRE_BYTES);
 const _: () = assert!(RETRY_BACKOFF_MS <= RETRY_BACKOFF_MAX_MS);

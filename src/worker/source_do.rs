@@ -275,11 +275,12 @@ impl RelaySource {
             o.note_write();
         }
         let when = worker::js_sys::Date::new(&JsValue::from_f64(due as f64));
-        self.state
-            .storage()
-            .set_alarm(worker::ScheduledTime::new(when))
-            .await
-            .map_err(|e| HttpError::internal(e.to_string()))
+        let set = self.state.storage().set_alarm(worker::ScheduledTime::new(when)).await;
+        set.map_err(|e| {
+            // We no longer know what is stored; the next use reloads it.
+            self.alarm.set(AlarmCache::Unknown);
+            HttpError::internal(e.to_string())
+        })
     }
 
     async fn run(&self) -> Result<(), String> {
