@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use durable_relay::core::{ApplyRow, Effects, EnqueueRow, Name, RelayBudget, RelayHook};
 use durable_relay::worker::outbox::{EnqueueFailure, OutboxSettings};
+use durable_relay::worker::relay::DEFAULT_CALL_TIMEOUT_MS;
 use durable_relay::worker::storage::{int, StoreError};
 use durable_relay::worker::{run_alarm, Db, DoTargets, Inbox, Outbox};
 use worker::{durable_object, wasm_bindgen, DurableObject, Env, Request, Response, Result, State};
@@ -84,7 +85,8 @@ impl DurableObject for Orders {
 
     async fn alarm(&self) -> Result<Response> {
         let source = Name::new(self.state.id().name().unwrap_or_default()).map_err(err)?;
-        let targets = DoTargets { namespace: self.env.durable_object("CUSTOMERS")? };
+        let namespace = self.env.durable_object("CUSTOMERS")?;
+        let targets = DoTargets { namespace, timeout_ms: DEFAULT_CALL_TIMEOUT_MS };
         let summary = run_alarm(&self.outbox, &source, RelayBudget::FREE, 6, &targets, now_ms)
             .await
             .map_err(|e| err(format!("{e:?}")))?;

@@ -11,6 +11,7 @@
 //! | `RELAY_BATCH_ROWS` | 512 | rows per target call |
 //! | `RELAY_SUBREQUESTS_PER_ALARM` | 50 / 10,000 | hard cap on target calls per alarm; never above the plan's |
 //! | `RELAY_MAX_IN_FLIGHT` | 6 | concurrent target calls in a fire |
+//! | `RELAY_CALL_TIMEOUT_MS` | 30,000 | a target call unanswered this long counts as failed (100..=120,000) |
 //! | `RELAY_PARK_AFTER_FAILED_CYCLES` | never | park a target after this many consecutive failed cycles (1..=1,000) |
 //! | `RELAY_MAX_QUEUED_ROWS` | 100,000 | backpressure: rows waiting (queued plus parked) |
 //! | `RELAY_MAX_QUEUED_BYTES` | 128 MiB | backpressure: body bytes waiting |
@@ -22,7 +23,9 @@
 use std::fmt;
 
 use super::outbox::OutboxSettings;
-use super::relay::{DEFAULT_MAX_IN_FLIGHT, MAX_IN_FLIGHT};
+use super::relay::{
+    DEFAULT_CALL_TIMEOUT_MS, DEFAULT_MAX_IN_FLIGHT, MAX_CALL_TIMEOUT_MS, MAX_IN_FLIGHT, MIN_CALL_TIMEOUT_MS,
+};
 use crate::core::dedup::{MAX_DEDUP_HORIZON_MS, MIN_DEDUP_HORIZON_MS};
 use crate::core::enqueue::{MAX_QUEUED_BYTES_LIMIT, MAX_QUEUED_ROWS_LIMIT};
 use crate::core::{RelayBudget, MAX_BATCH_BYTES, WORKER_FREE_SUBREQUESTS, WORKER_PAID_SUBREQUESTS};
@@ -67,6 +70,8 @@ pub struct RelayConfig {
     pub budget: RelayBudget,
     /// Concurrent target calls per fire, 1..=[`MAX_IN_FLIGHT`].
     pub max_in_flight: u32,
+    /// Target call timeout, ms.
+    pub call_timeout_ms: u64,
     /// Whether the test-only fault routes are enabled.
     pub faults: bool,
     /// Parking, backpressure and retention.
@@ -186,7 +191,10 @@ impl RelayConfig {
                 message: "test faults are refused when RELAY_ENV is production (or unset)".into(),
             });
         }
-        Ok(RelayConfig { plan, budget, max_in_flight, faults, settings: settings(&get)? })
+        let call_timeout_ms =
+            ranged(&get, "RELAY_CALL_TIMEOUT_MS", MIN_CALL_TIMEOUT_MS, MAX_CALL_TIMEOUT_MS)?
+                .unwrap_or(DEFAULT_CALL_TIMEOUT_MS);
+        Ok(RelayConfig { plan, budget, max_in_flight, call_timeout_ms, faults, settings: settings(&get)? })
     }
 }
 
@@ -222,6 +230,14 @@ mod tests {
         assert_eq!(e.var, "RELAY_SUBREQUESTS_PER_ALARM");
         assert!(parse(&[("RELAY_PLAN", "paid"), ("RELAY_SUBREQUESTS_PER_ALARM", "10000")]).is_ok());
         assert!(parse(&[("RELAY_PLAN", "paid"), ("RELAY_SUBREQUESTS_PER_ALARM", "10001")]).is_err());
+    }
+
+    #[test]
+    fn call_timeout_is_bounded() {
+        assert_eq!(parse(&[]).unwrap().call_timeout_ms, DEFAULT_CALL_TIMEOUT_MS);
+        assert!(parse(&[("RELAY_CALL_TIMEOUT_MS", "100")]).is_ok());
+        assert!(parse(&[("RELAY_CALL_TIMEOUT_MS", "99")]).is_err());
+        assert!(parse(&[("RELAY_CALL_TIMEOUT_MS", "120001")]).is_err());
     }
 
     #[test]

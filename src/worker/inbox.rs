@@ -13,32 +13,44 @@
 //! ```sql
 //! relay_kv (key TEXT PRIMARY KEY, value TEXT)            -- value: JSON text
 //! relay_rh (source TEXT PRIMARY KEY, watermark, applied_rows, batches, sql_rows_written)
-//! relay_target_faults (id = 1, reject)                   -- test-only switch
+//! relay_target_faults (id = 1, reject, delay_ms)         -- test-only switch (v2 adds delay_ms)
 //! relay_apply_log (source, seq)                          -- test-only, see ApplyLog
 //! ```
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
-use worker::SqlStorageValue;
 
 use super::storage::{int, Db, StoreError};
 use crate::core::{decode_request, plan_apply, ApplyError, ApplyReply, ApplyRequest, Effects, RelayHook};
 
 const COMPONENT: &str = "relay_target";
 
-const MIGRATIONS: &[&[&str]] = &[&[
-    "CREATE TABLE relay_kv (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
-    "CREATE TABLE relay_rh (
+const MIGRATIONS: &[&[&str]] = &[
+    &[
+        "CREATE TABLE relay_kv (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+        "CREATE TABLE relay_rh (
         source TEXT PRIMARY KEY,
         watermark INTEGER NOT NULL,
         applied_rows INTEGER NOT NULL,
         batches INTEGER NOT NULL,
         sql_rows_written INTEGER NOT NULL
     )",
-    "CREATE TABLE relay_target_faults (id INTEGER PRIMARY KEY CHECK (id = 1), reject INTEGER NOT NULL)",
-    "CREATE TABLE relay_apply_log (source TEXT NOT NULL, seq INTEGER NOT NULL)",
-]];
+        "CREATE TABLE relay_target_faults (id INTEGER PRIMARY KEY CHECK (id = 1), reject INTEGER NOT NULL)",
+        "CREATE TABLE relay_apply_log (source TEXT NOT NULL, seq INTEGER NOT NULL)",
+    ],
+    &["ALTER TABLE relay_target_faults ADD COLUMN delay_ms INTEGER NOT NULL DEFAULT 0"],
+];
+
+/// The test-only fault switch of a target.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+pub struct TargetFaults {
+    /// 0 applies, 1 refuses (transient, 503), 2 refuses as permanent (422).
+    pub reject: u32,
+    /// Wait this long before applying (so a source's call times out while
+    /// the apply still happens, as with a lost reply).
+    pub delay_ms: u64,
+}
 
 /// Key-value pairs per multi-row upsert (two parameters each).
 const UPSERT_KEYS_PER_STATEMENT: usize = 50;
@@ -126,7 +138,7 @@ impl Inbox {
 
     /// Decodes an apply body and applies it.
     pub fn apply_body(&self, body: &str, hook: &impl RelayHook) -> Result<ApplyReply, ApplyFailure> {
-        match self.rejecting().map_err(|e| ApplyFailure::Unavailable(e.to_string()))? {
+        match self.faults().map_err(|e| ApplyFailure::Unavailable(e.to_string()))?.reject {
             0 => {}
             1 => return Err(ApplyFailure::Unavailable("test fault: target rejects calls".into())),
             _ => {
@@ -260,22 +272,19 @@ impl Inbox {
         )
     }
 
-    /// The test fault switch: 0 applies, 1 refuses (transient), 2 refuses
-    /// as a permanent error.
-    pub fn rejecting(&self) -> Result<u32, StoreError> {
-        #[derive(Deserialize)]
-        struct F {
-            reject: u32,
-        }
-        let rows: Vec<F> = self.db.rows("SELECT reject FROM relay_target_faults WHERE id = 1", vec![])?;
-        Ok(rows.first().map_or(0, |f| f.reject))
+    /// The test fault switch.
+    pub fn faults(&self) -> Result<TargetFaults, StoreError> {
+        let rows: Vec<TargetFaults> =
+            self.db.rows("SELECT reject, delay_ms FROM relay_target_faults WHERE id = 1", vec![])?;
+        Ok(rows.first().copied().unwrap_or_default())
     }
 
-    /// Sets the test fault switch (see [`Inbox::rejecting`]).
-    pub fn set_rejecting(&self, mode: u32) -> Result<(), StoreError> {
+    /// Sets the test fault switch.
+    pub fn set_faults(&self, f: TargetFaults) -> Result<(), StoreError> {
         self.db.run(
-            "INSERT INTO relay_target_faults (id, reject) VALUES (1, ?) ON CONFLICT(id) DO UPDATE SET reject = excluded.reject",
-            vec![SqlStorageValue::Integer(i64::from(mode))],
+            "INSERT INTO relay_target_faults (id, reject, delay_ms) VALUES (1, ?, ?) ON CONFLICT(id) \
+             DO UPDATE SET reject = excluded.reject, delay_ms = excluded.delay_ms",
+            vec![int(u64::from(f.reject)), int(f.delay_ms)],
         )?;
         Ok(())
     }

@@ -34,13 +34,31 @@ pub trait Targets {
 pub struct DoTargets {
     /// The target class's namespace binding.
     pub namespace: ObjectNamespace,
+    /// How long one call may take, ms (see [`DEFAULT_CALL_TIMEOUT_MS`]).
+    pub timeout_ms: u64,
 }
+
+/// How long one target call may take by default before the fire counts it
+/// failed. The call may still apply afterwards; the target's watermark makes
+/// the redelivery harmless, exactly as for a lost reply.
+pub const DEFAULT_CALL_TIMEOUT_MS: u64 = 30_000;
+/// Shortest configurable call timeout.
+pub const MIN_CALL_TIMEOUT_MS: u64 = 100;
+/// Longest configurable call timeout: an alarm has 15 minutes in all.
+pub const MAX_CALL_TIMEOUT_MS: u64 = 120_000;
 
 impl Targets for DoTargets {
     async fn apply(&self, target: &Name, body: String) -> CallOutcome {
-        match self.try_apply(target, body).await {
-            Ok(outcome) => outcome,
-            Err(e) => CallOutcome::Failed(Failure::Transient(e.to_string())),
+        let call = std::pin::pin!(self.try_apply(target, body));
+        let timeout = std::pin::pin!(worker::Delay::from(std::time::Duration::from_millis(self.timeout_ms)));
+        match futures::future::select(call, timeout).await {
+            futures::future::Either::Left((Ok(outcome), _)) => outcome,
+            futures::future::Either::Left((Err(e), _)) => {
+                CallOutcome::Failed(Failure::Transient(e.to_string()))
+            }
+            futures::future::Either::Right(_) => {
+                CallOutcome::Failed(Failure::Transient(format!("no answer within {} ms", self.timeout_ms)))
+            }
         }
     }
 }

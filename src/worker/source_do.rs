@@ -288,7 +288,7 @@ impl RelaySource {
         let name = self.name().map_err(|e| e.message)?;
         let outbox = self.outbox().map_err(|e| e.message)?;
         let namespace = self.env.durable_object(TARGET_BINDING).map_err(|e| e.to_string())?;
-        let targets = DoTargets { namespace };
+        let targets = DoTargets { namespace, timeout_ms: config.call_timeout_ms };
         let result = run_alarm(outbox, &name, config.budget, config.max_in_flight, &targets, now_ms).await;
         let mut summary = match result {
             Ok(s) => s,

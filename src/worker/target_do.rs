@@ -9,7 +9,7 @@
 //! | `GET /watermarks` | `{"watermarks":[{"source","watermark",..}..]}` |
 //! | `DELETE /watermarks/{source}` | forgets that source's watermark (operator act) |
 //! | `GET /status` | rows applied, batches, SQLite rows written per applied row |
-//! | `POST /faults` | test-only: `{"reject":bool,"permanent":bool}` (503, or 422 when permanent) |
+//! | `POST /faults` | test-only: `{"reject":bool,"permanent":bool,"delay_ms":n}` (503, 422 when permanent; delay before applying) |
 //! | `GET /log?source=` | test-only: applied sequences in order |
 
 use std::cell::OnceCell;
@@ -19,7 +19,7 @@ use worker::{durable_object, wasm_bindgen, DurableObject, Env, Request, Response
 
 use super::config::RelayConfig;
 use super::http::{json, parse_json, read_body, respond, HttpError};
-use super::inbox::{ApplyFailure, ApplyLog, Inbox, MAX_KEYS_PER_PAGE};
+use super::inbox::{ApplyFailure, ApplyLog, Inbox, TargetFaults, MAX_KEYS_PER_PAGE};
 use super::storage::Db;
 use crate::core::NoHook;
 
@@ -34,11 +34,18 @@ pub struct RelayTarget {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct FaultsBody {
+    #[serde(default)]
     reject: bool,
     /// With `reject`: refuse as a permanent error (422), not a transient one.
     #[serde(default)]
     permanent: bool,
+    /// Wait this long before applying, at most [`MAX_FAULT_DELAY_MS`].
+    #[serde(default)]
+    delay_ms: u64,
 }
+
+/// Longest injectable apply delay.
+const MAX_FAULT_DELAY_MS: u64 = 60_000;
 
 impl DurableObject for RelayTarget {
     fn new(state: State, env: Env) -> Self {
@@ -78,6 +85,12 @@ impl RelayTarget {
         match (method.as_str(), url.path()) {
             ("POST", "/apply") => {
                 let body = read_body(req).await?;
+                if self.faults_enabled()? {
+                    let delay = inbox.faults().map_err(|e| HttpError::internal(e.to_string()))?.delay_ms;
+                    if delay > 0 {
+                        worker::Delay::from(std::time::Duration::from_millis(delay)).await;
+                    }
+                }
                 let result = if self.faults_enabled()? {
                     inbox.apply_body(&body, &ApplyLog { db: inbox.db().clone() })
                 } else {
@@ -135,12 +148,19 @@ impl RelayTarget {
             }
             ("POST", "/faults") => {
                 let body: FaultsBody = parse_json(&read_body(req).await?)?;
-                let mode = match (body.reject, body.permanent) {
+                let reject = match (body.reject, body.permanent) {
                     (false, _) => 0,
                     (true, false) => 1,
                     (true, true) => 2,
                 };
-                inbox.set_rejecting(mode).map_err(|e| HttpError::internal(e.to_string()))?;
+                if body.delay_ms > MAX_FAULT_DELAY_MS {
+                    return Err(HttpError::bad_request(
+                        "invalid_delay",
+                        format!("delay_ms above {MAX_FAULT_DELAY_MS}"),
+                    ));
+                }
+                let faults = TargetFaults { reject, delay_ms: body.delay_ms };
+                inbox.set_faults(faults).map_err(|e| HttpError::internal(e.to_string()))?;
                 json(&serde_json::json!({"ok": true})).map_err(internal)
             }
             ("GET", "/log") => {
