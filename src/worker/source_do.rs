@@ -223,6 +223,8 @@ impl RelaySource {
         let target =
             Name::new(target).map_err(|e| HttpError::bad_request("invalid_target", e.to_string()))?;
         let outbox = self.outbox()?;
+        // Loaded first, so the redrive and its arming share one turn.
+        self.load_alarm().await?;
         let outcome = match action {
             "redrive" => outbox.redrive(target.as_str()),
             "discard" => outbox.discard(target.as_str(), now_ms()),
@@ -241,7 +243,6 @@ impl RelaySource {
                 "target": target.as_str(), "rows": outcome.rows, "was_parked": outcome.was_parked})
         );
         if action == "redrive" && outcome.rows > 0 {
-            self.load_alarm().await?;
             self.arm(0).await?;
         }
         json(&outcome).map_err(|e| HttpError::internal(e.to_string()))
