@@ -27,12 +27,13 @@
 //!
 //! cargo run --release --features sim --example core_bench [-- --quick] [--json]
 
+use std::collections::BTreeMap;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use durable_relay::core::{
-    begin, encode_request, CallOutcome, Effects, EnqueueRow, Fire, FireStart, JsonValue, Name,
-    RelayBudget, StoredRow, MAX_ROWS_PER_ENQUEUE,
+    begin, encode_request, CallOutcome, Effects, EnqueueRow, Fire, FireStart, JsonValue, Name, RelayBudget,
+    RelayPolicy, StoredRow, MAX_ROWS_PER_ENQUEUE,
 };
 use durable_relay::sim::Sim;
 
@@ -94,8 +95,7 @@ fn drain(backlog: &Backlog, budget_name: &'static str, budget: RelayBudget) -> D
     }
     let report = sim.run_until_idle("src-00", budget, SIM_MAX_ALARMS);
     assert!(report.drained, "{} did not drain", backlog.workload);
-    sim.audit()
-        .expect("the simulated drain keeps the relay's invariants");
+    sim.audit().expect("the simulated drain keeps the relay's invariants");
     Drain {
         workload: backlog.workload,
         budget: budget_name,
@@ -157,12 +157,11 @@ fn fire(source: &Name, budget: RelayBudget, rows: &[StoredRow]) -> (u64, u64, u6
         now_ms: 2_000,
         budget,
         calls_left: budget.calls_per_alarm(),
+        policy: RelayPolicy::default(),
+        failing: BTreeMap::new(),
     });
     let probe = (begun.window.probe_rows() as usize).min(rows.len());
-    let sizes: Vec<(u64, u32)> = rows[..probe]
-        .iter()
-        .map(|r| (r.seq, r.body.len() as u32))
-        .collect();
+    let sizes: Vec<(u64, u32)> = rows[..probe].iter().map(|r| (r.seq, r.body.len() as u32)).collect();
     let (take, exhausted) = begun.window.take(&sizes);
     let mut fire = Fire::new(begun, &rows[..take], exhausted);
     let mut calls_made = 0;
@@ -176,21 +175,14 @@ fn fire(source: &Name, budget: RelayBudget, rows: &[StoredRow]) -> (u64, u64, u6
         }
         for call in &calls {
             let last = *call.seqs.last().expect("calls are never empty");
-            let outcome = CallOutcome::Applied {
-                watermark: last,
-                applied: call.seqs.len() as u32,
-            };
+            let outcome = CallOutcome::Applied { watermark: last, applied: call.seqs.len() as u32 };
             fire.record(call, outcome);
         }
         calls_made += calls.len() as u64;
     }
     let settlement = fire.settle();
     let report = black_box(settlement).report;
-    (
-        u64::from(report.window_rows),
-        u64::from(report.rows_delivered),
-        calls_made,
-    )
+    (u64::from(report.window_rows), u64::from(report.rows_delivered), calls_made)
 }
 
 fn measure(shape: &Shape, measure_for: Duration) -> Result {
@@ -219,18 +211,9 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let quick = args.iter().any(|a| a == "--quick");
     let as_json = args.iter().any(|a| a == "--json");
-    let measure_for = if quick {
-        MEASURE_FOR_QUICK
-    } else {
-        MEASURE_FOR
-    };
+    let measure_for = if quick { MEASURE_FOR_QUICK } else { MEASURE_FOR };
     let shapes = [
-        Shape {
-            name: "one-target",
-            budget_name: "free",
-            budget: RelayBudget::FREE,
-            target_of: |_| 0,
-        },
+        Shape { name: "one-target", budget_name: "free", budget: RelayBudget::FREE, target_of: |_| 0 },
         Shape {
             name: "interleaved-64",
             budget_name: "free",
@@ -243,46 +226,18 @@ fn main() {
             budget: RelayBudget::PAID,
             target_of: |i| i % 64,
         },
-        Shape {
-            name: "distinct",
-            budget_name: "free",
-            budget: RelayBudget::FREE,
-            target_of: |i| i,
-        },
-        Shape {
-            name: "distinct",
-            budget_name: "paid",
-            budget: RelayBudget::PAID,
-            target_of: |i| i,
-        },
+        Shape { name: "distinct", budget_name: "free", budget: RelayBudget::FREE, target_of: |i| i },
+        Shape { name: "distinct", budget_name: "paid", budget: RelayBudget::PAID, target_of: |i| i },
     ];
     let results: Vec<Result> = shapes.iter().map(|s| measure(s, measure_for)).collect();
     let backlogs = [
-        Backlog {
-            workload: "W1",
-            targets: 4_096,
-            rows_per_pair: 1,
-        },
-        Backlog {
-            workload: "W2",
-            targets: 1,
-            rows_per_pair: 10_000,
-        },
-        Backlog {
-            workload: "W3 (one of its 16 sources)",
-            targets: 64,
-            rows_per_pair: 20,
-        },
+        Backlog { workload: "W1", targets: 4_096, rows_per_pair: 1 },
+        Backlog { workload: "W2", targets: 1, rows_per_pair: 10_000 },
+        Backlog { workload: "W3 (one of its 16 sources)", targets: 64, rows_per_pair: 20 },
     ];
-    let budgets = [
-        ("free", RelayBudget::FREE),
-        ("free-50", FREE_50),
-        ("paid", RelayBudget::PAID),
-    ];
-    let drains: Vec<Drain> = backlogs
-        .iter()
-        .flat_map(|b| budgets.iter().map(move |(n, budget)| drain(b, n, *budget)))
-        .collect();
+    let budgets = [("free", RelayBudget::FREE), ("free-50", FREE_50), ("paid", RelayBudget::PAID)];
+    let drains: Vec<Drain> =
+        backlogs.iter().flat_map(|b| budgets.iter().map(move |(n, budget)| drain(b, n, *budget))).collect();
     if as_json {
         let out: Vec<serde_json::Value> = results
             .iter()

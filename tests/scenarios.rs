@@ -3,8 +3,8 @@
 //! the behaviour it pins.
 
 use durable_relay::core::{
-    ApplyRow, Effects, EnqueueRow, JsonValue, Name, RelayBudget, RelayHook, Wake,
-    MAX_BLOCKED_TARGETS, RETRY_BACKOFF_MS,
+    ApplyRow, Effects, EnqueueRow, JsonValue, Name, RelayBudget, RelayHook, Wake, MAX_BLOCKED_TARGETS,
+    RETRY_BACKOFF_MS,
 };
 use durable_relay::sim::{Commit, Sim};
 use serde_json::json;
@@ -12,11 +12,7 @@ use serde_json::json;
 const S: &str = "src";
 
 fn row(target: &str, key: &str, value: serde_json::Value) -> EnqueueRow {
-    EnqueueRow::new(
-        Name::new(target).unwrap(),
-        vec![(key.to_owned(), value)],
-        vec![],
-    )
+    EnqueueRow::new(Name::new(target).unwrap(), vec![(key.to_owned(), value)], vec![])
 }
 
 /// Enqueues one row per target in `targets`, in order, in requests of up to 256.
@@ -29,9 +25,7 @@ fn one_each(sim: &mut Sim, targets: &[String]) {
 
 /// Enqueues `n` rows to `target`, each putting `k{i}`.
 fn many(sim: &mut Sim, target: &str, n: usize) {
-    let rows: Vec<_> = (0..n)
-        .map(|i| row(target, &format!("k{i}"), json!(i)))
-        .collect();
+    let rows: Vec<_> = (0..n).map(|i| row(target, &format!("k{i}"), json!(i))).collect();
     for chunk in rows.chunks(256) {
         sim.enqueue(S, chunk.to_vec()).unwrap();
     }
@@ -80,10 +74,7 @@ fn every_fire_makes_progress_across_512_distinct_healthy_targets() {
         let alarm = sim.run_alarm(S, RelayBudget::default());
         for f in &alarm.fires {
             fires += 1;
-            assert!(
-                f.report.rows_delivered > 0,
-                "fire {fires} delivered nothing"
-            );
+            assert!(f.report.rows_delivered > 0, "fire {fires} delivered nothing");
             assert_eq!(f.report.rows_delivered, f.report.targets_called);
         }
         sim.audit().unwrap();
@@ -97,16 +88,9 @@ fn a_1000_row_backlog_to_one_target_does_not_hide_a_row_to_another() {
     many(&mut sim, "big", 1000);
     sim.put(S, "small", "k", json!(1)).unwrap();
     let f = sim.fire(S, RelayBudget::FREE);
-    assert_eq!(
-        sim.applied("small", S),
-        vec![1001],
-        "the other target's row arrives in the first fire"
-    );
+    assert_eq!(sim.applied("small", S), vec![1001], "the other target's row arrives in the first fire");
     assert_eq!(sim.applied("big", S).len(), 1000);
-    assert_eq!(
-        f.report.calls, 3,
-        "two 512-row batches to big, one to small"
-    );
+    assert_eq!(f.report.calls, 3, "two 512-row batches to big, one to small");
     assert!(sim.queued(S).is_empty());
     sim.audit().unwrap();
 }
@@ -156,10 +140,7 @@ fn thirty_one_failing_targets_do_not_hide_the_healthy_ones_after_them() {
         match f.wake {
             Wake::After { delay_ms } => {
                 assert_eq!(f.report.rows_delivered, 0);
-                assert!(
-                    delay_ms >= RETRY_BACKOFF_MS,
-                    "a fire that delivers nothing backs off"
-                );
+                assert!(delay_ms >= RETRY_BACKOFF_MS, "a fire that delivers nothing backs off");
                 sim.advance(delay_ms);
             }
             _ => assert!(f.report.rows_delivered > 0),
@@ -167,16 +148,8 @@ fn thirty_one_failing_targets_do_not_hide_the_healthy_ones_after_them() {
         fires.push(f);
         assert!(fires.len() < 20, "healthy targets starved");
     }
-    let shape: Vec<(u32, u32, usize)> = fires
-        .iter()
-        .map(|f| {
-            (
-                f.report.calls,
-                f.report.rows_delivered,
-                f.scan.blocked.len(),
-            )
-        })
-        .collect();
+    let shape: Vec<(u32, u32, usize)> =
+        fires.iter().map(|f| (f.report.calls, f.report.rows_delivered, f.scan.blocked.len())).collect();
     println!("(calls, delivered, blocked) per fire: {shape:?}");
     // 16 targets per fire: two fires block the 31 (pausing, then passing
     // 1,040 failing rows), the third reaches and delivers the 10 healthy rows.
@@ -204,19 +177,13 @@ fn the_thirty_third_failure_ends_the_cycle_keeps_its_row_and_all_drains_in_order
     for t in &bad {
         sim.fail_target(t);
     }
-    let budget = RelayBudget {
-        targets_per_fire: 64,
-        ..RelayBudget::default()
-    };
+    let budget = RelayBudget { targets_per_fire: 64, ..RelayBudget::default() };
     let f = sim.fire(S, budget);
     assert!(f.report.overflow);
     assert!(f.scan.is_complete(), "terminal marker");
     assert_eq!(f.scan.blocked.len(), MAX_BLOCKED_TARGETS);
     let last_bad = bad.last().unwrap();
-    assert!(
-        sim.queued(S).contains(&(MAX_BLOCKED_TARGETS as u64 + 1)),
-        "the 33rd row is kept"
-    );
+    assert!(sim.queued(S).contains(&(MAX_BLOCKED_TARGETS as u64 + 1)), "the 33rd row is kept");
     assert!(sim.applied(last_bad, S).is_empty());
     sim.audit().unwrap();
     for t in &bad {
@@ -238,14 +205,8 @@ fn a_crash_after_the_target_apply_never_applies_a_row_twice_and_the_next_fire_on
     let alarm = sim.run_alarm(S, RelayBudget::FREE);
     assert_eq!(alarm.fires[0].commit, Commit::Crashed);
     assert_eq!(sim.queued(S).len(), 6, "nothing left the outbox");
-    assert_eq!(
-        sim.applied("t0000", S),
-        vec![1],
-        "the target applied before the crash"
-    );
-    let next = sim
-        .alarm_at(S)
-        .expect("the platform retries a throwing alarm");
+    assert_eq!(sim.applied("t0000", S), vec![1], "the target applied before the crash");
+    let next = sim.alarm_at(S).expect("the platform retries a throwing alarm");
     sim.advance(next - sim.now_ms());
     let alarm = sim.run_alarm(S, RelayBudget::FREE);
     let f = &alarm.fires[0];
@@ -262,19 +223,13 @@ fn a_crash_after_the_target_apply_never_applies_a_row_twice_and_the_next_fire_on
 fn duplicate_only_groups_cost_a_call_but_no_target_slot() {
     let mut sim = Sim::new(9);
     one_each(&mut sim, &targets("t", 12));
-    let budget = RelayBudget {
-        targets_per_fire: 4,
-        ..RelayBudget::FREE
-    };
+    let budget = RelayBudget { targets_per_fire: 4, ..RelayBudget::FREE };
     sim.crash_next_checkpoint(S);
     sim.fire(S, budget);
     assert_eq!(sim.queued(S).len(), 12);
     let f = sim.fire(S, budget);
     assert_eq!(f.report.rows_applied, 4, "four new targets got slots");
-    assert_eq!(
-        f.report.rows_delivered, 8,
-        "the four duplicates were cleaned up as well"
-    );
+    assert_eq!(f.report.rows_delivered, 8, "the four duplicates were cleaned up as well");
     assert_eq!(f.report.calls, 8);
     sim.audit().unwrap();
 }
@@ -299,10 +254,7 @@ fn a_lost_reply_blocks_the_target_and_its_rows_arrive_once_next_cycle() {
 fn rows_appended_mid_cycle_wait_for_the_next_cycle() {
     let mut sim = Sim::new(11);
     one_each(&mut sim, &targets("t", 20));
-    let budget = RelayBudget {
-        targets_per_fire: 8,
-        ..RelayBudget::default()
-    };
+    let budget = RelayBudget { targets_per_fire: 8, ..RelayBudget::default() };
     sim.fire(S, budget);
     sim.put(S, "late", "k", json!(1)).unwrap();
     let f = sim.fire(S, budget);
@@ -310,10 +262,7 @@ fn rows_appended_mid_cycle_wait_for_the_next_cycle() {
     assert!(sim.applied("late", S).is_empty(), "t0008..t0015 first");
     let f = sim.fire(S, budget);
     assert!(f.scan.is_complete());
-    assert!(
-        sim.applied("late", S).is_empty(),
-        "the cycle ends at the os it started with"
-    );
+    assert!(sim.applied("late", S).is_empty(), "the cycle ends at the os it started with");
     let f = sim.fire(S, budget);
     assert!(f.report.new_cycle);
     assert_eq!(sim.applied("late", S), vec![21]);
@@ -370,10 +319,7 @@ fn a_corrupt_row_stops_delivery_and_is_never_skipped() {
     many(&mut sim, "t", 5);
     sim.corrupt_row(S, 3, "{broken");
     let d = sim.run_until_idle(S, RelayBudget::default(), 5);
-    assert!(
-        !d.drained,
-        "a corrupt row keeps the source retrying, never skipping"
-    );
+    assert!(!d.drained, "a corrupt row keeps the source retrying, never skipping");
     assert_eq!(sim.applied("t", S), vec![1, 2]);
     assert_eq!(sim.queued(S), vec![3, 4, 5]);
 }
@@ -405,18 +351,12 @@ struct AuditHook;
 
 impl RelayHook for AuditHook {
     fn extra_effects(&self, source: &Name, rows: &[ApplyRow]) -> Result<Effects, String> {
-        if rows
-            .iter()
-            .any(|r| r.effects.puts.iter().any(|(k, _)| k == "vetoed"))
-        {
+        if rows.iter().any(|r| r.effects.puts.iter().any(|(k, _)| k == "vetoed")) {
             return Err("vetoed".into());
         }
         let last = rows.last().map_or(0, |r| r.seq);
         Ok(Effects {
-            puts: vec![(
-                format!("audit:{source}"),
-                JsonValue::from_value(&json!(last)),
-            )],
+            puts: vec![(format!("audit:{source}"), JsonValue::from_value(&json!(last)))],
             deletes: vec![],
         })
     }
@@ -433,11 +373,7 @@ fn a_hook_adds_effects_atomically_and_its_error_rejects_only_that_target() {
     let f = sim.fire(S, RelayBudget::default());
     assert_eq!(sim.value("a", "audit:src").as_deref(), Some("3"));
     assert_eq!(sim.applied("b", S), Vec::<u64>::new());
-    assert_eq!(
-        sim.value("b", "vetoed"),
-        None,
-        "nothing of the refused batch applied"
-    );
+    assert_eq!(sim.value("b", "vetoed"), None, "nothing of the refused batch applied");
     assert_eq!(f.scan.blocked, vec![Name::new("b").unwrap()]);
     assert_eq!(sim.queued(S), vec![2]);
     sim.audit().unwrap();

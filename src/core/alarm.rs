@@ -46,13 +46,7 @@ impl AlarmRun {
         if let Err(e) = budget.validate() {
             panic!("alarm started with an invalid budget: {e}");
         }
-        AlarmRun {
-            budget,
-            fires: 0,
-            calls_used: 0,
-            wake: None,
-            totals: AlarmTotals::default(),
-        }
+        AlarmRun { budget, fires: 0, calls_used: 0, wake: None, totals: AlarmTotals::default() }
     }
 
     /// Target calls the next fire may make, or `None` when the alarm is done.
@@ -85,10 +79,7 @@ impl AlarmRun {
     fn count(&mut self, report: &FireReport) {
         self.fires += 1;
         self.calls_used += report.calls;
-        assert!(
-            self.calls_used <= self.budget.calls_per_alarm(),
-            "alarm overspent its calls"
-        );
+        assert!(self.calls_used <= self.budget.calls_per_alarm(), "alarm overspent its calls");
         self.totals.fires += 1;
         self.totals.calls += report.calls;
         self.totals.targets_called += report.targets_called;

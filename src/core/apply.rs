@@ -61,10 +61,7 @@ pub fn encode_request(source: &Name, call: &TargetCall, rows: &[QueuedRow]) -> S
             next += 1;
         }
         let row = &rows[next];
-        assert_eq!(
-            row.target, call.target,
-            "row {seq} belongs to another target"
-        );
+        assert_eq!(row.target, call.target, "row {seq} belongs to another target");
         if n > 0 {
             out.push(',');
         }
@@ -158,9 +155,7 @@ pub fn validate_request(request: &ApplyRequest) -> Result<(), ApplyError> {
             return Err(ApplyError::BadSequence(row.seq));
         }
         previous = row.seq;
-        row.effects
-            .validate()
-            .map_err(|e| ApplyError::BadRow(row.seq, e.to_string()))?;
+        row.effects.validate().map_err(|e| ApplyError::BadRow(row.seq, e.to_string()))?;
     }
     Ok(())
 }
@@ -194,20 +189,9 @@ impl ApplyPlan {
 /// Plans applying `request` at a target whose watermark for its source is
 /// `watermark`. The request must have passed [`validate_request`].
 pub fn plan_apply(watermark: u64, request: &ApplyRequest) -> ApplyPlan {
-    let duplicates = request
-        .rows
-        .iter()
-        .take_while(|r| r.seq <= watermark)
-        .count();
-    let last = request
-        .rows
-        .last()
-        .expect("validated batches are non-empty")
-        .seq;
-    let plan = ApplyPlan {
-        duplicates,
-        watermark: watermark.max(last),
-    };
+    let duplicates = request.rows.iter().take_while(|r| r.seq <= watermark).count();
+    let last = request.rows.last().expect("validated batches are non-empty").seq;
+    let plan = ApplyPlan { duplicates, watermark: watermark.max(last) };
     assert!(plan.watermark >= watermark, "a watermark never moves back");
     plan
 }
@@ -249,72 +233,32 @@ mod tests {
     }
 
     fn request(seqs: &[u64]) -> ApplyRequest {
-        ApplyRequest {
-            source: Name::new("s").unwrap(),
-            rows: seqs.iter().map(|s| row(*s)).collect(),
-        }
+        ApplyRequest { source: Name::new("s").unwrap(), rows: seqs.iter().map(|s| row(*s)).collect() }
     }
 
     #[test]
     fn rows_at_or_below_the_watermark_are_duplicates() {
         let r = request(&[3, 5, 9]);
         let plan = plan_apply(5, &r);
-        assert_eq!(
-            plan,
-            ApplyPlan {
-                duplicates: 2,
-                watermark: 9
-            }
-        );
+        assert_eq!(plan, ApplyPlan { duplicates: 2, watermark: 9 });
         assert_eq!(plan.to_apply(&r), &r.rows[2..]);
-        assert_eq!(
-            plan.reply(&r),
-            ApplyReply {
-                watermark: 9,
-                applied: 1,
-                duplicates: 2
-            }
-        );
+        assert_eq!(plan.reply(&r), ApplyReply { watermark: 9, applied: 1, duplicates: 2 });
     }
 
     #[test]
     fn an_all_duplicate_batch_keeps_the_watermark() {
         let r = request(&[3, 5]);
-        assert_eq!(
-            plan_apply(7, &r),
-            ApplyPlan {
-                duplicates: 2,
-                watermark: 7
-            }
-        );
-        assert_eq!(
-            plan_apply(0, &r),
-            ApplyPlan {
-                duplicates: 0,
-                watermark: 5
-            }
-        );
+        assert_eq!(plan_apply(7, &r), ApplyPlan { duplicates: 2, watermark: 7 });
+        assert_eq!(plan_apply(0, &r), ApplyPlan { duplicates: 0, watermark: 5 });
     }
 
     #[test]
     fn batches_must_ascend_and_stay_in_range() {
         assert_eq!(validate_request(&request(&[])), Err(ApplyError::Empty));
-        assert_eq!(
-            validate_request(&request(&[2, 2])),
-            Err(ApplyError::BadSequence(2))
-        );
-        assert_eq!(
-            validate_request(&request(&[3, 1])),
-            Err(ApplyError::BadSequence(1))
-        );
-        assert_eq!(
-            validate_request(&request(&[0])),
-            Err(ApplyError::BadSequence(0))
-        );
-        assert_eq!(
-            validate_request(&request(&[SEQ_MAX + 1])),
-            Err(ApplyError::BadSequence(SEQ_MAX + 1))
-        );
+        assert_eq!(validate_request(&request(&[2, 2])), Err(ApplyError::BadSequence(2)));
+        assert_eq!(validate_request(&request(&[3, 1])), Err(ApplyError::BadSequence(1)));
+        assert_eq!(validate_request(&request(&[0])), Err(ApplyError::BadSequence(0)));
+        assert_eq!(validate_request(&request(&[SEQ_MAX + 1])), Err(ApplyError::BadSequence(SEQ_MAX + 1)));
         assert!(validate_request(&request(&[1, SEQ_MAX])).is_ok());
     }
 
@@ -323,19 +267,39 @@ mod tests {
         let seqs: Vec<u64> = (1..=u64::from(MAX_BATCH_ROWS)).collect();
         assert!(validate_request(&request(&seqs)).is_ok());
         let seqs: Vec<u64> = (1..=u64::from(MAX_BATCH_ROWS) + 1).collect();
-        assert_eq!(
-            validate_request(&request(&seqs)),
-            Err(ApplyError::TooLarge("MAX_BATCH_ROWS"))
+        assert_eq!(validate_request(&request(&seqs)), Err(ApplyError::TooLarge("MAX_BATCH_ROWS")));
+    }
+
+    #[test]
+    fn an_encoded_batch_stays_within_its_counted_bytes() {
+        use crate::core::fire::TargetCall;
+        use crate::core::limits::BATCH_HEADER_BYTES;
+        use crate::core::row::QueuedRow;
+        let name = Name::new("t".repeat(crate::core::MAX_NAME_BYTES)).unwrap();
+        let rows: Vec<QueuedRow> = (0..3)
+            .map(|i| {
+                let body = format!(r#"{{"puts":[["k",{i}]],"deletes":[]}}"#);
+                let seq = SEQ_MAX - 2 + i;
+                QueuedRow { seq, target: name.clone(), at_ms: 0, bytes: body.len() as u32, effects: 1, body }
+            })
+            .collect();
+        let bytes = rows.iter().map(|r| r.bytes + crate::core::BATCH_ROW_FRAMING_BYTES).sum();
+        let call =
+            TargetCall { group: 0, target: name.clone(), seqs: rows.iter().map(|r| r.seq).collect(), bytes };
+        let wire = encode_request(&name, &call, &rows);
+        assert!(
+            wire.len() as u32 <= bytes + BATCH_HEADER_BYTES,
+            "{} > {}",
+            wire.len(),
+            bytes + BATCH_HEADER_BYTES
         );
+        assert_eq!(decode_request(&wire).unwrap().rows.len(), 3);
     }
 
     #[test]
     fn malformed_and_unknown_fields_are_refused() {
         assert!(matches!(decode_request("{"), Err(ApplyError::Malformed(_))));
-        assert!(matches!(
-            decode_request(r#"{"source":"s","rows":[],"x":1}"#),
-            Err(ApplyError::Malformed(_))
-        ));
+        assert!(matches!(decode_request(r#"{"source":"s","rows":[],"x":1}"#), Err(ApplyError::Malformed(_))));
         assert!(matches!(
             decode_request(r#"{"source":"bad name","rows":[]}"#),
             Err(ApplyError::Malformed(_))

@@ -31,15 +31,8 @@ impl EnqueueRow {
     /// A row of puts and deletes for `target`. Values are normalised at
     /// planning time.
     pub fn new(target: Name, puts: Vec<(String, serde_json::Value)>, deletes: Vec<String>) -> Self {
-        let puts = puts
-            .into_iter()
-            .map(|(k, v)| (k, JsonValue::from_value(&v)))
-            .collect();
-        EnqueueRow {
-            target,
-            puts,
-            deletes,
-        }
+        let puts = puts.into_iter().map(|(k, v)| (k, JsonValue::from_value(&v))).collect();
+        EnqueueRow { target, puts, deletes }
     }
 
     /// The row's effects with every value re-encoded compactly with sorted
@@ -54,10 +47,7 @@ impl EnqueueRow {
                 (k.clone(), JsonValue::from_value(&value))
             })
             .collect();
-        Effects {
-            puts,
-            deletes: self.deletes.clone(),
-        }
+        Effects { puts, deletes: self.deletes.clone() }
     }
 }
 
@@ -79,6 +69,55 @@ pub enum EnqueueError {
     },
     /// Allocating the rows would pass [`SEQ_MAX`].
     SequenceExhausted,
+    /// The outbox would pass a backpressure bound; nothing was written.
+    /// Carries what it would have held.
+    OutboxFull {
+        /// Rows it would hold.
+        rows: u64,
+        /// Bytes it would hold.
+        bytes: u64,
+        /// The bounds.
+        capacity: Capacity,
+    },
+}
+
+/// Default bound on rows waiting at a source (queued plus parked).
+pub const DEFAULT_MAX_QUEUED_ROWS: u64 = 100_000;
+/// Default bound on body bytes waiting at a source (queued plus parked).
+pub const DEFAULT_MAX_QUEUED_BYTES: u64 = 128 * 1024 * 1024;
+/// Largest configurable bound on waiting rows.
+pub const MAX_QUEUED_ROWS_LIMIT: u64 = 10_000_000;
+/// Largest configurable bound on waiting bytes: 4 GiB, well inside a
+/// Durable Object's 10 GB.
+pub const MAX_QUEUED_BYTES_LIMIT: u64 = 4 * 1024 * 1024 * 1024;
+/// `Retry-After` sent with a 429, in seconds.
+pub const BACKPRESSURE_RETRY_AFTER_S: u32 = 5;
+
+/// A source's occupancy and its backpressure bounds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Capacity {
+    /// Rows waiting now (queued plus parked).
+    pub rows: u64,
+    /// Body bytes waiting now.
+    pub bytes: u64,
+    /// Bound on rows.
+    pub max_rows: u64,
+    /// Bound on bytes.
+    pub max_bytes: u64,
+}
+
+impl Capacity {
+    /// Occupancy `rows`/`bytes` under the default bounds.
+    pub fn with_defaults(rows: u64, bytes: u64) -> Capacity {
+        Capacity { rows, bytes, max_rows: DEFAULT_MAX_QUEUED_ROWS, max_bytes: DEFAULT_MAX_QUEUED_BYTES }
+    }
+
+    /// How full the source is, as the larger of its two ratios, in percent.
+    pub fn percent_full(&self) -> f64 {
+        let r = self.rows as f64 / self.max_rows.max(1) as f64;
+        let b = self.bytes as f64 / self.max_bytes.max(1) as f64;
+        100.0 * r.max(b)
+    }
 }
 
 impl EnqueueError {
@@ -90,6 +129,7 @@ impl EnqueueError {
             EnqueueError::TooManyBytes(_) => "request_too_large",
             EnqueueError::Row { error, .. } => error.code(),
             EnqueueError::SequenceExhausted => "sequence_exhausted",
+            EnqueueError::OutboxFull { .. } => "outbox_full",
         }
     }
 }
@@ -112,11 +152,71 @@ impl fmt::Display for EnqueueError {
             EnqueueError::SequenceExhausted => {
                 write!(f, "the source has allocated its last sequence ({SEQ_MAX})")
             }
+            EnqueueError::OutboxFull { rows, bytes, capacity } => write!(
+                f,
+                "the outbox would hold {rows} rows and {bytes} bytes; its bounds are {} rows and {} bytes; retry later",
+                capacity.max_rows, capacity.max_bytes
+            ),
         }
     }
 }
 
 impl std::error::Error for EnqueueError {}
+
+/// Why an enqueue (keyed or not) wrote nothing, with its HTTP status.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EnqueueRefusal {
+    /// The rows broke a limit, or the outbox is full.
+    Invalid(EnqueueError),
+    /// The idempotency key is malformed.
+    Key(super::dedup::KeyError),
+    /// The key was used before for different rows.
+    Conflict {
+        /// The key.
+        key: String,
+    },
+}
+
+impl EnqueueRefusal {
+    /// HTTP status: 400, 413 (too large), 409 (conflict), 429 (full), 507.
+    pub fn status(&self) -> u16 {
+        match self {
+            EnqueueRefusal::Invalid(EnqueueError::TooManyBytes(_)) => 413,
+            EnqueueRefusal::Invalid(EnqueueError::OutboxFull { .. }) => 429,
+            EnqueueRefusal::Invalid(EnqueueError::SequenceExhausted) => 507,
+            EnqueueRefusal::Invalid(_) | EnqueueRefusal::Key(_) => 400,
+            EnqueueRefusal::Conflict { .. } => 409,
+        }
+    }
+
+    /// Stable machine-readable code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            EnqueueRefusal::Invalid(e) => e.code(),
+            EnqueueRefusal::Key(_) => "invalid_idempotency_key",
+            EnqueueRefusal::Conflict { .. } => "idempotency_conflict",
+        }
+    }
+}
+
+impl fmt::Display for EnqueueRefusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            EnqueueRefusal::Invalid(e) => e.fmt(f),
+            EnqueueRefusal::Key(e) => e.fmt(f),
+            EnqueueRefusal::Conflict { key } => write!(
+                f,
+                "idempotency_key {key:?} was used for different rows; use a new key for new content"
+            ),
+        }
+    }
+}
+
+impl From<EnqueueError> for EnqueueRefusal {
+    fn from(e: EnqueueError) -> Self {
+        EnqueueRefusal::Invalid(e)
+    }
+}
 
 /// Rows ready to write, and the `os` to write with them.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -136,11 +236,13 @@ impl EnqueuePlan {
     }
 }
 
-/// Validates `rows` and assigns them sequences after `os`, stamped `now_ms`.
+/// Validates `rows` and assigns them sequences after `os`, stamped `now_ms`,
+/// refusing them when the source would pass its `capacity` bounds.
 pub fn plan_enqueue(
     os: u64,
     now_ms: u64,
     rows: &[EnqueueRow],
+    capacity: &Capacity,
 ) -> Result<EnqueuePlan, EnqueueError> {
     assert!(os <= SEQ_MAX, "stored os {os} past SEQ_MAX");
     if rows.is_empty() {
@@ -159,10 +261,7 @@ pub fn plan_enqueue(
         let body = row
             .normalised_effects()
             .encode()
-            .map_err(|error| EnqueueError::Row {
-                index: index as u32,
-                error,
-            })?;
+            .map_err(|error| EnqueueError::Row { index: index as u32, error })?;
         bytes += body.len() as u64;
         if bytes > u64::from(MAX_ENQUEUE_BYTES) {
             return Err(EnqueueError::TooManyBytes(bytes));
@@ -174,11 +273,11 @@ pub fn plan_enqueue(
             body,
         });
     }
-    let plan = EnqueuePlan {
-        rows: planned,
-        os: os + u64::from(count),
-        bytes,
-    };
+    let (after_rows, after_bytes) = (capacity.rows + u64::from(count), capacity.bytes + bytes);
+    if after_rows > capacity.max_rows || after_bytes > capacity.max_bytes {
+        return Err(EnqueueError::OutboxFull { rows: after_rows, bytes: after_bytes, capacity: *capacity });
+    }
+    let plan = EnqueuePlan { rows: planned, os: os + u64::from(count), bytes };
     assert!(plan.os <= SEQ_MAX);
     Ok(plan)
 }
@@ -188,54 +287,43 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    fn room() -> Capacity {
+        Capacity::with_defaults(0, 0)
+    }
+
     fn row(target: &str, key: &str) -> EnqueueRow {
-        EnqueueRow::new(
-            Name::new(target).unwrap(),
-            vec![(key.into(), json!({"b": 1, "a": 2}))],
-            vec![],
-        )
+        EnqueueRow::new(Name::new(target).unwrap(), vec![(key.into(), json!({"b": 1, "a": 2}))], vec![])
     }
 
     #[test]
     fn sequences_follow_os_and_rows_are_stamped() {
-        let plan = plan_enqueue(41, 1_000, &[row("t", "a"), row("u", "b")]).unwrap();
+        let plan = plan_enqueue(41, 1_000, &[row("t", "a"), row("u", "b")], &room()).unwrap();
         assert_eq!(plan.seqs(), vec![42, 43]);
         assert_eq!(plan.os, 43);
         assert!(plan.rows.iter().all(|r| r.at_ms == 1_000));
-        assert_eq!(
-            plan.rows[0].body,
-            r#"{"puts":[["a",{"a":2,"b":1}]],"deletes":[]}"#
-        );
+        assert_eq!(plan.rows[0].body, r#"{"puts":[["a",{"a":2,"b":1}]],"deletes":[]}"#);
     }
 
     #[test]
     fn values_are_normalised_whatever_their_spelling() {
         let spaced: EnqueueRow =
-            serde_json::from_str(r#"{"target":"t","puts":[["k", { "b" : 1, "a" : [ 1 , 2 ] }]]}"#)
-                .unwrap();
-        let plan = plan_enqueue(0, 0, &[spaced]).unwrap();
-        assert_eq!(
-            plan.rows[0].body,
-            r#"{"puts":[["k",{"a":[1,2],"b":1}]],"deletes":[]}"#
-        );
+            serde_json::from_str(r#"{"target":"t","puts":[["k", { "b" : 1, "a" : [ 1 , 2 ] }]]}"#).unwrap();
+        let plan = plan_enqueue(0, 0, &[spaced], &room()).unwrap();
+        assert_eq!(plan.rows[0].body, r#"{"puts":[["k",{"a":[1,2],"b":1}]],"deletes":[]}"#);
     }
 
     #[test]
     fn empty_request_is_refused() {
-        assert_eq!(plan_enqueue(0, 0, &[]), Err(EnqueueError::NoRows));
+        assert_eq!(plan_enqueue(0, 0, &[], &room()), Err(EnqueueError::NoRows));
     }
 
     #[test]
     fn row_count_is_checked_at_and_past_the_limit() {
-        let rows: Vec<_> = (0..MAX_ROWS_PER_ENQUEUE)
-            .map(|i| row("t", &format!("k{i}")))
-            .collect();
-        assert!(plan_enqueue(0, 0, &rows).is_ok());
-        let rows: Vec<_> = (0..=MAX_ROWS_PER_ENQUEUE)
-            .map(|i| row("t", &format!("k{i}")))
-            .collect();
+        let rows: Vec<_> = (0..MAX_ROWS_PER_ENQUEUE).map(|i| row("t", &format!("k{i}"))).collect();
+        assert!(plan_enqueue(0, 0, &rows, &room()).is_ok());
+        let rows: Vec<_> = (0..=MAX_ROWS_PER_ENQUEUE).map(|i| row("t", &format!("k{i}"))).collect();
         assert_eq!(
-            plan_enqueue(0, 0, &rows),
+            plan_enqueue(0, 0, &rows, &room()),
             Err(EnqueueError::TooManyRows(MAX_ROWS_PER_ENQUEUE + 1))
         );
     }
@@ -243,11 +331,7 @@ mod tests {
     /// A row whose body encodes to exactly `n` bytes.
     fn row_of_bytes(n: usize) -> EnqueueRow {
         let overhead = r#"{"puts":[["k",""]],"deletes":[]}"#.len();
-        EnqueueRow::new(
-            Name::new("t").unwrap(),
-            vec![("k".into(), json!("x".repeat(n - overhead)))],
-            vec![],
-        )
+        EnqueueRow::new(Name::new("t").unwrap(), vec![("k".into(), json!("x".repeat(n - overhead)))], vec![])
     }
 
     #[test]
@@ -257,13 +341,10 @@ mod tests {
         let last = MAX_ENQUEUE_BYTES as usize - full * chunk;
         let mut rows: Vec<_> = (0..full).map(|_| row_of_bytes(chunk)).collect();
         rows.push(row_of_bytes(last));
-        assert_eq!(
-            plan_enqueue(0, 0, &rows).unwrap().bytes,
-            u64::from(MAX_ENQUEUE_BYTES)
-        );
+        assert_eq!(plan_enqueue(0, 0, &rows, &room()).unwrap().bytes, u64::from(MAX_ENQUEUE_BYTES));
         *rows.last_mut().unwrap() = row_of_bytes(last + 1);
         assert_eq!(
-            plan_enqueue(0, 0, &rows),
+            plan_enqueue(0, 0, &rows, &room()),
             Err(EnqueueError::TooManyBytes(u64::from(MAX_ENQUEUE_BYTES) + 1))
         );
     }
@@ -271,38 +352,41 @@ mod tests {
     #[test]
     fn a_bad_row_names_its_index() {
         let bad = EnqueueRow::new(Name::new("t").unwrap(), vec![], vec![]);
-        let err = plan_enqueue(0, 0, &[row("t", "a"), bad]).unwrap_err();
-        assert_eq!(
-            err,
-            EnqueueError::Row {
-                index: 1,
-                error: RowError::NoEffects
-            }
-        );
+        let err = plan_enqueue(0, 0, &[row("t", "a"), bad], &room()).unwrap_err();
+        assert_eq!(err, EnqueueError::Row { index: 1, error: RowError::NoEffects });
         assert_eq!(err.code(), "row_without_effects");
     }
 
     #[test]
     fn sequences_stop_at_the_safe_integer_limit() {
+        assert_eq!(plan_enqueue(SEQ_MAX - 1, 0, &[row("t", "a")], &room()).unwrap().os, SEQ_MAX);
         assert_eq!(
-            plan_enqueue(SEQ_MAX - 1, 0, &[row("t", "a")]).unwrap().os,
-            SEQ_MAX
-        );
-        assert_eq!(
-            plan_enqueue(SEQ_MAX - 1, 0, &[row("t", "a"), row("t", "b")]),
+            plan_enqueue(SEQ_MAX - 1, 0, &[row("t", "a"), row("t", "b")], &room()),
             Err(EnqueueError::SequenceExhausted)
         );
-        assert_eq!(
-            plan_enqueue(SEQ_MAX, 0, &[row("t", "a")]),
-            Err(EnqueueError::SequenceExhausted)
-        );
+        assert_eq!(plan_enqueue(SEQ_MAX, 0, &[row("t", "a")], &room()), Err(EnqueueError::SequenceExhausted));
     }
 
     #[test]
     fn unknown_fields_in_a_row_are_refused() {
-        assert!(
-            serde_json::from_str::<EnqueueRow>(r#"{"target":"t","deletes":["a"],"x":1}"#).is_err()
-        );
+        assert!(serde_json::from_str::<EnqueueRow>(r#"{"target":"t","deletes":["a"],"x":1}"#).is_err());
         assert!(serde_json::from_str::<EnqueueRow>(r#"{"target":"a b","deletes":["a"]}"#).is_err());
+    }
+
+    #[test]
+    fn backpressure_refuses_at_the_bound_and_accepts_just_below() {
+        let cap = Capacity { rows: 8, bytes: 0, max_rows: 10, max_bytes: 1_000_000 };
+        assert!(
+            plan_enqueue(0, 0, &[row("t", "a"), row("t", "b")], &cap).is_ok(),
+            "reaching the bound is fine"
+        );
+        let err = plan_enqueue(0, 0, &[row("t", "a"), row("t", "b"), row("t", "c")], &cap).unwrap_err();
+        assert!(matches!(err, EnqueueError::OutboxFull { rows: 11, .. }));
+        assert_eq!(err.code(), "outbox_full");
+        let body = plan_enqueue(0, 0, &[row("t", "a")], &room()).unwrap().bytes;
+        let cap = Capacity { rows: 0, bytes: 100, max_rows: 10, max_bytes: 100 + body };
+        assert!(plan_enqueue(0, 0, &[row("t", "a")], &cap).is_ok());
+        let cap = Capacity { max_bytes: 99 + body, ..cap };
+        assert!(matches!(plan_enqueue(0, 0, &[row("t", "a")], &cap), Err(EnqueueError::OutboxFull { .. })));
     }
 }

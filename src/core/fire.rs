@@ -18,6 +18,8 @@
 //! pauses the cursor before the next group without blocking it. A group
 //! whose call turns out to be duplicate-only gives its slot back.
 
+use std::collections::BTreeMap;
+
 use super::limits::{
     RelayBudget, BATCH_ROW_FRAMING_BYTES, MAX_BATCH_BYTES, MAX_BATCH_EFFECTS, MAX_FIRE_BYTES,
 };
@@ -41,6 +43,19 @@ pub struct FireStart {
     pub budget: RelayBudget,
     /// Target calls the enclosing alarm still allows.
     pub calls_left: u32,
+    /// When to park a failing target.
+    pub policy: RelayPolicy,
+    /// Consecutive failed cycles so far, for targets with at least one.
+    pub failing: BTreeMap<Name, u32>,
+}
+
+/// What the relay does with targets that keep failing.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct RelayPolicy {
+    /// Park a target after this many consecutive cycles in which its
+    /// delivery failed. `None` (the default) retries every cycle forever,
+    /// as the seed does. A permanent error parks a target at once either way.
+    pub park_after_failed_cycles: Option<u32>,
 }
 
 /// The effective scan state for a fire and the rows it should read.
@@ -72,25 +87,14 @@ pub fn begin(start: FireStart) -> Begun {
         Some(scan) if !scan.is_complete() => (scan, false),
         previous => (ScanState::new_cycle(start.os, previous.as_ref()), true),
     };
-    assert!(
-        scan.cycle_end <= start.os,
-        "rs cycle_end {} is past os {}",
-        scan.cycle_end,
-        start.os
-    );
+    assert!(scan.cycle_end <= start.os, "rs cycle_end {} is past os {}", scan.cycle_end, start.os);
     let window = WindowQuery {
         after: scan.cursor,
         through: scan.cycle_end,
         rows_max: start.budget.window_rows(),
         bytes_max: MAX_FIRE_BYTES,
     };
-    Begun {
-        start,
-        scan,
-        new_cycle,
-        corrupt_rs,
-        window,
-    }
+    Begun { start, scan, new_cycle, corrupt_rs, window }
 }
 
 /// The slice of the outbox one fire reads: rows with
@@ -120,10 +124,7 @@ impl WindowQuery {
     pub fn take(&self, sizes: &[(u64, u32)]) -> (usize, bool) {
         let mut total: u64 = 0;
         for (i, (seq, bytes)) in sizes.iter().enumerate() {
-            assert!(
-                *seq > self.after && *seq <= self.through,
-                "row {seq} outside the window"
-            );
+            assert!(*seq > self.after && *seq <= self.through, "row {seq} outside the window");
             if i > 0 {
                 assert!(sizes[i - 1].0 < *seq, "window sizes are not ascending");
             }
@@ -194,8 +195,11 @@ pub(super) enum GroupState {
     Waiting,
     /// Selected; more calls may follow.
     Active,
-    /// A call to it failed.
+    /// A call to it failed; it joins `blocked`.
     Failed(Failure),
+    /// A call to it failed for good (or once too often): all its queued
+    /// rows move to the parked list. Carries the reason.
+    Parked(String),
 }
 
 /// One target's rows in the window.
@@ -217,6 +221,8 @@ pub(super) struct Group {
     pub(super) holds_slot: bool,
     /// The batch in flight, as an end position in `rows`.
     pub(super) in_flight: Option<usize>,
+    /// Whether a call to it succeeded in this fire.
+    pub(super) applied_once: bool,
 }
 
 /// One fire in progress.
@@ -261,10 +267,7 @@ impl Fire {
                 "row {} outside the window",
                 row.seq
             );
-            assert!(
-                rows.last().is_none_or(|r: &QueuedRow| r.seq < row.seq),
-                "rows not ascending"
-            );
+            assert!(rows.last().is_none_or(|r: &QueuedRow| r.seq < row.seq), "rows not ascending");
             match QueuedRow::decode(row) {
                 Ok(row) => rows.push(row),
                 Err(e) => {
@@ -274,11 +277,7 @@ impl Fire {
             }
         }
         let (groups, row_group) = group_rows(&rows, &begun.scan);
-        let calls_cap = begun
-            .start
-            .budget
-            .calls_per_fire()
-            .min(begun.start.calls_left);
+        let calls_cap = begun.start.budget.calls_per_fire().min(begun.start.calls_left);
         let delivered = vec![false; rows.len()];
         Fire {
             begun,
@@ -369,9 +368,7 @@ impl Fire {
                 GroupState::Waiting => {}
                 ref other => panic!("unselected group in state {other:?}"),
             }
-            if self.slots_used >= self.budget().targets_per_fire
-                || !self.has_call_budget(calls.len())
-            {
+            if self.slots_used >= self.budget().targets_per_fire || !self.has_call_budget(calls.len()) {
                 return;
             }
             self.slots_used += 1;
@@ -393,43 +390,27 @@ impl Fire {
         while end < group.rows.len() && end - group.next < batch_rows {
             let row = &self.rows[group.rows[end] as usize];
             let row_bytes = row.bytes + BATCH_ROW_FRAMING_BYTES;
-            let fits =
-                bytes + row_bytes <= MAX_BATCH_BYTES && effects + row.effects <= MAX_BATCH_EFFECTS;
+            let fits = bytes + row_bytes <= MAX_BATCH_BYTES && effects + row.effects <= MAX_BATCH_EFFECTS;
             if !fits {
-                assert!(
-                    end > group.next,
-                    "row {} cannot fit an empty batch",
-                    row.seq
-                );
+                assert!(end > group.next, "row {} cannot fit an empty batch", row.seq);
                 break;
             }
             bytes += row_bytes;
             effects += row.effects;
             end += 1;
         }
-        let seqs = group.rows[group.next..end]
-            .iter()
-            .map(|&i| self.rows[i as usize].seq)
-            .collect();
+        let seqs = group.rows[group.next..end].iter().map(|&i| self.rows[i as usize].seq).collect();
         let target = group.target.clone();
         let group = &mut self.groups[g];
         group.calls += 1;
         group.in_flight = Some(end);
-        TargetCall {
-            group: g as u32,
-            target,
-            seqs,
-            bytes,
-        }
+        TargetCall { group: g as u32, target, seqs, bytes }
     }
 
     /// Records how `call` ended.
     pub fn record(&mut self, call: &TargetCall, outcome: CallOutcome) {
         let g = call.group as usize;
-        let end = self.groups[g]
-            .in_flight
-            .take()
-            .expect("record of a call not in flight");
+        let end = self.groups[g].in_flight.take().expect("record of a call not in flight");
         assert!(self.in_flight > 0);
         self.in_flight -= 1;
         let last = *call.seqs.last().expect("calls are never empty");
@@ -447,11 +428,33 @@ impl Fire {
             CallOutcome::Applied { watermark, .. } => {
                 // A target must apply a whole batch or none of it.
                 self.mark_delivered_through(g, watermark);
-                self.groups[g].state = GroupState::Failed(Failure::Permanent(format!(
+                let f = Failure::Permanent(format!(
                     "target answered watermark {watermark} for a batch ending at {last}"
-                )));
+                ));
+                self.groups[g].state = self.failed_state(g, f);
             }
-            CallOutcome::Failed(f) => self.groups[g].state = GroupState::Failed(f),
+            CallOutcome::Failed(f) => self.groups[g].state = self.failed_state(g, f),
+        }
+        if self.groups[g].calls > 0 && matches!(self.groups[g].state, GroupState::Active) {
+            self.groups[g].applied_once = true;
+        }
+    }
+
+    /// Blocked, or parked: at once for a permanent error, or when this
+    /// failure completes the policy's run of failed cycles.
+    fn failed_state(&self, g: usize, failure: Failure) -> GroupState {
+        let target = &self.groups[g].target;
+        match failure {
+            Failure::Permanent(m) => GroupState::Parked(format!("permanent error: {m}")),
+            Failure::Transient(m) => {
+                let cycles = self.begun.start.failing.get(target).copied().unwrap_or(0) + 1;
+                match self.begun.start.policy.park_after_failed_cycles {
+                    Some(n) if cycles >= n => {
+                        GroupState::Parked(format!("failed {cycles} consecutive cycles; last error: {m}"))
+                    }
+                    _ => GroupState::Failed(Failure::Transient(m)),
+                }
+            }
         }
     }
 
@@ -477,11 +480,7 @@ fn group_rows(rows: &[QueuedRow], scan: &ScanState) -> (Vec<Group>, Vec<u32>) {
     let mut row_group = Vec::with_capacity(rows.len());
     for (i, row) in rows.iter().enumerate() {
         let g = *index.entry(row.target.clone()).or_insert_with(|| {
-            let state = if scan.is_blocked(&row.target) {
-                GroupState::Blocked
-            } else {
-                GroupState::Waiting
-            };
+            let state = if scan.is_blocked(&row.target) { GroupState::Blocked } else { GroupState::Waiting };
             groups.push(Group {
                 target: row.target.clone(),
                 rows: Vec::new(),
@@ -490,6 +489,7 @@ fn group_rows(rows: &[QueuedRow], scan: &ScanState) -> (Vec<Group>, Vec<u32>) {
                 calls: 0,
                 holds_slot: false,
                 in_flight: None,
+                applied_once: false,
             });
             groups.len() - 1
         });

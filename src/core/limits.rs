@@ -66,9 +66,12 @@ pub const MAX_BATCH_BYTES: u32 = 1024 * 1024;
 /// Effects (puts plus deletes) in one target call: the target applies them
 /// in one synchronous block, one statement each.
 pub const MAX_BATCH_EFFECTS: u32 = 4_096;
-/// Framing added per row in a target call (`{"seq":N,"effects":...}`),
-/// counted against [`MAX_BATCH_BYTES`].
-pub const BATCH_ROW_FRAMING_BYTES: u32 = 32;
+/// Framing added per row in a target call, counted against
+/// [`MAX_BATCH_BYTES`]: `{"seq":N,"effects":` and `}` plus a comma is at most
+/// 36 bytes for a 16-digit `N`; 40 leaves room.
+pub const BATCH_ROW_FRAMING_BYTES: u32 = 40;
+/// Framing of a whole target call: `{"source":"<name>","rows":[` and `]}`.
+pub const BATCH_HEADER_BYTES: u32 = 96;
 
 /// Bytes in one key (UTF-8).
 pub const MAX_KEY_BYTES: u32 = 512;
@@ -90,6 +93,7 @@ pub const RETRY_BACKOFF_MS: u64 = 1_000;
 pub const RETRY_BACKOFF_MAX_MS: u64 = 60_000;
 
 const _: () = assert!(MAX_ROW_BYTES + BATCH_ROW_FRAMING_BYTES <= MAX_BATCH_BYTES);
+const _: () = assert!(super::name::MAX_NAME_BYTES as u32 + 32 <= BATCH_HEADER_BYTES);
 const _: () = assert!(MAX_EFFECTS_PER_ROW <= MAX_BATCH_EFFECTS);
 const _: () = assert!(MAX_ROW_BYTES <= MAX_FIRE_BYTES);
 const _: () = assert!(RETRY_BACKOFF_MS <= RETRY_BACKOFF_MAX_MS);
@@ -132,11 +136,7 @@ pub struct BudgetError {
 
 impl fmt::Display for BudgetError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{} must be within 1..={}, got {}",
-            self.field, self.max, self.value
-        )
+        write!(f, "{} must be within 1..={}, got {}", self.field, self.max, self.value)
     }
 }
 
@@ -167,22 +167,10 @@ impl RelayBudget {
     pub fn validate(&self) -> Result<(), BudgetError> {
         let fields = [
             ("rows_per_fire", self.rows_per_fire, MAX_ROWS_PER_FIRE),
-            (
-                "targets_per_fire",
-                self.targets_per_fire,
-                MAX_TARGETS_PER_FIRE,
-            ),
-            (
-                "calls_per_target",
-                self.calls_per_target,
-                MAX_CALLS_PER_TARGET,
-            ),
+            ("targets_per_fire", self.targets_per_fire, MAX_TARGETS_PER_FIRE),
+            ("calls_per_target", self.calls_per_target, MAX_CALLS_PER_TARGET),
             ("fires_per_alarm", self.fires_per_alarm, MAX_FIRES_PER_ALARM),
-            (
-                "subrequests_per_alarm",
-                self.subrequests_per_alarm,
-                WORKER_PAID_SUBREQUESTS,
-            ),
+            ("subrequests_per_alarm", self.subrequests_per_alarm, WORKER_PAID_SUBREQUESTS),
             ("batch_rows", self.batch_rows, MAX_BATCH_ROWS),
         ];
         for (field, value, max) in fields {
@@ -195,8 +183,7 @@ impl RelayBudget {
 
     /// Rows a fire inspects at most: four times the base budget.
     pub fn window_rows(&self) -> u32 {
-        self.rows_per_fire
-            .saturating_mul(WINDOW_ROWS_PER_BUDGET_ROW)
+        self.rows_per_fire.saturating_mul(WINDOW_ROWS_PER_BUDGET_ROW)
     }
 
     /// Target calls one fire may make, before the alarm-wide cap.
@@ -207,9 +194,7 @@ impl RelayBudget {
     /// Target calls one alarm may make: the smaller of what its fires allow
     /// and the subrequest cap.
     pub fn calls_per_alarm(&self) -> u32 {
-        self.calls_per_fire()
-            .saturating_mul(self.fires_per_alarm)
-            .min(self.subrequests_per_alarm)
+        self.calls_per_fire().saturating_mul(self.fires_per_alarm).min(self.subrequests_per_alarm)
     }
 }
 
@@ -232,9 +217,7 @@ impl Default for RelayBudget {
 /// up to [`RETRY_BACKOFF_MAX_MS`].
 pub fn retry_backoff_ms(idle_fires: u32) -> u64 {
     let doublings = idle_fires.saturating_sub(1).min(16);
-    RETRY_BACKOFF_MS
-        .saturating_mul(1u64 << doublings)
-        .min(RETRY_BACKOFF_MAX_MS)
+    RETRY_BACKOFF_MS.saturating_mul(1u64 << doublings).min(RETRY_BACKOFF_MAX_MS)
 }
 
 #[cfg(test)]

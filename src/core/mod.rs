@@ -6,6 +6,7 @@
 
 pub mod alarm;
 pub mod apply;
+pub mod dedup;
 pub mod enqueue;
 pub mod fire;
 pub mod limits;
@@ -17,11 +18,15 @@ pub mod watermark;
 
 pub use alarm::{AlarmRun, AlarmTotals};
 pub use apply::{
-    decode_request, encode_request, plan_apply, ApplyError, ApplyPlan, ApplyReply, ApplyRequest,
-    ApplyRow, NoHook, RelayHook,
+    decode_request, encode_request, plan_apply, ApplyError, ApplyPlan, ApplyReply, ApplyRequest, ApplyRow,
+    NoHook, RelayHook,
 };
-pub use enqueue::{plan_enqueue, EnqueueError, EnqueuePlan, EnqueueRow};
-pub use fire::{begin, Begun, CallOutcome, Failure, Fire, FireStart, TargetCall, WindowQuery};
+pub use dedup::{content_digest, decide, Dedup, DedupRecord};
+pub use enqueue::{
+    plan_enqueue, Capacity, EnqueueError, EnqueuePlan, EnqueueRefusal, EnqueueRow,
+    BACKPRESSURE_RETRY_AFTER_S, DEFAULT_MAX_QUEUED_BYTES, DEFAULT_MAX_QUEUED_ROWS,
+};
+pub use fire::{begin, Begun, CallOutcome, Failure, Fire, FireStart, RelayPolicy, TargetCall, WindowQuery};
 pub use limits::*;
 pub use name::{Name, NameError, MAX_NAME_BYTES};
 pub use row::{CorruptRow, Effects, JsonValue, QueuedRow, RowError, StoredRow};

@@ -35,10 +35,9 @@ impl fmt::Display for NameError {
             NameError::TooLong(n) => {
                 write!(f, "name is {n} bytes; the limit is {MAX_NAME_BYTES}")
             }
-            NameError::BadChar(c) => write!(
-                f,
-                "name has character {c:?}; allowed are letters, digits and . _ : -"
-            ),
+            NameError::BadChar(c) => {
+                write!(f, "name has character {c:?}; allowed are letters, digits and . _ : -")
+            }
         }
     }
 }
@@ -109,10 +108,7 @@ mod tests {
     #[test]
     fn name_rejects_empty_long_and_foreign_characters() {
         assert_eq!(Name::new(""), Err(NameError::Empty));
-        assert_eq!(
-            Name::new("a".repeat(MAX_NAME_BYTES + 1)),
-            Err(NameError::TooLong(MAX_NAME_BYTES + 1))
-        );
+        assert_eq!(Name::new("a".repeat(MAX_NAME_BYTES + 1)), Err(NameError::TooLong(MAX_NAME_BYTES + 1)));
         assert_eq!(Name::new("a/b"), Err(NameError::BadChar('/')));
         assert_eq!(Name::new("a b"), Err(NameError::BadChar(' ')));
         assert_eq!(Name::new("é"), Err(NameError::BadChar('é')));

@@ -109,15 +109,13 @@ impl fmt::Display for RowError {
             RowError::KeyTooLong(n) => {
                 write!(f, "a key is {n} bytes; the limit is {MAX_KEY_BYTES}")
             }
-            RowError::ValueTooLarge(n) => write!(
-                f,
-                "a value encodes to {n} bytes; the limit is {MAX_VALUE_BYTES}"
-            ),
+            RowError::ValueTooLarge(n) => {
+                write!(f, "a value encodes to {n} bytes; the limit is {MAX_VALUE_BYTES}")
+            }
             RowError::DuplicateKey(k) => write!(f, "key {k:?} appears twice in one row"),
-            RowError::RowTooLarge(n) => write!(
-                f,
-                "row encodes to {n} bytes; one target batch holds rows of at most {MAX_ROW_BYTES}"
-            ),
+            RowError::RowTooLarge(n) => {
+                write!(f, "row encodes to {n} bytes; one target batch holds rows of at most {MAX_ROW_BYTES}")
+            }
         }
     }
 }
@@ -182,11 +180,8 @@ impl Effects {
         if body.len() > MAX_ROW_BYTES as usize {
             return Err(CorruptRow::Body(format!("{} bytes", body.len())));
         }
-        let effects: Effects =
-            serde_json::from_str(body).map_err(|e| CorruptRow::Body(e.to_string()))?;
-        effects
-            .validate()
-            .map_err(|e| CorruptRow::Body(e.to_string()))?;
+        let effects: Effects = serde_json::from_str(body).map_err(|e| CorruptRow::Body(e.to_string()))?;
+        effects.validate().map_err(|e| CorruptRow::Body(e.to_string()))?;
         Ok(effects)
     }
 }
@@ -251,8 +246,7 @@ impl QueuedRow {
         if row.seq == 0 || row.seq > SEQ_MAX {
             return Err(CorruptRow::Seq(row.seq));
         }
-        let target =
-            Name::new(row.target.clone()).map_err(|e| CorruptRow::Target(e.to_string()))?;
+        let target = Name::new(row.target.clone()).map_err(|e| CorruptRow::Target(e.to_string()))?;
         let effects = Effects::decode(&row.body)?;
         Ok(QueuedRow {
             seq: row.seq,
@@ -280,10 +274,7 @@ mod tests {
             deletes: vec!["b".into()],
         };
         let body = e.encode().unwrap();
-        assert_eq!(
-            body,
-            r#"{"puts":[["a",{"a":[true,null],"z":1}]],"deletes":["b"]}"#
-        );
+        assert_eq!(body, r#"{"puts":[["a",{"a":[true,null],"z":1}]],"deletes":["b"]}"#);
         assert_eq!(Effects::decode(&body).unwrap(), e);
     }
 
@@ -294,36 +285,22 @@ mod tests {
 
     #[test]
     fn effect_count_is_checked_at_and_past_the_limit() {
-        let mut e = Effects {
-            puts: vec![],
-            deletes: (0..MAX_EFFECTS_PER_ROW).map(|i| format!("k{i}")).collect(),
-        };
+        let mut e =
+            Effects { puts: vec![], deletes: (0..MAX_EFFECTS_PER_ROW).map(|i| format!("k{i}")).collect() };
         assert!(e.encode().is_ok());
         e.deletes.push("one-more".into());
-        assert_eq!(
-            e.encode(),
-            Err(RowError::TooManyEffects(MAX_EFFECTS_PER_ROW + 1))
-        );
+        assert_eq!(e.encode(), Err(RowError::TooManyEffects(MAX_EFFECTS_PER_ROW + 1)));
     }
 
     #[test]
     fn key_length_is_checked_at_and_past_the_limit() {
         let at = "k".repeat(MAX_KEY_BYTES as usize);
         let past = "k".repeat(MAX_KEY_BYTES as usize + 1);
-        let ok = Effects {
-            puts: vec![],
-            deletes: vec![at],
-        };
+        let ok = Effects { puts: vec![], deletes: vec![at] };
         assert!(ok.encode().is_ok());
-        let bad = Effects {
-            puts: vec![],
-            deletes: vec![past],
-        };
+        let bad = Effects { puts: vec![], deletes: vec![past] };
         assert_eq!(bad.encode(), Err(RowError::KeyTooLong(MAX_KEY_BYTES + 1)));
-        let empty = Effects {
-            puts: vec![],
-            deletes: vec![String::new()],
-        };
+        let empty = Effects { puts: vec![], deletes: vec![String::new()] };
         assert_eq!(empty.encode(), Err(RowError::EmptyKey));
     }
 
@@ -331,28 +308,16 @@ mod tests {
     fn value_size_is_checked_at_and_past_the_limit() {
         // A JSON string of n bytes of text encodes to n + 2 bytes.
         let at = "x".repeat(MAX_VALUE_BYTES as usize - 2);
-        let e = Effects {
-            puts: vec![put("k", serde_json::json!(at))],
-            deletes: vec![],
-        };
+        let e = Effects { puts: vec![put("k", serde_json::json!(at))], deletes: vec![] };
         assert!(e.encode().is_ok());
         let past = "x".repeat(MAX_VALUE_BYTES as usize - 1);
-        let e = Effects {
-            puts: vec![put("k", serde_json::json!(past))],
-            deletes: vec![],
-        };
-        assert_eq!(
-            e.encode(),
-            Err(RowError::ValueTooLarge(MAX_VALUE_BYTES + 1))
-        );
+        let e = Effects { puts: vec![put("k", serde_json::json!(past))], deletes: vec![] };
+        assert_eq!(e.encode(), Err(RowError::ValueTooLarge(MAX_VALUE_BYTES + 1)));
     }
 
     #[test]
     fn duplicate_key_in_one_row_is_rejected() {
-        let e = Effects {
-            puts: vec![put("k", serde_json::json!(1))],
-            deletes: vec!["k".into()],
-        };
+        let e = Effects { puts: vec![put("k", serde_json::json!(1))], deletes: vec!["k".into()] };
         assert_eq!(e.encode(), Err(RowError::DuplicateKey("k".into())));
     }
 
@@ -361,71 +326,37 @@ mod tests {
         // 17 values of 62 KiB exceed one batch although each value is legal.
         let big = "x".repeat(62 * 1024);
         let e = Effects {
-            puts: (0..17)
-                .map(|i| put(&format!("k{i}"), serde_json::json!(big)))
-                .collect(),
+            puts: (0..17).map(|i| put(&format!("k{i}"), serde_json::json!(big))).collect(),
             deletes: vec![],
         };
         assert!(matches!(e.encode(), Err(RowError::RowTooLarge(n)) if n > MAX_ROW_BYTES));
         // Pad one row to exactly MAX_ROW_BYTES: accepted.
         let mut e = Effects {
-            puts: (0..16)
-                .map(|i| put(&format!("k{i}"), serde_json::json!(big)))
-                .collect(),
+            puts: (0..16).map(|i| put(&format!("k{i}"), serde_json::json!(big))).collect(),
             deletes: vec![],
         };
         let base = e.encode().unwrap().len();
         let pad = MAX_ROW_BYTES as usize - base - r#",["pad",""]"#.len();
         e.puts.push(put("pad", serde_json::json!("y".repeat(pad))));
         assert_eq!(e.encode().unwrap().len(), MAX_ROW_BYTES as usize);
-        e.puts.last_mut().unwrap().1 =
-            JsonValue::from_value(&serde_json::json!("y".repeat(pad + 1)));
+        e.puts.last_mut().unwrap().1 = JsonValue::from_value(&serde_json::json!("y".repeat(pad + 1)));
         assert_eq!(e.encode(), Err(RowError::RowTooLarge(MAX_ROW_BYTES + 1)));
     }
 
     #[test]
     fn corrupt_rows_are_reported_not_decoded() {
-        let good = StoredRow {
-            seq: 1,
-            target: "t".into(),
-            at_ms: 5,
-            body: r#"{"deletes":["a"]}"#.into(),
-        };
+        let good = StoredRow { seq: 1, target: "t".into(), at_ms: 5, body: r#"{"deletes":["a"]}"#.into() };
         let row = QueuedRow::decode(&good).unwrap();
         assert_eq!((row.seq, row.effects, row.bytes), (1, 1, 17));
-        let bad_seq = StoredRow {
-            seq: 0,
-            ..good.clone()
-        };
+        let bad_seq = StoredRow { seq: 0, ..good.clone() };
         assert_eq!(QueuedRow::decode(&bad_seq), Err(CorruptRow::Seq(0)));
-        let past = StoredRow {
-            seq: SEQ_MAX + 1,
-            ..good.clone()
-        };
+        let past = StoredRow { seq: SEQ_MAX + 1, ..good.clone() };
         assert!(matches!(QueuedRow::decode(&past), Err(CorruptRow::Seq(_))));
-        let bad_target = StoredRow {
-            target: "a b".into(),
-            ..good.clone()
-        };
-        assert!(matches!(
-            QueuedRow::decode(&bad_target),
-            Err(CorruptRow::Target(_))
-        ));
-        let bad_body = StoredRow {
-            body: "{".into(),
-            ..good.clone()
-        };
-        assert!(matches!(
-            QueuedRow::decode(&bad_body),
-            Err(CorruptRow::Body(_))
-        ));
-        let unknown = StoredRow {
-            body: r#"{"deletes":["a"],"x":1}"#.into(),
-            ..good
-        };
-        assert!(matches!(
-            QueuedRow::decode(&unknown),
-            Err(CorruptRow::Body(_))
-        ));
+        let bad_target = StoredRow { target: "a b".into(), ..good.clone() };
+        assert!(matches!(QueuedRow::decode(&bad_target), Err(CorruptRow::Target(_))));
+        let bad_body = StoredRow { body: "{".into(), ..good.clone() };
+        assert!(matches!(QueuedRow::decode(&bad_body), Err(CorruptRow::Body(_))));
+        let unknown = StoredRow { body: r#"{"deletes":["a"],"x":1}"#.into(), ..good };
+        assert!(matches!(QueuedRow::decode(&unknown), Err(CorruptRow::Body(_))));
     }
 }

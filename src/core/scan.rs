@@ -64,6 +64,19 @@ impl ScanState {
         }
     }
 
+    /// A completed marker replacing `stored` (whatever its state): the next
+    /// fire starts a new cycle from the head. Operator actions that put rows
+    /// back into the outbox (redrive) write this, so rows below an active
+    /// cursor never escape the `blocked` invariant, and the new generation
+    /// makes any fire in flight lose its checkpoint guard.
+    pub fn restart_marker(stored: Option<&str>, os: u64) -> ScanState {
+        let previous = stored.and_then(|t| ScanState::decode(t).ok());
+        let mut marker = ScanState::new_cycle(os, previous.as_ref());
+        marker.cursor = os;
+        marker.generation = previous.map_or(0, |p| p.generation) + 1;
+        marker
+    }
+
     /// Whether this is a completed (or terminal) marker.
     pub fn is_complete(&self) -> bool {
         self.cursor == self.cycle_end
@@ -84,10 +97,7 @@ impl ScanState {
             return fail("generation or cycle_end past SEQ_MAX".into());
         }
         if self.cursor > self.cycle_end {
-            return fail(format!(
-                "cursor {} is past cycle_end {}",
-                self.cursor, self.cycle_end
-            ));
+            return fail(format!("cursor {} is past cycle_end {}", self.cursor, self.cycle_end));
         }
         if self.blocked.len() > MAX_BLOCKED_TARGETS {
             return fail(format!("{} blocked targets", self.blocked.len()));
@@ -109,8 +119,7 @@ impl ScanState {
 
     /// Decodes a stored value, checking every invariant.
     pub fn decode(text: &str) -> Result<ScanState, CorruptScan> {
-        let state: ScanState =
-            serde_json::from_str(text).map_err(|e| CorruptScan(e.to_string()))?;
+        let state: ScanState = serde_json::from_str(text).map_err(|e| CorruptScan(e.to_string()))?;
         state.check()?;
         Ok(state)
     }
@@ -150,9 +159,7 @@ mod tests {
     #[test]
     fn rs_blocked_set_is_checked_at_and_past_its_limit() {
         let mut s = ScanState::new_cycle(3, None);
-        s.blocked = (0..MAX_BLOCKED_TARGETS)
-            .map(|i| Name::new(format!("t{i:03}")).unwrap())
-            .collect();
+        s.blocked = (0..MAX_BLOCKED_TARGETS).map(|i| Name::new(format!("t{i:03}")).unwrap()).collect();
         assert!(ScanState::decode(&s.encode()).is_ok());
         s.blocked.push(Name::new("z").unwrap());
         assert!(ScanState::decode(&serde_json::to_string(&s).unwrap()).is_err());

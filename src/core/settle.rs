@@ -86,8 +86,17 @@ pub struct FireReport {
     pub rows_delivered: u32,
     /// Rows inspected.
     pub window_rows: u32,
-    /// Targets whose calls failed, with the reason, in first-sequence order.
+    /// Targets whose calls failed, with the reason, in first-sequence order
+    /// (parked ones included). Each failed a cycle: its counter goes up.
     pub failed: Vec<(Name, Failure)>,
+    /// Targets to park now, with the reason: every queued row of theirs
+    /// moves to the parked list in this checkpoint.
+    pub parked: Vec<(Name, String)>,
+    /// Targets that took a batch while they had a failed-cycle count:
+    /// their count resets.
+    pub recovered: Vec<Name>,
+    /// Window rows that leave with the parked targets.
+    pub rows_parked: u32,
     /// Whether the fire started a new cycle.
     pub new_cycle: bool,
     /// Whether the cycle is complete after this fire (including terminal).
@@ -132,38 +141,31 @@ impl Fire {
         let mut scan = walk.scan;
         let deleted = self.delete_ranges();
         let rows_delivered: u32 = deleted.iter().map(|r| r.rows).sum();
-        let complete =
-            walk.overflow || (!walk.interrupted && self.corrupt.is_none() && self.exhausted);
+        let complete = walk.overflow || (!walk.interrupted && self.corrupt.is_none() && self.exhausted);
         if complete {
             scan.cursor = scan.cycle_end;
         }
         let start = &self.begun.scan;
         let advanced = self.begun.new_cycle || scan.cursor != start.cursor;
-        let wake = self.wake(&mut scan, rows_delivered, complete, advanced, walk.overflow);
+        let rows_parked = self.rows_parked();
+        let left = rows_delivered + rows_parked;
+        let wake = self.wake(&mut scan, left, complete, advanced, walk.overflow);
         scan.generation += 1;
         let checkpoint = Checkpoint {
             rs_expected: self.begun.start.rs_text.clone(),
             rs_new: scan.encode(),
             deletes: deleted,
         };
-        let report = self.report(rows_delivered, complete, walk.overflow);
-        Settlement {
-            checkpoint,
-            scan,
-            wake,
-            report,
-        }
+        let mut report = self.report(rows_delivered, complete, walk.overflow);
+        report.rows_parked = rows_parked;
+        Settlement { checkpoint, scan, wake, report }
     }
 
     /// Moves the cursor over the window; see the module doc.
     fn walk(&self) -> Walk {
         let mut scan = self.begun.scan.clone();
         let stop = self.stop_seq();
-        let mut walk_end = Walk {
-            scan: scan.clone(),
-            interrupted: false,
-            overflow: false,
-        };
+        let mut walk_end = Walk { scan: scan.clone(), interrupted: false, overflow: false };
         for (i, row) in self.rows.iter().enumerate() {
             if stop.is_some_and(|s| row.seq >= s) {
                 walk_end.interrupted = true;
@@ -172,7 +174,7 @@ impl Fire {
             if !self.delivered[i] {
                 let group = &self.groups[self.row_group[i] as usize];
                 match group.state {
-                    GroupState::Blocked => {}
+                    GroupState::Blocked | GroupState::Parked(_) => {}
                     GroupState::Failed(_) => {
                         if let Err(at) = scan.blocked.binary_search(&row.target) {
                             if scan.blocked.len() == MAX_BLOCKED_TARGETS {
@@ -233,7 +235,15 @@ impl Fire {
         out
     }
 
-    /// Decides the next wake-up and updates the idle streak.
+    /// Undelivered window rows of targets being parked.
+    fn rows_parked(&self) -> u32 {
+        let parked =
+            |i: usize| matches!(self.groups[self.row_group[i] as usize].state, GroupState::Parked(_));
+        (0..self.rows.len()).filter(|&i| !self.delivered[i] && parked(i)).count() as u32
+    }
+
+    /// Decides the next wake-up and updates the idle streak. `rows_delivered`
+    /// counts every window row that left the outbox (delivered or parked).
     fn wake(
         &self,
         scan: &mut ScanState,
@@ -262,14 +272,10 @@ impl Fire {
         if advanced && !complete {
             // Scanning past blocked rows toward rows that may be healthy:
             // wait the base back-off only.
-            return Wake::After {
-                delay_ms: retry_backoff_ms(0),
-            };
+            return Wake::After { delay_ms: retry_backoff_ms(0) };
         }
         scan.idle_fires = scan.idle_fires.saturating_add(1);
-        Wake::After {
-            delay_ms: retry_backoff_ms(scan.idle_fires),
-        }
+        Wake::After { delay_ms: retry_backoff_ms(scan.idle_fires) }
     }
 
     fn report(&self, rows_delivered: u32, complete: bool, overflow: bool) -> FireReport {
@@ -279,8 +285,24 @@ impl Fire {
             .iter()
             .filter_map(|g| match &g.state {
                 GroupState::Failed(f) => Some((g.target.clone(), f.clone())),
+                GroupState::Parked(r) => Some((g.target.clone(), Failure::Permanent(r.clone()))),
                 _ => None,
             })
+            .collect();
+        let parked = self
+            .groups
+            .iter()
+            .filter_map(|g| match &g.state {
+                GroupState::Parked(r) => Some((g.target.clone(), r.clone())),
+                _ => None,
+            })
+            .collect();
+        let failing = &self.begun.start.failing;
+        let recovered = self
+            .groups
+            .iter()
+            .filter(|g| g.applied_once && g.state == GroupState::Active && failing.contains_key(&g.target))
+            .map(|g| g.target.clone())
             .collect();
         FireReport {
             calls: self.calls_made,
@@ -289,15 +311,15 @@ impl Fire {
             rows_delivered,
             window_rows: self.rows.len() as u32,
             failed,
+            parked,
+            recovered,
+            rows_parked: 0,
             new_cycle: self.begun.new_cycle,
             cycle_complete: complete,
             overflow,
             corrupt: self.corrupt.as_ref().map(|(s, e)| (*s, e.to_string())),
             corrupt_rs: self.begun.corrupt_rs.is_some(),
-            lag_exceeded: self
-                .rows
-                .iter()
-                .any(|r| now.saturating_sub(r.at_ms) > RELAY_LAG_BOUND_MS),
+            lag_exceeded: self.rows.iter().any(|r| now.saturating_sub(r.at_ms) > RELAY_LAG_BOUND_MS),
         }
     }
 }

@@ -20,19 +20,20 @@
 //! ```
 
 mod audit;
+mod ops;
 mod rng;
 mod source;
 mod target;
 
 use std::collections::BTreeMap;
 
+pub use ops::{Enqueued, SourcePolicy, TargetRecord};
 pub use rng::SimRng;
 pub use source::{Commit, FireOutcome};
 pub use target::TargetFault;
 
 use crate::core::{
-    plan_enqueue, AlarmTotals, EnqueueError, EnqueueRow, Name, RelayBudget, RelayHook, ScanState,
-    StoredRow,
+    AlarmTotals, EnqueueError, EnqueueRow, Name, RelayBudget, RelayHook, ScanState, StoredRow,
 };
 use source::SimSource;
 use target::SimTarget;
@@ -52,6 +53,8 @@ pub struct Sim {
     pub(crate) enqueued: BTreeMap<(Name, Name), Vec<u64>>,
     /// Whether every fire ends with [`Sim::audit`], panicking on a breach.
     pub(crate) audit_every_fire: bool,
+    /// Rows an operator discarded, per source: the audit excuses them.
+    pub(crate) discarded_seqs: std::collections::BTreeSet<(Name, u64)>,
 }
 
 /// What one alarm did.
@@ -84,7 +87,7 @@ pub struct DrainReport {
     pub elapsed_ms: u64,
 }
 
-fn name(s: &str) -> Name {
+pub(crate) fn name(s: &str) -> Name {
     Name::new(s).unwrap_or_else(|e| panic!("invalid name {s:?}: {e}"))
 }
 
@@ -99,6 +102,7 @@ impl Sim {
             targets: BTreeMap::new(),
             enqueued: BTreeMap::new(),
             audit_every_fire: false,
+            discarded_seqs: Default::default(),
         }
     }
 
@@ -127,28 +131,12 @@ impl Sim {
 
     /// Enqueues `rows` at `source` atomically, arming its alarm if none is
     /// set. Returns the assigned sequences.
-    pub fn enqueue(
-        &mut self,
-        source: &str,
-        rows: Vec<EnqueueRow>,
-    ) -> Result<Vec<u64>, EnqueueError> {
-        let s = name(source);
-        let now = self.now_ms;
-        let src = self.source_mut(&s);
-        let plan = plan_enqueue(src.os, now, &rows)?;
-        src.os = plan.os;
-        for row in &plan.rows {
-            src.outbox.insert(row.seq, row.clone());
+    pub fn enqueue(&mut self, source: &str, rows: Vec<EnqueueRow>) -> Result<Vec<u64>, EnqueueError> {
+        match self.enqueue_keyed(source, None, rows) {
+            Ok(done) => Ok(done.seqs),
+            Err(crate::core::EnqueueRefusal::Invalid(e)) => Err(e),
+            Err(other) => unreachable!("an unkeyed enqueue refused for its key: {other}"),
         }
-        src.alarm_at.get_or_insert(now);
-        for row in &plan.rows {
-            let key = (s.clone(), name(&row.target));
-            self.enqueued.entry(key).or_default().push(row.seq);
-        }
-        for t in rows.iter().map(|r| r.target.clone()) {
-            self.target_mut(&t);
-        }
-        Ok(plan.seqs())
     }
 
     /// Enqueues one row that puts `key = value` at `target`.
@@ -178,12 +166,7 @@ impl Sim {
 
     /// Runs `source`'s alarms as they fall due, moving the clock to each,
     /// until none is armed or `max_alarms` have run.
-    pub fn run_until_idle(
-        &mut self,
-        source: &str,
-        budget: RelayBudget,
-        max_alarms: u32,
-    ) -> DrainReport {
+    pub fn run_until_idle(&mut self, source: &str, budget: RelayBudget, max_alarms: u32) -> DrainReport {
         let s = name(source);
         let mut report = DrainReport::default();
         let started = self.now_ms;
@@ -197,11 +180,7 @@ impl Sim {
             report.fires += alarm.totals.fires;
             report.calls += alarm.totals.calls;
             report.max_calls_per_alarm = report.max_calls_per_alarm.max(alarm.totals.calls);
-            report.idle_fires += alarm
-                .fires
-                .iter()
-                .filter(|f| f.report.rows_delivered == 0)
-                .count() as u32;
+            report.idle_fires += alarm.fires.iter().filter(|f| f.report.rows_delivered == 0).count() as u32;
         }
         report.drained = self.sources.get(&s).is_none_or(|x| x.alarm_at.is_none());
         report.elapsed_ms = self.now_ms - started;
@@ -214,19 +193,13 @@ impl Sim {
         let mut report = DrainReport::default();
         let started = self.now_ms;
         while report.alarms < max_alarms {
-            let due: Vec<(u64, Name)> = self
-                .sources
-                .iter()
-                .filter_map(|(n, s)| s.alarm_at.map(|at| (at, n.clone())))
-                .collect();
+            let due: Vec<(u64, Name)> =
+                self.sources.iter().filter_map(|(n, s)| s.alarm_at.map(|at| (at, n.clone()))).collect();
             let Some(first) = due.iter().map(|(at, _)| *at).min() else {
                 break;
             };
-            let mut ready: Vec<Name> = due
-                .into_iter()
-                .filter(|(at, _)| *at == first)
-                .map(|(_, n)| n)
-                .collect();
+            let mut ready: Vec<Name> =
+                due.into_iter().filter(|(at, _)| *at == first).map(|(_, n)| n).collect();
             self.rng.shuffle(&mut ready);
             self.now_ms = self.now_ms.max(first);
             let alarm = self.run_alarm(ready[0].as_str(), budget);
@@ -283,10 +256,7 @@ impl Sim {
     /// Has a concurrent writer enqueue `rows` at `source` after its next
     /// fire has read the window.
     pub fn append_during_next_fire(&mut self, source: &str, rows: Vec<EnqueueRow>) {
-        self.source_mut(&name(source))
-            .faults
-            .append_mid_fire
-            .push(rows);
+        self.source_mut(&name(source)).faults.append_mid_fire.push(rows);
     }
 
     /// Starts a second fire on `source` while its next fire is in flight;
@@ -298,10 +268,7 @@ impl Sim {
     /// Replaces the stored body of row `seq` (to simulate corruption).
     pub fn corrupt_row(&mut self, source: &str, seq: u64, body: &str) {
         let src = self.source_mut(&name(source));
-        let row = src
-            .outbox
-            .get_mut(&seq)
-            .expect("corrupt_row of a row not queued");
+        let row = src.outbox.get_mut(&seq).expect("corrupt_row of a row not queued");
         row.body = body.to_owned();
     }
 
@@ -314,16 +281,12 @@ impl Sim {
 
     /// Sequences queued at `source`, ascending.
     pub fn queued(&self, source: &str) -> Vec<u64> {
-        self.sources
-            .get(&name(source))
-            .map_or_else(Vec::new, |s| s.outbox.keys().copied().collect())
+        self.sources.get(&name(source)).map_or_else(Vec::new, |s| s.outbox.keys().copied().collect())
     }
 
     /// Rows queued at `source`, as stored.
     pub fn queued_rows(&self, source: &str) -> Vec<StoredRow> {
-        self.sources
-            .get(&name(source))
-            .map_or_else(Vec::new, |s| s.outbox.values().cloned().collect())
+        self.sources.get(&name(source)).map_or_else(Vec::new, |s| s.outbox.values().cloned().collect())
     }
 
     /// `source`'s last allocated sequence.
@@ -344,10 +307,7 @@ impl Sim {
 
     /// `target`'s watermark for `source` (0 if none).
     pub fn watermark(&self, target: &str, source: &str) -> u64 {
-        self.targets
-            .get(&name(target))
-            .and_then(|t| t.watermarks.get(&name(source)).copied())
-            .unwrap_or(0)
+        self.targets.get(&name(target)).and_then(|t| t.watermarks.get(&name(source)).copied()).unwrap_or(0)
     }
 
     /// Sequences from `source` that `target` applied, in application order.
@@ -360,9 +320,7 @@ impl Sim {
 
     /// The JSON text of `key` at `target`.
     pub fn value(&self, target: &str, key: &str) -> Option<String> {
-        self.targets
-            .get(&name(target))
-            .and_then(|t| t.kv.get(key).cloned())
+        self.targets.get(&name(target)).and_then(|t| t.kv.get(key).cloned())
     }
 
     /// Calls `target` has received, including failed ones.

@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 
 use super::{AlarmReport, Sim, ALARM_RETRY_MS};
 use crate::core::{
-    begin, encode_request, AlarmRun, CallOutcome, Checkpoint, EnqueueRow, Fire, FireReport,
-    FireStart, Name, RelayBudget, ScanState, StoredRow, Wake,
+    begin, encode_request, AlarmRun, CallOutcome, Checkpoint, EnqueueRow, Fire, FireReport, FireStart, Name,
+    RelayBudget, ScanState, StoredRow, Wake,
 };
 
 /// Faults armed on a source, each consumed by the fire it affects.
@@ -36,6 +36,22 @@ pub(crate) struct SimSource {
     pub(crate) alarm_at: Option<u64>,
     /// Armed faults.
     pub(crate) faults: SourceFaults,
+    /// Operating settings.
+    pub(crate) policy: super::ops::SourcePolicy,
+    /// Rows of parked targets, by sequence.
+    pub(crate) parked: BTreeMap<u64, StoredRow>,
+    /// Discarded parked rows kept until their horizon.
+    pub(crate) discarded: BTreeMap<u64, super::ops::Discarded>,
+    /// Failure records of targets that failed or are parked.
+    pub(crate) targets: BTreeMap<Name, super::ops::TargetRecord>,
+    /// Idempotency records by key.
+    pub(crate) dedup: BTreeMap<String, crate::core::DedupRecord>,
+    /// Keyed enqueues answered as duplicates.
+    pub(crate) dedup_hits: u64,
+    /// Enqueues refused because the outbox was full.
+    pub(crate) rejected_full: u64,
+    /// When expired records were last pruned.
+    pub(crate) last_prune_ms: u64,
 }
 
 impl SimSource {
@@ -51,11 +67,7 @@ impl SimSource {
             }
         }
         for range in &cp.deletes {
-            let doomed: Vec<u64> = self
-                .outbox
-                .range(range.first..=range.last)
-                .map(|(s, _)| *s)
-                .collect();
+            let doomed: Vec<u64> = self.outbox.range(range.first..=range.last).map(|(s, _)| *s).collect();
             for seq in doomed {
                 self.outbox.remove(&seq);
             }
@@ -123,10 +135,7 @@ impl Sim {
                 let body = encode_request(source, call, fire.rows());
                 let result = self.target_mut(&call.target).call(&body);
                 let outcome = match result {
-                    Ok(reply) => CallOutcome::Applied {
-                        watermark: reply.watermark,
-                        applied: reply.applied,
-                    },
+                    Ok(reply) => CallOutcome::Applied { watermark: reply.watermark, applied: reply.applied },
                     Err(failure) => CallOutcome::Failed(failure),
                 };
                 calls_log.push((call.target.clone(), call.seqs.len()));
@@ -138,6 +147,10 @@ impl Sim {
         }
         let settlement = fire.settle();
         let commit = self.commit(source, &settlement.checkpoint);
+        if commit == Commit::Committed {
+            let now = self.now_ms();
+            self.source_mut(source).apply_target_changes(&settlement.report, now);
+        }
         if self.audit_every_fire {
             if let Err(breach) = self.audit() {
                 panic!("audit failed after a fire of {source} ({commit:?}): {breach}");
@@ -163,14 +176,14 @@ impl Sim {
             now_ms,
             budget,
             calls_left,
+            policy: src.policy.relay,
+            failing: src.failing(),
         };
         let begun = begin(start);
         let w = begun.window;
         let range = || src.outbox.range(w.after.saturating_add(1)..=w.through);
-        let sizes: Vec<(u64, u32)> = range()
-            .take(w.probe_rows() as usize)
-            .map(|(s, r)| (*s, r.body.len() as u32))
-            .collect();
+        let sizes: Vec<(u64, u32)> =
+            range().take(w.probe_rows() as usize).map(|(s, r)| (*s, r.body.len() as u32)).collect();
         let (n, exhausted) = w.take(&sizes);
         let rows: Vec<StoredRow> = range().take(n).map(|(_, r)| r.clone()).collect();
         Fire::new(begun, &rows, exhausted)
@@ -224,19 +237,16 @@ pub(crate) fn run_alarm(sim: &mut Sim, source: &Name, budget: RelayBudget) -> Al
     }
     let now = sim.now_ms();
     let src = sim.source_mut(source);
+    src.prune(now);
     let due = if crashed {
         Some(now + ALARM_RETRY_MS)
     } else {
-        run.final_wake().delay_ms(src.os).map(|d| now + d)
+        run.final_wake().delay_ms(src.os).map(|d| now + d).or_else(|| src.idle_prune_at())
     };
     // An enqueue during the alarm may have armed it already; keep the earlier.
     src.alarm_at = match (src.alarm_at, due) {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
     };
-    AlarmReport {
-        fires,
-        totals: run.totals().clone(),
-        next_alarm_ms: src.alarm_at,
-    }
+    AlarmReport { fires, totals: run.totals().clone(), next_alarm_ms: src.alarm_at }
 }

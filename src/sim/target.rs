@@ -95,9 +95,7 @@ impl SimTarget {
             return Ok(plan.reply(request));
         }
         let extra = match &self.hook {
-            Some(hook) => hook
-                .extra_effects(&request.source, rows)
-                .map_err(ApplyError::Hook)?,
+            Some(hook) => hook.extra_effects(&request.source, rows).map_err(ApplyError::Hook)?,
             None => Default::default(),
         };
         let log = self.applied.entry(request.source.clone()).or_default();
@@ -116,8 +114,7 @@ impl SimTarget {
         for k in &extra.deletes {
             self.kv.remove(k);
         }
-        self.watermarks
-            .insert(request.source.clone(), plan.watermark);
+        self.watermarks.insert(request.source.clone(), plan.watermark);
         Ok(plan.reply(request))
     }
 }

@@ -19,13 +19,8 @@ pub async fn handle(mut req: Request, env: &Env) -> Result<Response, HttpError> 
         .map(|s| s.to_string())
         .or_else(|_| env.var(TOKEN_SECRET).map(|v| v.to_string()))
         .unwrap_or_default();
-    check_bearer(
-        req.headers().get("authorization").ok().flatten().as_deref(),
-        &token,
-    )?;
-    let url = req
-        .url()
-        .map_err(|e| HttpError::bad_request("bad_url", e.to_string()))?;
+    check_bearer(req.headers().get("authorization").ok().flatten().as_deref(), &token)?;
+    let url = req.url().map_err(|e| HttpError::bad_request("bad_url", e.to_string()))?;
     let method = req.method();
     let segments: Vec<&str> = url.path().trim_matches('/').split('/').collect();
     let query = url.query().map(|q| format!("?{q}")).unwrap_or_default();
@@ -45,10 +40,7 @@ pub async fn handle(mut req: Request, env: &Env) -> Result<Response, HttpError> 
             let path = format!(
                 "/delivered-through?seq={}",
                 seq.parse::<u64>().map_err(|_| {
-                    HttpError::bad_request(
-                        "invalid_seq",
-                        format!("{seq:?} is not a sequence number"),
-                    )
+                    HttpError::bad_request("invalid_seq", format!("{seq:?} is not a sequence number"))
                 })?
             );
             forward(env, SOURCE_BINDING, s, Method::Get, &path, None).await
@@ -57,16 +49,28 @@ pub async fn handle(mut req: Request, env: &Env) -> Result<Response, HttpError> 
             let body = read_body(&mut req).await?;
             forward(env, SOURCE_BINDING, s, Method::Post, "/faults", Some(body)).await
         }
+        (Method::Get, ["v1", "sources", s, "parked"]) => {
+            forward(env, SOURCE_BINDING, s, Method::Get, "/parked", None).await
+        }
+        (Method::Get, ["v1", "sources", s, "parked", t]) => {
+            let t = valid(t)?;
+            forward(env, SOURCE_BINDING, s, Method::Get, &format!("/parked/{t}{query}"), None).await
+        }
+        (Method::Post, ["v1", "sources", s, "parked", t, action])
+            if matches!(*action, "redrive" | "discard") =>
+        {
+            let t = valid(t)?;
+            forward(env, SOURCE_BINDING, s, Method::Post, &format!("/parked/{t}/{action}"), None).await
+        }
+        (Method::Get, ["v1", "targets", t, "status"]) => {
+            forward(env, TARGET_BINDING, t, Method::Get, "/status", None).await
+        }
+        (Method::Delete, ["v1", "targets", t, "watermarks", s]) => {
+            let s = valid(s)?;
+            forward(env, TARGET_BINDING, t, Method::Delete, &format!("/watermarks/{s}"), None).await
+        }
         (Method::Get, ["v1", "targets", t, "keys"]) => {
-            forward(
-                env,
-                TARGET_BINDING,
-                t,
-                Method::Get,
-                &format!("/keys{query}"),
-                None,
-            )
-            .await
+            forward(env, TARGET_BINDING, t, Method::Get, &format!("/keys{query}"), None).await
         }
         (Method::Get, ["v1", "targets", t, "watermarks"]) => {
             forward(env, TARGET_BINDING, t, Method::Get, "/watermarks", None).await
@@ -76,21 +80,9 @@ pub async fn handle(mut req: Request, env: &Env) -> Result<Response, HttpError> 
             forward(env, TARGET_BINDING, t, Method::Post, "/faults", Some(body)).await
         }
         (Method::Get, ["v1", "targets", t, "log"]) => {
-            forward(
-                env,
-                TARGET_BINDING,
-                t,
-                Method::Get,
-                &format!("/log{query}"),
-                None,
-            )
-            .await
+            forward(env, TARGET_BINDING, t, Method::Get, &format!("/log{query}"), None).await
         }
-        _ => Err(HttpError::new(
-            404,
-            "no_route",
-            format!("no route for {method} {}", url.path()),
-        )),
+        _ => Err(HttpError::new(404, "no_route", format!("no route for {method} {}", url.path()))),
     }
 }
 
@@ -107,6 +99,11 @@ fn health(env: &Env) -> Result<Response, HttpError> {
     .map_err(|e| HttpError::internal(e.to_string()))
 }
 
+/// Validates a name taken from the path.
+fn valid(name: &str) -> Result<Name, HttpError> {
+    Name::new(name).map_err(|e| HttpError::bad_request("invalid_name", format!("{name:?}: {e}")))
+}
+
 /// Sends a request to the Durable Object `name` in `binding`.
 async fn forward(
     env: &Env,
@@ -116,15 +113,10 @@ async fn forward(
     path: &str,
     body: Option<String>,
 ) -> Result<Response, HttpError> {
-    let name = Name::new(name)
-        .map_err(|e| HttpError::bad_request("invalid_name", format!("{name:?}: {e}")))?;
+    let name = valid(name)?;
     let internal = |e: worker::Error| HttpError::internal(e.to_string());
     let namespace = env.durable_object(binding).map_err(internal)?;
-    let stub = namespace
-        .id_from_name(name.as_str())
-        .map_err(internal)?
-        .get_stub()
-        .map_err(internal)?;
+    let stub = namespace.id_from_name(name.as_str()).map_err(internal)?.get_stub().map_err(internal)?;
     let mut init = RequestInit::new();
     init.with_method(method).with_body(body.map(Into::into));
     let req = Request::new_with_init(&format!("https://relay{path}"), &init).map_err(internal)?;

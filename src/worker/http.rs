@@ -17,16 +17,14 @@ pub struct HttpError {
     pub code: &'static str,
     /// What was wrong, naming the field or limit.
     pub message: String,
+    /// Seconds for a `Retry-After` header (with 429 and 503).
+    pub retry_after_s: Option<u32>,
 }
 
 impl HttpError {
     /// A refusal with `status`, `code` and `message`.
     pub fn new(status: u16, code: &'static str, message: impl Into<String>) -> HttpError {
-        HttpError {
-            status,
-            code,
-            message: message.into(),
-        }
+        HttpError { status, code, message: message.into(), retry_after_s: None }
     }
 
     /// 400 with `code`.
@@ -39,6 +37,12 @@ impl HttpError {
         HttpError::new(500, "internal", message)
     }
 
+    /// Adds a `Retry-After` of `seconds`.
+    pub fn retry_after(mut self, seconds: u32) -> HttpError {
+        self.retry_after_s = Some(seconds);
+        self
+    }
+
     /// The JSON body.
     pub fn body(&self) -> String {
         serde_json::json!({ "error": { "code": self.code, "message": self.message } }).to_string()
@@ -46,9 +50,11 @@ impl HttpError {
 
     /// As a response.
     pub fn response(&self) -> worker::Result<Response> {
-        Ok(Response::ok(self.body())?
-            .with_status(self.status)
-            .with_headers(json_headers()))
+        let headers = json_headers();
+        if let Some(s) = self.retry_after_s {
+            headers.set("retry-after", &s.to_string())?;
+        }
+        Ok(Response::ok(self.body())?.with_status(self.status).with_headers(headers))
     }
 }
 
@@ -76,11 +82,7 @@ pub fn respond(result: Result<Response, HttpError>) -> worker::Result<Response> 
 /// (by `Content-Length` first, then by what actually arrived).
 pub async fn read_body(req: &mut Request) -> Result<String, HttpError> {
     let too_large = |n: u64| {
-        HttpError::new(
-            413,
-            "body_too_large",
-            format!("body is {n} bytes; the limit is {MAX_REQUEST_BYTES}"),
-        )
+        HttpError::new(413, "body_too_large", format!("body is {n} bytes; the limit is {MAX_REQUEST_BYTES}"))
     };
     if let Ok(Some(len)) = req.headers().get("content-length") {
         if let Ok(n) = len.parse::<u64>() {
@@ -89,31 +91,20 @@ pub async fn read_body(req: &mut Request) -> Result<String, HttpError> {
             }
         }
     }
-    let bytes = req
-        .bytes()
-        .await
-        .map_err(|e| HttpError::bad_request("unreadable_body", e.to_string()))?;
+    let bytes = req.bytes().await.map_err(|e| HttpError::bad_request("unreadable_body", e.to_string()))?;
     if bytes.len() as u64 > u64::from(MAX_REQUEST_BYTES) {
         return Err(too_large(bytes.len() as u64));
     }
-    String::from_utf8(bytes)
-        .map_err(|_| HttpError::bad_request("invalid_utf8", "body is not UTF-8"))
+    String::from_utf8(bytes).map_err(|_| HttpError::bad_request("invalid_utf8", "body is not UTF-8"))
 }
 
 /// Parses a JSON body into `T`, naming the problem on failure.
 pub fn parse_json<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, HttpError> {
     if text.trim().is_empty() {
-        return Err(HttpError::bad_request(
-            "empty_body",
-            "request body is empty; expected JSON",
-        ));
+        return Err(HttpError::bad_request("empty_body", "request body is empty; expected JSON"));
     }
     serde_json::from_str(text).map_err(|e| {
-        let code = if e.is_syntax() || e.is_eof() {
-            "malformed_json"
-        } else {
-            "invalid_request"
-        };
+        let code = if e.is_syntax() || e.is_eof() { "malformed_json" } else { "invalid_request" };
         HttpError::bad_request(code, e.to_string())
     })
 }
@@ -149,16 +140,8 @@ mod tests {
     fn bearer_tokens_are_checked() {
         assert!(check_bearer(Some("Bearer s3cret"), "s3cret").is_ok());
         assert_eq!(check_bearer(None, "s3cret").unwrap_err().status, 401);
-        assert_eq!(
-            check_bearer(Some("Bearer nope"), "s3cret")
-                .unwrap_err()
-                .status,
-            401
-        );
-        assert_eq!(
-            check_bearer(Some("s3cret"), "s3cret").unwrap_err().status,
-            401
-        );
+        assert_eq!(check_bearer(Some("Bearer nope"), "s3cret").unwrap_err().status, 401);
+        assert_eq!(check_bearer(Some("s3cret"), "s3cret").unwrap_err().status, 401);
         assert_eq!(
             check_bearer(Some("Bearer "), "").unwrap_err().status,
             401,
@@ -175,27 +158,15 @@ mod tests {
 
     #[test]
     fn json_problems_are_named() {
-        assert_eq!(
-            parse_json::<serde_json::Value>("").unwrap_err().code,
-            "empty_body"
-        );
-        assert_eq!(
-            parse_json::<serde_json::Value>("{").unwrap_err().code,
-            "malformed_json"
-        );
+        assert_eq!(parse_json::<serde_json::Value>("").unwrap_err().code, "empty_body");
+        assert_eq!(parse_json::<serde_json::Value>("{").unwrap_err().code, "malformed_json");
         #[derive(serde::Deserialize, Debug)]
         #[serde(deny_unknown_fields)]
         #[allow(dead_code)]
         struct T {
             a: u32,
         }
-        assert_eq!(
-            parse_json::<T>(r#"{"a":1,"b":2}"#).unwrap_err().code,
-            "invalid_request"
-        );
-        assert_eq!(
-            parse_json::<T>(r#"{"a":"x"}"#).unwrap_err().code,
-            "invalid_request"
-        );
+        assert_eq!(parse_json::<T>(r#"{"a":1,"b":2}"#).unwrap_err().code, "invalid_request");
+        assert_eq!(parse_json::<T>(r#"{"a":"x"}"#).unwrap_err().code, "invalid_request");
     }
 }

@@ -13,34 +13,44 @@
 //! ```sql
 //! relay_kv (key TEXT PRIMARY KEY, value TEXT)            -- value: JSON text
 //! relay_rh (source TEXT PRIMARY KEY, watermark, applied_rows, batches, sql_rows_written)
-//! relay_target_faults (id = 1, reject)                   -- test-only switch
+//! relay_target_faults (id = 1, reject, delay_ms)         -- test-only switch (v2 adds delay_ms)
 //! relay_apply_log (source, seq)                          -- test-only, see ApplyLog
 //! ```
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
-use worker::SqlStorageValue;
 
 use super::storage::{int, Db, StoreError};
-use crate::core::{
-    decode_request, plan_apply, ApplyError, ApplyReply, ApplyRequest, Effects, RelayHook,
-};
+use crate::core::{decode_request, plan_apply, ApplyError, ApplyReply, ApplyRequest, Effects, RelayHook};
 
 const COMPONENT: &str = "relay_target";
 
-const MIGRATIONS: &[&[&str]] = &[&[
-    "CREATE TABLE relay_kv (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
-    "CREATE TABLE relay_rh (
+const MIGRATIONS: &[&[&str]] = &[
+    &[
+        "CREATE TABLE relay_kv (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+        "CREATE TABLE relay_rh (
         source TEXT PRIMARY KEY,
         watermark INTEGER NOT NULL,
         applied_rows INTEGER NOT NULL,
         batches INTEGER NOT NULL,
         sql_rows_written INTEGER NOT NULL
     )",
-    "CREATE TABLE relay_target_faults (id INTEGER PRIMARY KEY CHECK (id = 1), reject INTEGER NOT NULL)",
-    "CREATE TABLE relay_apply_log (source TEXT NOT NULL, seq INTEGER NOT NULL)",
-]];
+        "CREATE TABLE relay_target_faults (id INTEGER PRIMARY KEY CHECK (id = 1), reject INTEGER NOT NULL)",
+        "CREATE TABLE relay_apply_log (source TEXT NOT NULL, seq INTEGER NOT NULL)",
+    ],
+    &["ALTER TABLE relay_target_faults ADD COLUMN delay_ms INTEGER NOT NULL DEFAULT 0"],
+];
+
+/// The test-only fault switch of a target.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+pub struct TargetFaults {
+    /// 0 applies, 1 refuses (transient, 503), 2 refuses as permanent (422).
+    pub reject: u32,
+    /// Wait this long before applying (so a source's call times out while
+    /// the apply still happens, as with a lost reply).
+    pub delay_ms: u64,
+}
 
 /// Key-value pairs per multi-row upsert (two parameters each).
 const UPSERT_KEYS_PER_STATEMENT: usize = 50;
@@ -127,29 +137,21 @@ impl Inbox {
     }
 
     /// Decodes an apply body and applies it.
-    pub fn apply_body(
-        &self,
-        body: &str,
-        hook: &impl RelayHook,
-    ) -> Result<ApplyReply, ApplyFailure> {
-        if self
-            .rejecting()
-            .map_err(|e| ApplyFailure::Unavailable(e.to_string()))?
-        {
-            return Err(ApplyFailure::Unavailable(
-                "test fault: target rejects calls".into(),
-            ));
+    pub fn apply_body(&self, body: &str, hook: &impl RelayHook) -> Result<ApplyReply, ApplyFailure> {
+        match self.faults().map_err(|e| ApplyFailure::Unavailable(e.to_string()))?.reject {
+            0 => {}
+            1 => return Err(ApplyFailure::Unavailable("test fault: target rejects calls".into())),
+            _ => {
+                let e = ApplyError::Malformed("test fault: target rejects calls as invalid".into());
+                return Err(ApplyFailure::Rejected(e));
+            }
         }
         let request = decode_request(body).map_err(ApplyFailure::Rejected)?;
         self.apply(&request, hook)
     }
 
     /// Applies a validated batch in one transaction; see the module doc.
-    pub fn apply(
-        &self,
-        request: &ApplyRequest,
-        hook: &impl RelayHook,
-    ) -> Result<ApplyReply, ApplyFailure> {
+    pub fn apply(&self, request: &ApplyRequest, hook: &impl RelayHook) -> Result<ApplyReply, ApplyFailure> {
         let mut hook_error = None;
         let result = self.db.transaction(|| {
             let watermark = self.watermark(request.source.as_str())?;
@@ -190,10 +192,7 @@ impl Inbox {
 
     /// Writes the net effect of `effects` (in order) on each key: one
     /// upsert or delete per distinct key. Returns rows written.
-    fn write_effects<'a>(
-        &self,
-        effects: impl Iterator<Item = &'a Effects>,
-    ) -> Result<u32, StoreError> {
+    fn write_effects<'a>(&self, effects: impl Iterator<Item = &'a Effects>) -> Result<u32, StoreError> {
         let mut net: BTreeMap<&str, Option<&str>> = BTreeMap::new();
         for e in effects {
             for (k, v) in &e.puts {
@@ -204,18 +203,11 @@ impl Inbox {
             }
         }
         let puts: Vec<(&str, &str)> = net.iter().filter_map(|(k, v)| v.map(|v| (*k, v))).collect();
-        let deletes: Vec<&str> = net
-            .iter()
-            .filter(|(_, v)| v.is_none())
-            .map(|(k, _)| *k)
-            .collect();
+        let deletes: Vec<&str> = net.iter().filter(|(_, v)| v.is_none()).map(|(k, _)| *k).collect();
         let mut written = 0;
         for chunk in puts.chunks(UPSERT_KEYS_PER_STATEMENT) {
             let placeholders = vec!["(?, ?)"; chunk.len()].join(", ");
-            let params = chunk
-                .iter()
-                .flat_map(|(k, v)| [(*k).into(), (*v).into()])
-                .collect();
+            let params = chunk.iter().flat_map(|(k, v)| [(*k).into(), (*v).into()]).collect();
             written += self.db.run(
                 &format!(
                     "INSERT INTO relay_kv (key, value) VALUES {placeholders} \
@@ -227,10 +219,7 @@ impl Inbox {
         for chunk in deletes.chunks(DELETE_KEYS_PER_STATEMENT) {
             let placeholders = vec!["?"; chunk.len()].join(", ");
             let params = chunk.iter().map(|k| (*k).into()).collect();
-            written += self.db.run(
-                &format!("DELETE FROM relay_kv WHERE key IN ({placeholders})"),
-                params,
-            )?;
+            written += self.db.run(&format!("DELETE FROM relay_kv WHERE key IN ({placeholders})"), params)?;
         }
         Ok(written)
     }
@@ -241,17 +230,37 @@ impl Inbox {
         struct W {
             watermark: u64,
         }
-        let rows: Vec<W> = self.db.rows(
-            "SELECT watermark FROM relay_rh WHERE source = ?",
-            vec![source.into()],
-        )?;
+        let rows: Vec<W> =
+            self.db.rows("SELECT watermark FROM relay_rh WHERE source = ?", vec![source.into()])?;
         Ok(rows.first().map_or(0, |w| w.watermark))
     }
 
     /// Every source's watermark row, by source name.
     pub fn watermarks(&self) -> Result<Vec<Watermark>, StoreError> {
-        self.db
-            .rows("SELECT * FROM relay_rh ORDER BY source", vec![])
+        self.db.rows("SELECT * FROM relay_rh ORDER BY source", vec![])
+    }
+
+    /// Forgets this target's watermark for `source` (an explicit operator
+    /// act: rows from `source` at or below it would apply again). Returns
+    /// whether there was one.
+    pub fn forget_watermark(&self, source: &str) -> Result<bool, StoreError> {
+        Ok(self.db.run("DELETE FROM relay_rh WHERE source = ?", vec![source.into()])? == 1)
+    }
+
+    /// Totals over every source: rows applied, batches, SQLite rows written.
+    pub fn totals(&self) -> Result<(u64, u64, u64), StoreError> {
+        #[derive(Deserialize)]
+        struct T {
+            rows: u64,
+            batches: u64,
+            written: u64,
+        }
+        let t: Vec<T> = self.db.rows(
+            "SELECT COALESCE(SUM(applied_rows), 0) AS rows, COALESCE(SUM(batches), 0) AS batches, \
+             COALESCE(SUM(sql_rows_written), 0) AS written FROM relay_rh",
+            vec![],
+        )?;
+        Ok(t.first().map_or((0, 0, 0), |t| (t.rows, t.batches, t.written)))
     }
 
     /// Keys starting with `prefix`, after `after`, ascending, at most `limit`.
@@ -263,24 +272,19 @@ impl Inbox {
         )
     }
 
-    /// Whether the test fault switch makes this target refuse calls.
-    pub fn rejecting(&self) -> Result<bool, StoreError> {
-        #[derive(Deserialize)]
-        struct F {
-            reject: u32,
-        }
-        let rows: Vec<F> = self.db.rows(
-            "SELECT reject FROM relay_target_faults WHERE id = 1",
-            vec![],
-        )?;
-        Ok(rows.first().is_some_and(|f| f.reject != 0))
+    /// The test fault switch.
+    pub fn faults(&self) -> Result<TargetFaults, StoreError> {
+        let rows: Vec<TargetFaults> =
+            self.db.rows("SELECT reject, delay_ms FROM relay_target_faults WHERE id = 1", vec![])?;
+        Ok(rows.first().copied().unwrap_or_default())
     }
 
     /// Sets the test fault switch.
-    pub fn set_rejecting(&self, reject: bool) -> Result<(), StoreError> {
+    pub fn set_faults(&self, f: TargetFaults) -> Result<(), StoreError> {
         self.db.run(
-            "INSERT INTO relay_target_faults (id, reject) VALUES (1, ?) ON CONFLICT(id) DO UPDATE SET reject = excluded.reject",
-            vec![SqlStorageValue::Integer(i64::from(reject))],
+            "INSERT INTO relay_target_faults (id, reject, delay_ms) VALUES (1, ?, ?) ON CONFLICT(id) \
+             DO UPDATE SET reject = excluded.reject, delay_ms = excluded.delay_ms",
+            vec![int(u64::from(f.reject)), int(f.delay_ms)],
         )?;
         Ok(())
     }
@@ -303,15 +307,9 @@ impl RelayHook for ApplyLog {
     ) -> Result<Effects, String> {
         for chunk in rows.chunks(DELETE_KEYS_PER_STATEMENT / 2) {
             let placeholders = vec!["(?, ?)"; chunk.len()].join(", ");
-            let params = chunk
-                .iter()
-                .flat_map(|r| [source.as_str().into(), int(r.seq)])
-                .collect();
+            let params = chunk.iter().flat_map(|r| [source.as_str().into(), int(r.seq)]).collect();
             self.db
-                .run(
-                    &format!("INSERT INTO relay_apply_log (source, seq) VALUES {placeholders}"),
-                    params,
-                )
+                .run(&format!("INSERT INTO relay_apply_log (source, seq) VALUES {placeholders}"), params)
                 .map_err(|e| e.to_string())?;
         }
         Ok(Effects::default())
@@ -325,10 +323,9 @@ impl Inbox {
         struct S {
             seq: u64,
         }
-        let rows: Vec<S> = self.db.rows(
-            "SELECT seq FROM relay_apply_log WHERE source = ? ORDER BY rowid",
-            vec![source.into()],
-        )?;
+        let rows: Vec<S> = self
+            .db
+            .rows("SELECT seq FROM relay_apply_log WHERE source = ? ORDER BY rowid", vec![source.into()])?;
         Ok(rows.into_iter().map(|s| s.seq).collect())
     }
 

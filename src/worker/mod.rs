@@ -12,6 +12,7 @@ pub mod front;
 pub mod http;
 pub mod inbox;
 pub mod outbox;
+pub mod parking;
 pub mod relay;
 pub mod source_do;
 pub mod storage;
@@ -28,6 +29,8 @@ use worker::{event, Context, Env, Request, Response};
 pub const SOURCE_BINDING: &str = "RELAY_SOURCE";
 /// Binding name of the target class's namespace.
 pub const TARGET_BINDING: &str = "RELAY_TARGET";
+/// Optional Workers Analytics Engine dataset for per-alarm data points.
+pub const METRICS_BINDING: &str = "RELAY_METRICS";
 /// Secret holding the front door's bearer token.
 pub const TOKEN_SECRET: &str = "RELAY_TOKEN";
 

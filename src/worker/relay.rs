@@ -10,11 +10,11 @@ use futures::stream::{self, StreamExt};
 use serde::Serialize;
 use worker::{Method, ObjectNamespace, Request, RequestInit};
 
-use super::outbox::{FireCounts, Outbox};
+use super::outbox::Outbox;
 use super::storage::StoreError;
 use crate::core::{
-    encode_request, AlarmRun, AlarmTotals, ApplyReply, CallOutcome, Failure, Name, RelayBudget,
-    Wake, RELAY_LAG_BOUND_MS,
+    encode_request, AlarmRun, AlarmTotals, ApplyReply, CallOutcome, Failure, Name, RelayBudget, Wake,
+    RELAY_LAG_BOUND_MS,
 };
 
 /// Default and upper bound of concurrent target calls in one fire.
@@ -34,13 +34,31 @@ pub trait Targets {
 pub struct DoTargets {
     /// The target class's namespace binding.
     pub namespace: ObjectNamespace,
+    /// How long one call may take, ms (see [`DEFAULT_CALL_TIMEOUT_MS`]).
+    pub timeout_ms: u64,
 }
+
+/// How long one target call may take by default before the fire counts it
+/// failed. The call may still apply afterwards; the target's watermark makes
+/// the redelivery harmless, exactly as for a lost reply.
+pub const DEFAULT_CALL_TIMEOUT_MS: u64 = 30_000;
+/// Shortest configurable call timeout.
+pub const MIN_CALL_TIMEOUT_MS: u64 = 100;
+/// Longest configurable call timeout: an alarm has 15 minutes in all.
+pub const MAX_CALL_TIMEOUT_MS: u64 = 120_000;
 
 impl Targets for DoTargets {
     async fn apply(&self, target: &Name, body: String) -> CallOutcome {
-        match self.try_apply(target, body).await {
-            Ok(outcome) => outcome,
-            Err(e) => CallOutcome::Failed(Failure::Transient(e.to_string())),
+        let call = std::pin::pin!(self.try_apply(target, body));
+        let timeout = std::pin::pin!(worker::Delay::from(std::time::Duration::from_millis(self.timeout_ms)));
+        match futures::future::select(call, timeout).await {
+            futures::future::Either::Left((Ok(outcome), _)) => outcome,
+            futures::future::Either::Left((Err(e), _)) => {
+                CallOutcome::Failed(Failure::Transient(e.to_string()))
+            }
+            futures::future::Either::Right(_) => {
+                CallOutcome::Failed(Failure::Transient(format!("no answer within {} ms", self.timeout_ms)))
+            }
         }
     }
 }
@@ -50,19 +68,13 @@ impl DoTargets {
         let stub = self.namespace.id_from_name(target.as_str())?.get_stub()?;
         let mut init = RequestInit::new();
         init.with_method(Method::Post).with_body(Some(body.into()));
-        let req = Request::new_with_init(
-            &format!("https://relay-target/apply?target={target}"),
-            &init,
-        )?;
+        let req = Request::new_with_init(&format!("https://relay-target/apply?target={target}"), &init)?;
         let mut resp = stub.fetch_with_request(req).await?;
         let status = resp.status_code();
         let text = resp.text().await?;
         Ok(match status {
             200 => match serde_json::from_str::<ApplyReply>(&text) {
-                Ok(r) => CallOutcome::Applied {
-                    watermark: r.watermark,
-                    applied: r.applied,
-                },
+                Ok(r) => CallOutcome::Applied { watermark: r.watermark, applied: r.applied },
                 Err(e) => CallOutcome::Failed(Failure::Transient(format!("bad reply: {e}"))),
             },
             400..=499 => CallOutcome::Failed(Failure::Permanent(format!("{status}: {text}"))),
@@ -98,6 +110,18 @@ pub struct AlarmSummary {
     pub subrequest_cap: u32,
     /// Start time, ms since the epoch.
     pub started_at_ms: u64,
+    /// Expired dedup records and discarded rows pruned.
+    pub pruned: u64,
+    /// Rows queued when the alarm ended.
+    pub queued_rows: u64,
+    /// Body bytes queued when the alarm ended.
+    pub queued_bytes: u64,
+    /// Rows parked when the alarm ended.
+    pub parked_rows: u64,
+    /// Age of the oldest queued row when the alarm ended, ms.
+    pub oldest_row_age_ms: Option<u64>,
+    /// Whether the figures went to Workers Analytics Engine.
+    pub metrics_written: bool,
 }
 
 /// Why an alarm ended abnormally.
@@ -134,10 +158,8 @@ pub async fn run_alarm(
             if calls.is_empty() {
                 break;
             }
-            let requests: Vec<_> = calls
-                .iter()
-                .map(|c| (c, encode_request(source, c, fire.rows())))
-                .collect();
+            let requests: Vec<_> =
+                calls.iter().map(|c| (c, encode_request(source, c, fire.rows()))).collect();
             let outcomes: Vec<_> = stream::iter(requests)
                 .map(|(call, body)| async move { (call, targets.apply(&call.target, body).await) })
                 .buffer_unordered(max_in_flight.clamp(1, MAX_IN_FLIGHT) as usize)
@@ -156,25 +178,29 @@ pub async fn run_alarm(
         // they cost no extra row write.
         let mut probe = run.clone();
         probe.committed(report, settlement.wake);
-        let summary = probe
-            .next_fire()
-            .is_none()
-            .then(|| summarise(source, &probe, budget, started, now(), None));
-        let text = summary
-            .as_ref()
-            .map(|s| serde_json::to_string(s).expect("summary serialises"));
-        let counts = FireCounts {
-            calls: report.calls,
-        };
-        if outbox.checkpoint(&settlement.checkpoint, counts, text.as_deref())? {
+        let summary =
+            probe.next_fire().is_none().then(|| summarise(source, &probe, budget, started, now(), None));
+        let text = summary.as_ref().map(|s| serde_json::to_string(s).expect("summary serialises"));
+        if outbox.checkpoint(&settlement.checkpoint, report, now(), text.as_deref())? {
             run.committed(report, settlement.wake);
         } else {
             run.conflicted(report);
         }
     }
-    let os_now = outbox.state()?.os;
-    let next = run.final_wake().delay_ms(os_now);
-    Ok(summarise(source, &run, budget, started, now(), next))
+    let pruned = outbox.prune(now())?;
+    let state = outbox.state()?;
+    let ended = now();
+    let next = run
+        .final_wake()
+        .delay_ms(state.os)
+        .or(outbox.idle_prune_at(state.last_prune_ms)?.map(|at| at.saturating_sub(ended)));
+    let mut summary = summarise(source, &run, budget, started, ended, next);
+    summary.pruned = pruned;
+    summary.queued_rows = state.queued_rows;
+    summary.queued_bytes = state.queued_bytes;
+    summary.parked_rows = state.parked_rows;
+    summary.oldest_row_age_ms = outbox.head()?.map(|h| ended.saturating_sub(h.at_ms));
+    Ok(summary)
 }
 
 fn summarise(
@@ -203,6 +229,12 @@ fn summarise(
         }),
         subrequest_cap: budget.calls_per_alarm(),
         started_at_ms: started,
+        pruned: 0,
+        queued_rows: 0,
+        queued_bytes: 0,
+        parked_rows: 0,
+        oldest_row_age_ms: None,
+        metrics_written: false,
     }
 }
 

@@ -11,23 +11,33 @@
 //! | `GET /status` | | backlog, `rs`, alarm, counters, last alarm |
 //! | `GET /delivered-through?seq=N` | | `{"seq":N,"delivered":bool}` |
 //! | `GET /watermark` | | `{"relay_watermark":ms,"now_ms":ms}` |
+//! | `GET /parked` | | parked and failing targets: reason, rows, first and last failure |
+//! | `GET /parked/{target}?after=&limit=` | | parked rows, ascending |
+//! | `POST /parked/{target}/redrive` | | `{"rows":n,"was_parked":bool}`; rows return to the outbox in order |
+//! | `POST /parked/{target}/discard` | | `{"rows":n,"was_parked":bool}`; rows dropped, kept until the discard horizon |
 //! | `POST /faults` | test-only: `{"crash_checkpoints":n,"drop_alarm":bool}` | |
+//!
+//! An enqueue may carry `"idempotency_key"`: the same key and rows again
+//! answer the original sequences with `"duplicate":true`; other rows under
+//! the same key get 409. A full outbox answers 429 with `Retry-After`.
 
 use std::cell::{Cell, OnceCell};
 
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use wasm_bindgen::JsValue;
 use worker::{durable_object, wasm_bindgen, DurableObject, Env, Request, Response, State};
 
 use super::config::RelayConfig;
 use super::http::{json, parse_json, read_body, respond, HttpError};
 use super::outbox::SourceFaults;
-use super::outbox::{EnqueueFailure, Outbox};
-use super::relay::{lagging, run_alarm, AlarmError, DoTargets};
+use super::outbox::{EnqueueFailure, Outbox, SourceState};
+use super::parking::MAX_PARKED_ROWS_PER_PAGE;
+use super::relay::{lagging, run_alarm, AlarmError, AlarmSummary, DoTargets};
 use super::storage::{Db, StoreError};
-use super::TARGET_BINDING;
+use super::{METRICS_BINDING, TARGET_BINDING};
 use crate::core::{
-    delivered_through, relay_watermark, EnqueueError, EnqueueRow, JsonValue, Name, ScanState,
+    delivered_through, relay_watermark, EnqueueError, EnqueueRefusal, EnqueueRow, JsonValue, Name, ScanState,
+    BACKPRESSURE_RETRY_AFTER_S,
 };
 
 /// What this instance knows of its alarm. The platform clears an alarm
@@ -58,6 +68,8 @@ pub struct RelaySource {
 #[serde(deny_unknown_fields)]
 struct EnqueueBody {
     rows: Vec<WireRow>,
+    #[serde(default)]
+    idempotency_key: Option<String>,
 }
 
 /// A row as sent, before its target name is validated.
@@ -80,31 +92,6 @@ struct FaultsBody {
     drop_alarm: bool,
 }
 
-#[derive(Serialize)]
-struct Status {
-    source: String,
-    os: u64,
-    queued_rows: u64,
-    queued_bytes: u64,
-    oldest_row_age_ms: Option<u64>,
-    lag_exceeded: bool,
-    rs: Option<ScanState>,
-    rs_corrupt: bool,
-    blocked_targets: Vec<String>,
-    alarm_at_ms: Option<u64>,
-    rearmed: bool,
-    enqueued_rows: u64,
-    delivered_rows: u64,
-    sql_rows_written: u64,
-    sql_rows_written_per_delivered_row: Option<f64>,
-    alarms: u64,
-    fires: u64,
-    subrequests: u64,
-    conflicts: u64,
-    last_alarm: Option<serde_json::Value>,
-    budget: crate::core::RelayBudget,
-}
-
 fn now_ms() -> u64 {
     worker::Date::now().as_millis()
 }
@@ -116,13 +103,7 @@ fn store_error(e: StoreError) -> HttpError {
 impl DurableObject for RelaySource {
     fn new(state: State, env: Env) -> Self {
         let (state, db) = Db::from_state(state);
-        RelaySource {
-            state,
-            env,
-            db,
-            outbox: OnceCell::new(),
-            alarm: Cell::new(AlarmCache::Unknown),
-        }
+        RelaySource { state, env, db, outbox: OnceCell::new(), alarm: Cell::new(AlarmCache::Unknown) }
     }
 
     async fn fetch(&self, mut req: Request) -> worker::Result<Response> {
@@ -136,10 +117,7 @@ impl DurableObject for RelaySource {
             Ok(()) => Response::ok("ok"),
             Err(e) => {
                 self.alarm.set(AlarmCache::Unknown);
-                worker::console_error!(
-                    "{}",
-                    serde_json::json!({"event": "relay_alarm_error", "error": e})
-                );
+                worker::console_error!("{}", serde_json::json!({"event": "relay_alarm_error", "error": e}));
                 Err(worker::Error::RustError(e))
             }
         }
@@ -154,10 +132,7 @@ impl RelaySource {
 
     fn name(&self) -> Result<Name, HttpError> {
         let name = self.state.id().name().ok_or_else(|| {
-            HttpError::bad_request(
-                "unnamed_source",
-                "address the source with idFromName(<name>)",
-            )
+            HttpError::bad_request("unnamed_source", "address the source with idFromName(<name>)")
         })?;
         Name::new(name).map_err(|e| HttpError::bad_request("invalid_source", e.to_string()))
     }
@@ -166,14 +141,13 @@ impl RelaySource {
         if let Some(o) = self.outbox.get() {
             return Ok(o);
         }
-        let outbox = Outbox::open(self.db.clone()).map_err(store_error)?;
+        let settings = self.config()?.settings;
+        let outbox = Outbox::open(self.db.clone(), settings).map_err(store_error)?;
         Ok(self.outbox.get_or_init(|| outbox))
     }
 
     async fn route(&self, req: &mut Request) -> Result<Response, HttpError> {
-        let url = req
-            .url()
-            .map_err(|e| HttpError::bad_request("bad_url", e.to_string()))?;
+        let url = req.url().map_err(|e| HttpError::bad_request("bad_url", e.to_string()))?;
         let method = req.method().to_string();
         match (method.as_str(), url.path()) {
             ("POST", "/enqueue") => self.enqueue(req).await,
@@ -186,11 +160,14 @@ impl RelaySource {
                     .map_err(|e| HttpError::internal(e.to_string()))
             }
             ("POST", "/faults") => self.set_faults(req).await,
-            (m, p) => Err(HttpError::new(
-                404,
-                "no_route",
-                format!("no route for {m} {p} on a source"),
-            )),
+            ("GET", "/parked") => {
+                let targets = self.outbox()?.target_reports().map_err(store_error)?;
+                json(&serde_json::json!({ "targets": targets }))
+                    .map_err(|e| HttpError::internal(e.to_string()))
+            }
+            ("GET", p) if p.starts_with("/parked/") => self.parked_rows(&p["/parked/".len()..], &url),
+            ("POST", p) if p.starts_with("/parked/") => self.operate(&p["/parked/".len()..]).await,
+            (m, p) => Err(HttpError::new(404, "no_route", format!("no route for {m} {p} on a source"))),
         }
     }
 
@@ -204,22 +181,71 @@ impl RelaySource {
         // os and the arming commit together.
         // Validation happens before any write, so a refused enqueue commits
         // an empty transaction.
+        let key = body.idempotency_key.as_deref();
         let enqueued = outbox
             .db()
-            .transaction(|| match outbox.enqueue(now_ms(), &rows) {
+            .transaction(|| match outbox.enqueue(now_ms(), key, &rows) {
                 Ok(e) => Ok(Ok(e)),
-                Err(EnqueueFailure::Invalid(e)) => Ok(Err(e)),
+                Err(EnqueueFailure::Refused(e)) => Ok(Err(e)),
                 Err(EnqueueFailure::Store(e)) => Err(e),
             })
             .map_err(store_error)?
-            .map_err(enqueue_error)?;
-        self.arm(0).await?;
-        json(&serde_json::json!({
-            "seqs": enqueued.plan.seqs(),
-            "os": enqueued.plan.os,
-            "queued_rows": enqueued.queued_rows,
-        }))
-        .map_err(|e| HttpError::internal(e.to_string()))
+            .map_err(refusal)?;
+        if !enqueued.duplicate {
+            self.arm(0).await?;
+        }
+        json(&enqueued).map_err(|e| HttpError::internal(e.to_string()))
+    }
+
+    /// `GET /parked/{target}`: a page of the target's parked rows.
+    fn parked_rows(&self, target: &str, url: &worker::Url) -> Result<Response, HttpError> {
+        let target =
+            Name::new(target).map_err(|e| HttpError::bad_request("invalid_target", e.to_string()))?;
+        let after = query_u64(url, "after")?.unwrap_or(0);
+        let limit = query_u64(url, "limit")?.unwrap_or(u64::from(MAX_PARKED_ROWS_PER_PAGE));
+        if limit == 0 || limit > u64::from(MAX_PARKED_ROWS_PER_PAGE) {
+            return Err(HttpError::bad_request(
+                "invalid_limit",
+                format!("limit must be 1..={MAX_PARKED_ROWS_PER_PAGE}"),
+            ));
+        }
+        let rows = self.outbox()?.parked_rows(target.as_str(), after, limit as u32).map_err(store_error)?;
+        let next = (rows.len() as u64 == limit).then(|| rows.last().map(|r| r.seq)).flatten();
+        json(&serde_json::json!({ "target": target, "rows": rows, "next": next }))
+            .map_err(|e| HttpError::internal(e.to_string()))
+    }
+
+    /// `POST /parked/{target}/redrive|discard`: idempotent, audited.
+    async fn operate(&self, rest: &str) -> Result<Response, HttpError> {
+        let (target, action) = rest
+            .split_once('/')
+            .ok_or_else(|| HttpError::new(404, "no_route", format!("no action in /parked/{rest}")))?;
+        let target =
+            Name::new(target).map_err(|e| HttpError::bad_request("invalid_target", e.to_string()))?;
+        let outbox = self.outbox()?;
+        // Loaded first, so the redrive and its arming share one turn.
+        self.load_alarm().await?;
+        let outcome = match action {
+            "redrive" => outbox.redrive(target.as_str()),
+            "discard" => outbox.discard(target.as_str(), now_ms()),
+            other => {
+                return Err(HttpError::new(
+                    404,
+                    "no_route",
+                    format!("no action {other:?}; use redrive or discard"),
+                ))
+            }
+        }
+        .map_err(store_error)?;
+        worker::console_log!(
+            "{}",
+            serde_json::json!({"event": "relay_operator", "action": action, "source": self.name()?.as_str(),
+                "target": target.as_str(), "rows": outcome.rows, "was_parked": outcome.was_parked})
+        );
+        if action == "redrive" && outcome.rows > 0 {
+            self.arm(0).await?;
+        }
+        json(&outcome).map_err(|e| HttpError::internal(e.to_string()))
     }
 
     /// Loads the alarm cache from storage if this instance does not know.
@@ -227,16 +253,11 @@ impl RelaySource {
         if self.alarm.get() != AlarmCache::Unknown {
             return Ok(());
         }
-        let stored = self
-            .state
-            .storage()
-            .get_alarm()
-            .await
-            .map_err(|e| HttpError::internal(e.to_string()))?;
+        let stored =
+            self.state.storage().get_alarm().await.map_err(|e| HttpError::internal(e.to_string()))?;
         // An alarm handler may have started meanwhile and knows better.
         if self.alarm.get() == AlarmCache::Unknown {
-            self.alarm
-                .set(stored.map_or(AlarmCache::None, |t| AlarmCache::At(t.max(0) as u64)));
+            self.alarm.set(stored.map_or(AlarmCache::None, |t| AlarmCache::At(t.max(0) as u64)));
         }
         Ok(())
     }
@@ -255,48 +276,32 @@ impl RelaySource {
             o.note_write();
         }
         let when = worker::js_sys::Date::new(&JsValue::from_f64(due as f64));
-        self.state
-            .storage()
-            .set_alarm(worker::ScheduledTime::new(when))
-            .await
-            .map_err(|e| HttpError::internal(e.to_string()))
+        let set = self.state.storage().set_alarm(worker::ScheduledTime::new(when)).await;
+        set.map_err(|e| {
+            // We no longer know what is stored; the next use reloads it.
+            self.alarm.set(AlarmCache::Unknown);
+            HttpError::internal(e.to_string())
+        })
     }
 
     async fn run(&self) -> Result<(), String> {
         let config = self.config().map_err(|e| e.message)?;
         let name = self.name().map_err(|e| e.message)?;
         let outbox = self.outbox().map_err(|e| e.message)?;
-        let namespace = self
-            .env
-            .durable_object(TARGET_BINDING)
-            .map_err(|e| e.to_string())?;
-        let targets = DoTargets { namespace };
-        let result = run_alarm(
-            outbox,
-            &name,
-            config.budget,
-            config.max_in_flight,
-            &targets,
-            now_ms,
-        )
-        .await;
-        let summary = match result {
+        let namespace = self.env.durable_object(TARGET_BINDING).map_err(|e| e.to_string())?;
+        let targets = DoTargets { namespace, timeout_ms: config.call_timeout_ms };
+        let result = run_alarm(outbox, &name, config.budget, config.max_in_flight, &targets, now_ms).await;
+        let mut summary = match result {
             Ok(s) => s,
-            Err(AlarmError::InjectedCrash) => {
-                return Err("injected crash before the checkpoint".into())
-            }
+            Err(AlarmError::InjectedCrash) => return Err("injected crash before the checkpoint".into()),
             Err(AlarmError::Store(e)) => {
                 // Do not rely on the platform's few retries: back off ourselves.
-                self.arm(crate::core::RETRY_BACKOFF_MAX_MS)
-                    .await
-                    .map_err(|e| e.message)?;
+                self.arm(crate::core::RETRY_BACKOFF_MAX_MS).await.map_err(|e| e.message)?;
                 return Err(e.to_string());
             }
         };
-        worker::console_log!(
-            "{}",
-            serde_json::json!({"event": "relay_alarm", "alarm": summary})
-        );
+        summary.metrics_written = self.write_metrics(&summary);
+        worker::console_log!("{}", serde_json::json!({"event": "relay_alarm", "alarm": summary}));
         if summary.lag_exceeded {
             worker::console_warn!(
                 "{}",
@@ -310,18 +315,53 @@ impl RelaySource {
         Ok(())
     }
 
+    /// Writes the alarm's figures to Workers Analytics Engine when the
+    /// `RELAY_METRICS` dataset is bound; without it, does nothing. Returns
+    /// whether a data point was written.
+    fn write_metrics(&self, s: &AlarmSummary) -> bool {
+        let Ok(dataset) = self.env.analytics_engine(METRICS_BINDING) else {
+            return false;
+        };
+        let state = self.outbox().ok().and_then(|o| o.state().ok());
+        let (hits, full) = state.as_ref().map_or((0, 0), |st| (st.dedup_hits, st.rejected_full));
+        let point = worker::AnalyticsEngineDataPointBuilder::new()
+            .indexes([s.source.as_str()])
+            .add_blob(s.source.as_str())
+            .doubles([
+                f64::from(s.fires),
+                f64::from(s.subrequests),
+                f64::from(s.rows_delivered),
+                f64::from(s.rows_applied),
+                s.queued_rows as f64,
+                s.queued_bytes as f64,
+                s.parked_rows as f64,
+                s.oldest_row_age_ms.unwrap_or(0) as f64,
+                f64::from(u8::from(s.lag_exceeded)),
+                hits as f64,
+                full as f64,
+                s.duration_ms as f64,
+            ])
+            .build();
+        match dataset.write_data_point(&point) {
+            Ok(()) => true,
+            Err(e) => {
+                let error = e.to_string();
+                worker::console_warn!(
+                    "{}",
+                    serde_json::json!({"event": "relay_metrics_error", "error": error})
+                );
+                false
+            }
+        }
+    }
+
     async fn status(&self) -> Result<Response, HttpError> {
         let name = self.name()?;
         let outbox = self.outbox()?;
         let config = self.config()?;
-        let stored_alarm = self
-            .state
-            .storage()
-            .get_alarm()
-            .await
-            .map_err(|e| HttpError::internal(e.to_string()))?;
+        let internal = |e: worker::Error| HttpError::internal(e.to_string());
+        let stored_alarm = self.state.storage().get_alarm().await.map_err(internal)?;
         let state = outbox.state().map_err(store_error)?;
-        let head = outbox.head().map_err(store_error)?;
         let now = now_ms();
         // A dropped alarm (retries used up) must not strand queued rows.
         let rearmed = state.queued_rows > 0 && stored_alarm.is_none();
@@ -329,43 +369,60 @@ impl RelaySource {
             self.alarm.set(AlarmCache::None);
             self.arm(0).await?;
         }
+        let status = self.status_body(&name, &state, now).map_err(store_error)?;
+        let mut status = serde_json::to_value(status).map_err(|e| HttpError::internal(e.to_string()))?;
+        let alarm_at = if rearmed { Some(now) } else { stored_alarm.map(|t| t.max(0) as u64) };
+        status["alarm_at_ms"] = serde_json::json!(alarm_at);
+        status["rearmed"] = serde_json::json!(rearmed);
+        status["budget"] = serde_json::json!(config.budget);
+        status["settings"] = serde_json::json!(config.settings);
+        json(&status).map_err(internal)
+    }
+
+    /// Everything status reports that storage alone answers.
+    fn status_body(
+        &self,
+        name: &Name,
+        state: &SourceState,
+        now: u64,
+    ) -> Result<serde_json::Value, StoreError> {
+        let outbox = self.outbox().map_err(|e| StoreError::Sql(e.message))?;
+        let head = outbox.head()?;
         let rs = state.rs.as_deref().map(ScanState::decode);
         let scan = rs.clone().and_then(Result::ok);
-        let oldest = head.map(|h| now.saturating_sub(h.at_ms));
-        let status = Status {
-            source: name.to_string(),
-            os: state.os,
-            queued_rows: state.queued_rows,
-            queued_bytes: state.queued_bytes,
-            oldest_row_age_ms: oldest,
-            lag_exceeded: head.is_some_and(|h| lagging(h.at_ms, now)),
-            blocked_targets: scan.as_ref().map_or_else(Vec::new, |s| {
-                s.blocked.iter().map(|n| n.to_string()).collect()
-            }),
-            rs: scan,
-            rs_corrupt: matches!(rs, Some(Err(_))),
-            alarm_at_ms: if rearmed {
-                Some(now)
-            } else {
-                stored_alarm.map(|t| t.max(0) as u64)
-            },
-            rearmed,
-            enqueued_rows: state.enqueued_rows,
-            delivered_rows: state.delivered_rows,
-            sql_rows_written: state.sql_rows_written,
-            sql_rows_written_per_delivered_row: (state.delivered_rows > 0)
-                .then(|| state.sql_rows_written as f64 / state.delivered_rows as f64),
-            alarms: state.alarms,
-            fires: state.fires,
-            subrequests: state.calls,
-            conflicts: state.conflicts,
-            last_alarm: state
-                .last_alarm
-                .as_deref()
-                .and_then(|t| serde_json::from_str(t).ok()),
-            budget: config.budget,
-        };
-        json(&status).map_err(|e| HttpError::internal(e.to_string()))
+        let targets = outbox.target_reports()?;
+        let parked: Vec<_> = targets.iter().filter(|t| t.parked != 0).map(|t| (&t.target, t.rows)).collect();
+        let failing: Vec<_> =
+            targets.iter().filter(|t| t.parked == 0).map(|t| (&t.target, t.failed_cycles)).collect();
+        let capacity = outbox.capacity(state);
+        let written = state.sql_rows_written + outbox.unwritten_counts().0;
+        let per_row = (state.delivered_rows > 0).then(|| written as f64 / state.delivered_rows as f64);
+        let mut body = serde_json::to_value(state).map_err(|e| StoreError::Sql(e.to_string()))?;
+        body["source"] = serde_json::json!(name);
+        body["rs"] = serde_json::json!(scan);
+        body["rs_corrupt"] = serde_json::json!(matches!(rs, Some(Err(_))));
+        let last: Option<serde_json::Value> =
+            state.last_alarm.as_deref().and_then(|t| serde_json::from_str(t).ok());
+        body["last_alarm"] = serde_json::json!(last);
+        body["oldest_row_age_ms"] = serde_json::json!(head.map(|h| now.saturating_sub(h.at_ms)));
+        body["lag_exceeded"] = serde_json::json!(head.is_some_and(|h| lagging(h.at_ms, now)));
+        body["blocked_targets"] = serde_json::json!(scan.map_or_else(Vec::new, |s| s.blocked));
+        body["parked_targets"] =
+            serde_json::json!(parked.into_iter().collect::<std::collections::BTreeMap<_, _>>());
+        body["failing_targets"] =
+            serde_json::json!(failing.into_iter().collect::<std::collections::BTreeMap<_, _>>());
+        body["capacity"] = serde_json::json!({
+            "rows": capacity.rows, "bytes": capacity.bytes, "max_rows": capacity.max_rows,
+            "max_bytes": capacity.max_bytes, "percent_full": capacity.percent_full(),
+        });
+        body["subrequests"] = serde_json::json!(state.calls);
+        let (writes, hits, full) = outbox.unwritten_counts();
+        body["dedup_hits"] = serde_json::json!(state.dedup_hits + hits);
+        body["rejected_full"] = serde_json::json!(state.rejected_full + full);
+        body["sql_rows_written"] = serde_json::json!(state.sql_rows_written + writes);
+        body["sql_rows_written_per_delivered_row"] = serde_json::json!(per_row);
+        body["dedup_records"] = serde_json::json!(outbox.dedup_records()?);
+        Ok(body)
     }
 
     fn delivered_through(&self, url: &worker::Url) -> Result<Response, HttpError> {
@@ -374,9 +431,7 @@ impl RelaySource {
             .find(|(k, _)| k == "seq")
             .and_then(|(_, v)| v.parse::<u64>().ok())
             .filter(|s| *s <= crate::core::SEQ_MAX)
-            .ok_or_else(|| {
-                HttpError::bad_request("invalid_seq", "query parameter seq must be 0..=2^53-1")
-            })?;
+            .ok_or_else(|| HttpError::bad_request("invalid_seq", "query parameter seq must be 0..=2^53-1"))?;
         let outbox = self.outbox()?;
         let os = outbox.state().map_err(store_error)?.os;
         let head = outbox.head().map_err(store_error)?;
@@ -386,22 +441,12 @@ impl RelaySource {
 
     async fn set_faults(&self, req: &mut Request) -> Result<Response, HttpError> {
         if !self.config()?.faults {
-            return Err(HttpError::new(
-                403,
-                "faults_disabled",
-                "test faults are off (RELAY_TEST_FAULTS)",
-            ));
+            return Err(HttpError::new(403, "faults_disabled", "test faults are off (RELAY_TEST_FAULTS)"));
         }
         let body: FaultsBody = parse_json(&read_body(req).await?)?;
-        self.outbox()?.inject_faults(SourceFaults {
-            crash_checkpoints: body.crash_checkpoints,
-        });
+        self.outbox()?.inject_faults(SourceFaults { crash_checkpoints: body.crash_checkpoints });
         if body.drop_alarm {
-            self.state
-                .storage()
-                .delete_alarm()
-                .await
-                .map_err(|e| HttpError::internal(e.to_string()))?;
+            self.state.storage().delete_alarm().await.map_err(|e| HttpError::internal(e.to_string()))?;
             self.alarm.set(AlarmCache::None);
         }
         json(&serde_json::json!({"ok": true})).map_err(|e| HttpError::internal(e.to_string()))
@@ -413,24 +458,30 @@ fn validate_rows(rows: Vec<WireRow>) -> Result<Vec<EnqueueRow>, HttpError> {
     rows.into_iter()
         .enumerate()
         .map(|(i, r)| {
-            let target = Name::new(r.target).map_err(|e| {
-                HttpError::bad_request("invalid_target", format!("rows[{i}].target: {e}"))
-            })?;
-            Ok(EnqueueRow {
-                target,
-                puts: r.puts,
-                deletes: r.deletes,
-            })
+            let target = Name::new(r.target)
+                .map_err(|e| HttpError::bad_request("invalid_target", format!("rows[{i}].target: {e}")))?;
+            Ok(EnqueueRow { target, puts: r.puts, deletes: r.deletes })
         })
         .collect()
 }
 
-/// The HTTP form of an enqueue refusal.
-pub fn enqueue_error(e: EnqueueError) -> HttpError {
-    let status = match e {
-        EnqueueError::TooManyBytes(_) => 413,
-        EnqueueError::SequenceExhausted => 507,
-        _ => 400,
-    };
-    HttpError::new(status, e.code(), e.to_string())
+/// The HTTP form of an enqueue refusal; a full outbox adds `Retry-After`.
+pub fn refusal(e: EnqueueRefusal) -> HttpError {
+    let error = HttpError::new(e.status(), e.code(), e.to_string());
+    match e {
+        EnqueueRefusal::Invalid(EnqueueError::OutboxFull { .. }) => {
+            error.retry_after(BACKPRESSURE_RETRY_AFTER_S)
+        }
+        _ => error,
+    }
+}
+
+/// An optional whole-number query parameter.
+fn query_u64(url: &worker::Url, key: &str) -> Result<Option<u64>, HttpError> {
+    match url.query_pairs().find(|(k, _)| k == key) {
+        None => Ok(None),
+        Some((_, v)) => v.parse::<u64>().map(Some).map_err(|_| {
+            HttpError::bad_request("invalid_query", format!("{key}={v:?} is not a whole number"))
+        }),
+    }
 }

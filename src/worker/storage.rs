@@ -65,10 +65,7 @@ impl Db {
     /// `transactionSync`), and hands the `State` back with the database.
     pub fn from_state(state: worker::State) -> (worker::State, Db) {
         let raw = state._inner();
-        let storage: JsValue = raw
-            .storage()
-            .map(JsValue::from)
-            .unwrap_or(JsValue::UNDEFINED);
+        let storage: JsValue = raw.storage().map(JsValue::from).unwrap_or(JsValue::UNDEFINED);
         let state = worker::State::from(raw);
         let sql = state.storage().sql();
         (state, Db::new(sql, storage))
@@ -97,10 +94,7 @@ impl Db {
 
     /// Runs `body` in `transactionSync`: if it returns an error, or throws,
     /// everything it wrote is rolled back.
-    pub fn transaction<T>(
-        &self,
-        mut body: impl FnMut() -> Result<T, StoreError>,
-    ) -> Result<T, StoreError> {
+    pub fn transaction<T>(&self, mut body: impl FnMut() -> Result<T, StoreError>) -> Result<T, StoreError> {
         let storage: &SyncStorage = self.storage.unchecked_ref();
         let mut out = None;
         let mut guard = None;
@@ -132,10 +126,8 @@ impl Db {
         struct V {
             version: u32,
         }
-        let rows: Vec<V> = self.rows(
-            "SELECT version FROM relay_schema WHERE component = ?",
-            vec![component.into()],
-        )?;
+        let rows: Vec<V> =
+            self.rows("SELECT version FROM relay_schema WHERE component = ?", vec![component.into()])?;
         Ok(rows.first().map_or(0, |v| v.version))
     }
 

@@ -7,7 +7,9 @@
 //! | `POST /apply` | [`ApplyReply`](crate::core::ApplyReply); 4xx permanent, 503 transient |
 //! | `GET /keys?prefix=&after=&limit=` | `{"keys":[{"key","value"}..],"next":key?}` |
 //! | `GET /watermarks` | `{"watermarks":[{"source","watermark",..}..]}` |
-//! | `POST /faults` | test-only: `{"reject":bool}` |
+//! | `DELETE /watermarks/{source}` | forgets that source's watermark (operator act) |
+//! | `GET /status` | rows applied, batches, SQLite rows written per applied row |
+//! | `POST /faults` | test-only: `{"reject":bool,"permanent":bool,"delay_ms":n}` (503, 422 when permanent; delay before applying) |
 //! | `GET /log?source=` | test-only: applied sequences in order |
 //! | `/bench/...` | benchmark builds only (feature `bench`, `RELAY_BENCH=on`): see `super::bench::target` |
 
@@ -18,7 +20,7 @@ use worker::{durable_object, wasm_bindgen, DurableObject, Env, Request, Response
 
 use super::config::RelayConfig;
 use super::http::{json, parse_json, read_body, respond, HttpError};
-use super::inbox::{ApplyFailure, ApplyLog, Inbox, MAX_KEYS_PER_PAGE};
+use super::inbox::{ApplyFailure, ApplyLog, Inbox, TargetFaults, MAX_KEYS_PER_PAGE};
 use super::storage::Db;
 use crate::core::NoHook;
 
@@ -35,8 +37,18 @@ pub struct RelayTarget {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct FaultsBody {
+    #[serde(default)]
     reject: bool,
+    /// With `reject`: refuse as a permanent error (422), not a transient one.
+    #[serde(default)]
+    permanent: bool,
+    /// Wait this long before applying, at most [`MAX_FAULT_DELAY_MS`].
+    #[serde(default)]
+    delay_ms: u64,
 }
+
+/// Longest injectable apply delay.
+const MAX_FAULT_DELAY_MS: u64 = 60_000;
 
 impl DurableObject for RelayTarget {
     fn new(state: State, env: Env) -> Self {
@@ -56,9 +68,7 @@ impl DurableObject for RelayTarget {
 }
 
 fn query(url: &worker::Url, key: &str) -> Option<String> {
-    url.query_pairs()
-        .find(|(k, _)| k == key)
-        .map(|(_, v)| v.into_owned())
+    url.query_pairs().find(|(k, _)| k == key).map(|(_, v)| v.into_owned())
 }
 
 impl RelayTarget {
@@ -77,9 +87,7 @@ impl RelayTarget {
     }
 
     async fn route(&self, req: &mut Request) -> Result<Response, HttpError> {
-        let url = req
-            .url()
-            .map_err(|e| HttpError::bad_request("bad_url", e.to_string()))?;
+        let url = req.url().map_err(|e| HttpError::bad_request("bad_url", e.to_string()))?;
         let method = req.method().to_string();
         let inbox = self.inbox()?;
         let internal = |e: worker::Error| HttpError::internal(e.to_string());
@@ -92,6 +100,12 @@ impl RelayTarget {
         match (method.as_str(), url.path()) {
             ("POST", "/apply") => {
                 let body = read_body(req).await?;
+                if self.faults_enabled()? {
+                    let delay = inbox.faults().map_err(|e| HttpError::internal(e.to_string()))?.delay_ms;
+                    if delay > 0 {
+                        worker::Delay::from(std::time::Duration::from_millis(delay)).await;
+                    }
+                }
                 #[cfg(feature = "bench")]
                 if super::bench::flag::enabled(&self.env)? {
                     // Benchmark runs log every applied row with its arrival time.
@@ -101,12 +115,7 @@ impl RelayTarget {
                     return json(&reply).map_err(internal);
                 }
                 let result = if self.faults_enabled()? {
-                    inbox.apply_body(
-                        &body,
-                        &ApplyLog {
-                            db: inbox.db().clone(),
-                        },
-                    )
+                    inbox.apply_body(&body, &ApplyLog { db: inbox.db().clone() })
                 } else {
                     inbox.apply_body(&body, &NoHook)
                 };
@@ -116,59 +125,73 @@ impl RelayTarget {
             ("GET", "/keys") => {
                 let limit = match query(&url, "limit") {
                     None => MAX_KEYS_PER_PAGE,
-                    Some(l) => l
-                        .parse()
-                        .ok()
-                        .filter(|n| (1..=MAX_KEYS_PER_PAGE).contains(n))
-                        .ok_or_else(|| {
+                    Some(l) => {
+                        l.parse().ok().filter(|n| (1..=MAX_KEYS_PER_PAGE).contains(n)).ok_or_else(|| {
                             HttpError::bad_request(
                                 "invalid_limit",
                                 format!("limit must be 1..={MAX_KEYS_PER_PAGE}"),
                             )
-                        })?,
+                        })?
+                    }
                 };
                 let prefix = query(&url, "prefix").unwrap_or_default();
                 let after = query(&url, "after").unwrap_or_default();
-                let keys = inbox
-                    .keys(&prefix, &after, limit)
-                    .map_err(|e| HttpError::internal(e.to_string()))?;
-                let next = (keys.len() as u32 == limit)
-                    .then(|| keys.last().map(|k| k.key.clone()))
-                    .flatten();
+                let keys =
+                    inbox.keys(&prefix, &after, limit).map_err(|e| HttpError::internal(e.to_string()))?;
+                let next = (keys.len() as u32 == limit).then(|| keys.last().map(|k| k.key.clone())).flatten();
                 json(&serde_json::json!({"keys": keys, "next": next})).map_err(internal)
             }
+            ("GET", "/status") => {
+                let (rows, batches, written) =
+                    inbox.totals().map_err(|e| HttpError::internal(e.to_string()))?;
+                let per_row = (rows > 0).then(|| written as f64 / rows as f64);
+                json(&serde_json::json!({
+                    "applied_rows": rows, "batches": batches, "sql_rows_written": written,
+                    "sql_rows_written_per_applied_row": per_row,
+                    "sources": inbox.watermarks().map_err(|e| HttpError::internal(e.to_string()))?.len(),
+                }))
+                .map_err(internal)
+            }
+            ("DELETE", p) if p.starts_with("/watermarks/") => {
+                let source = &p["/watermarks/".len()..];
+                let forgot =
+                    inbox.forget_watermark(source).map_err(|e| HttpError::internal(e.to_string()))?;
+                worker::console_log!(
+                    "{}",
+                    serde_json::json!({"event": "relay_operator", "action": "forget_watermark", "source": source, "existed": forgot})
+                );
+                json(&serde_json::json!({"source": source, "forgotten": forgot})).map_err(internal)
+            }
             ("GET", "/watermarks") => {
-                let w = inbox
-                    .watermarks()
-                    .map_err(|e| HttpError::internal(e.to_string()))?;
+                let w = inbox.watermarks().map_err(|e| HttpError::internal(e.to_string()))?;
                 json(&serde_json::json!({"watermarks": w})).map_err(internal)
             }
             ("POST", "/faults") | ("GET", "/log") if !self.faults_enabled()? => {
-                Err(HttpError::new(
-                    403,
-                    "faults_disabled",
-                    "test faults are off (RELAY_TEST_FAULTS)",
-                ))
+                Err(HttpError::new(403, "faults_disabled", "test faults are off (RELAY_TEST_FAULTS)"))
             }
             ("POST", "/faults") => {
                 let body: FaultsBody = parse_json(&read_body(req).await?)?;
-                inbox
-                    .set_rejecting(body.reject)
-                    .map_err(|e| HttpError::internal(e.to_string()))?;
+                let reject = match (body.reject, body.permanent) {
+                    (false, _) => 0,
+                    (true, false) => 1,
+                    (true, true) => 2,
+                };
+                if body.delay_ms > MAX_FAULT_DELAY_MS {
+                    return Err(HttpError::bad_request(
+                        "invalid_delay",
+                        format!("delay_ms above {MAX_FAULT_DELAY_MS}"),
+                    ));
+                }
+                let faults = TargetFaults { reject, delay_ms: body.delay_ms };
+                inbox.set_faults(faults).map_err(|e| HttpError::internal(e.to_string()))?;
                 json(&serde_json::json!({"ok": true})).map_err(internal)
             }
             ("GET", "/log") => {
                 let source = query(&url, "source").unwrap_or_default();
-                let seqs = inbox
-                    .applied_log(&source)
-                    .map_err(|e| HttpError::internal(e.to_string()))?;
+                let seqs = inbox.applied_log(&source).map_err(|e| HttpError::internal(e.to_string()))?;
                 json(&serde_json::json!({"source": source, "seqs": seqs})).map_err(internal)
             }
-            (m, p) => Err(HttpError::new(
-                404,
-                "no_route",
-                format!("no route for {m} {p} on a target"),
-            )),
+            (m, p) => Err(HttpError::new(404, "no_route", format!("no route for {m} {p} on a target"))),
         }
     }
 }

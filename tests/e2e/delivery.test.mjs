@@ -3,7 +3,7 @@
 
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { Relay, put, sleep } from "./harness.mjs";
+import { Relay, put, sleep, until } from "./harness.mjs";
 
 let relay;
 before(async () => {
@@ -13,15 +13,6 @@ after(async () => {
   await relay?.stop();
 });
 
-/** Waits until `pred()` is truthy. */
-async function until(pred, what, timeoutMs = 30_000) {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    if (await pred()) return;
-    await sleep(200);
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
 
 test("enqueued rows reach their targets in sequence order and the outbox empties", async () => {
   const rows = [];

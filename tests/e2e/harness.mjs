@@ -6,7 +6,7 @@
 // captured so tests can read the relay's per-alarm JSON log lines.
 
 import { spawn } from "node:child_process";
-import { mkdtempSync } from "node:fs";
+import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join, dirname } from "node:path";
@@ -29,6 +29,16 @@ async function freePort() {
 
 export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
+/** Waits until `pred()` is truthy, polling; throws naming `what` on timeout. */
+export async function until(pred, what, timeoutMs = 30_000) {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (await pred()) return;
+    await sleep(150);
+  }
+  throw new Error(`timed out waiting for ${what}`);
+}
+
 /** A running `wrangler dev`. */
 export class Relay {
   constructor(child, port, persistDir) {
@@ -41,8 +51,11 @@ export class Relay {
     child.stderr.on("data", (d) => (this.output += d.toString()));
   }
 
-  /** Starts an instance; `vars` become `--var` flags. */
-  static async start({ vars = {}, persistDir } = {}) {
+  /**
+   * Starts an instance; `vars` become `--var` flags; `extraToml` is appended
+   * to a copy of wrangler.toml (written beside it, so paths still resolve).
+   */
+  static async start({ vars = {}, persistDir, extraToml } = {}) {
     const port = await freePort();
     const inspector = await freePort();
     persistDir ??= mkdtempSync(join(tmpdir(), "relay-e2e-"));
@@ -52,6 +65,11 @@ export class Relay {
       "--persist-to", persistDir, "--show-interactive-dev-session=false",
     ];
     for (const [k, v] of Object.entries(allVars)) args.push("--var", `${k}:${v}`);
+    if (extraToml) {
+      const config = join(ROOT, `.wrangler-e2e-${process.pid}-${port}.toml`);
+      writeFileSync(config, readFileSync(join(ROOT, "wrangler.toml"), "utf8") + "\n" + extraToml + "\n");
+      args.push("--config", config);
+    }
     // Run wrangler with this Node (22, from node_modules) whatever PATH says.
     const wrangler = join(ROOT, "node_modules", "wrangler", "bin", "wrangler.js");
     const path = `${join(ROOT, "node_modules", ".bin")}:${process.env.PATH}`;
@@ -100,7 +118,7 @@ export class Relay {
     try {
       parsed = JSON.parse(text);
     } catch {}
-    return { status: res.status, body: parsed };
+    return { status: res.status, body: parsed, headers: res.headers };
   }
 
   async enqueue(source, rows) {

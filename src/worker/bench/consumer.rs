@@ -42,33 +42,21 @@ struct BatchLog {
 
 #[event(queue)]
 async fn queue(batch: MessageBatch<QueueRow>, env: Env, _ctx: Context) -> worker::Result<()> {
-    let mut log = BatchLog {
-        event: "bench_queue_batch",
-        ..BatchLog::default()
-    };
+    let mut log = BatchLog { event: "bench_queue_batch", ..BatchLog::default() };
     if let Err(e) = consume(&batch, &env, &mut log).await {
         log.error = Some(e);
         batch.retry_all();
     }
     log.at_ms = worker::Date::now().as_millis();
-    worker::console_log!(
-        "{}",
-        serde_json::to_string(&log).unwrap_or_else(|_| "{}".into())
-    );
+    worker::console_log!("{}", serde_json::to_string(&log).unwrap_or_else(|_| "{}".into()));
     Ok(())
 }
 
-async fn consume(
-    batch: &MessageBatch<QueueRow>,
-    env: &Env,
-    log: &mut BatchLog,
-) -> Result<(), String> {
+async fn consume(batch: &MessageBatch<QueueRow>, env: &Env, log: &mut BatchLog) -> Result<(), String> {
     if !flag::enabled(env).map_err(|e| e.message)? {
         return Err("the benchmark is off (RELAY_BENCH)".into());
     }
-    let namespace = env
-        .durable_object(TARGET_BINDING)
-        .map_err(|e| e.to_string())?;
+    let namespace = env.durable_object(TARGET_BINDING).map_err(|e| e.to_string())?;
     let messages = batch.messages().map_err(|e| e.to_string())?;
     log.messages = messages.len() as u32;
     let mut groups: Vec<(&str, Vec<usize>)> = Vec::new();
@@ -88,10 +76,8 @@ async fn consume(
         let namespace = &namespace;
         async move { (g, call_apply(namespace, target, body).await) }
     });
-    let outcomes: Vec<(usize, Result<BenchReply, String>)> = stream::iter(calls)
-        .buffer_unordered(BENCH_MAX_IN_FLIGHT as usize)
-        .collect()
-        .await;
+    let outcomes: Vec<(usize, Result<BenchReply, String>)> =
+        stream::iter(calls).buffer_unordered(BENCH_MAX_IN_FLIGHT as usize).collect().await;
     log.calls = outcomes.len() as u32;
     for (g, outcome) in outcomes {
         let members = &groups[g].1;

@@ -39,11 +39,7 @@ pub fn require(env: &Env) -> Result<(), HttpError> {
     if enabled(env)? {
         Ok(())
     } else {
-        Err(HttpError::new(
-            403,
-            "bench_disabled",
-            format!("the benchmark routes are off ({BENCH_VAR})"),
-        ))
+        Err(HttpError::new(403, "bench_disabled", format!("the benchmark routes are off ({BENCH_VAR})")))
     }
 }
 
@@ -52,34 +48,21 @@ mod tests {
     use super::*;
 
     fn parse(vars: &[(&str, &str)]) -> Result<bool, String> {
-        bench_enabled(|k| {
-            vars.iter()
-                .find(|(name, _)| *name == k)
-                .map(|(_, v)| v.to_string())
-        })
+        bench_enabled(|k| vars.iter().find(|(name, _)| *name == k).map(|(_, v)| v.to_string()))
     }
 
     #[test]
     fn off_unless_asked_for() {
         assert_eq!(parse(&[]), Ok(false));
         assert_eq!(parse(&[("RELAY_BENCH", "off")]), Ok(false));
-        assert_eq!(
-            parse(&[("RELAY_BENCH", "on"), ("RELAY_ENV", "test")]),
-            Ok(true)
-        );
+        assert_eq!(parse(&[("RELAY_BENCH", "on"), ("RELAY_ENV", "test")]), Ok(true));
     }
 
     #[test]
     fn refused_in_production_and_on_bad_values() {
-        assert!(
-            parse(&[("RELAY_BENCH", "on")]).is_err(),
-            "unset env is production"
-        );
+        assert!(parse(&[("RELAY_BENCH", "on")]).is_err(), "unset env is production");
         assert!(parse(&[("RELAY_BENCH", "on"), ("RELAY_ENV", "production")]).is_err());
         assert!(parse(&[("RELAY_BENCH", "yes"), ("RELAY_ENV", "test")]).is_err());
-        assert_eq!(
-            parse(&[("RELAY_BENCH", "off"), ("RELAY_ENV", "production")]),
-            Ok(false)
-        );
+        assert_eq!(parse(&[("RELAY_BENCH", "off"), ("RELAY_ENV", "production")]), Ok(false));
     }
 }

@@ -27,29 +27,16 @@ pub async fn handle(mut req: Request, env: &Env) -> Result<Response, HttpError> 
         .map(|s| s.to_string())
         .or_else(|_| env.var(TOKEN_SECRET).map(|v| v.to_string()))
         .unwrap_or_default();
-    check_bearer(
-        req.headers().get("authorization").ok().flatten().as_deref(),
-        &token,
-    )?;
+    check_bearer(req.headers().get("authorization").ok().flatten().as_deref(), &token)?;
     flag::require(env)?;
-    let url = req
-        .url()
-        .map_err(|e| HttpError::bad_request("bad_url", e.to_string()))?;
+    let url = req.url().map_err(|e| HttpError::bad_request("bad_url", e.to_string()))?;
     let method = req.method();
     let segments: Vec<&str> = url.path().trim_matches('/').split('/').collect();
     match (method.clone(), segments.as_slice()) {
         (Method::Post, ["v1", "bench", mode @ ("direct" | "queue"), s, "enqueue"]) => {
             let body = read_body(&mut req).await?;
             let path = format!("/{mode}");
-            forward(
-                env,
-                BENCH_SOURCE_BINDING,
-                s,
-                Method::Post,
-                &path,
-                Some(body),
-            )
-            .await
+            forward(env, BENCH_SOURCE_BINDING, s, Method::Post, &path, Some(body)).await
         }
         (Method::Get, ["v1", "bench", "sources", s, "status"]) => {
             forward(env, BENCH_SOURCE_BINDING, s, Method::Get, "/status", None).await
@@ -57,11 +44,7 @@ pub async fn handle(mut req: Request, env: &Env) -> Result<Response, HttpError> 
         (Method::Get, ["v1", "bench", "targets", t, "stats"]) => {
             forward(env, TARGET_BINDING, t, Method::Get, "/bench/stats", None).await
         }
-        _ => Err(HttpError::new(
-            404,
-            "no_route",
-            format!("no route for {method} {}", url.path()),
-        )),
+        _ => Err(HttpError::new(404, "no_route", format!("no route for {method} {}", url.path()))),
     }
 }
 
@@ -73,8 +56,8 @@ async fn forward(
     path: &str,
     body: Option<String>,
 ) -> Result<Response, HttpError> {
-    let name = Name::new(name)
-        .map_err(|e| HttpError::bad_request("invalid_name", format!("{name:?}: {e}")))?;
+    let name =
+        Name::new(name).map_err(|e| HttpError::bad_request("invalid_name", format!("{name:?}: {e}")))?;
     let internal = |e: worker::Error| HttpError::internal(e.to_string());
     let stub = env
         .durable_object(binding)

@@ -29,13 +29,13 @@ use std::time::Duration;
 use futures::stream::{self, StreamExt};
 use serde::Deserialize;
 use worker::{
-    durable_object, wasm_bindgen, BatchMessageBuilder, DurableObject, Env, MessageBuilder, Request,
-    Response, State,
+    durable_object, wasm_bindgen, BatchMessageBuilder, DurableObject, Env, MessageBuilder, Request, Response,
+    State,
 };
 
 use super::wire::{call_apply, encode_apply, QueueRow};
 use super::{flag, BENCH_MAX_IN_FLIGHT, BENCH_QUEUE_BINDING};
-use crate::core::{plan_enqueue, EnqueueRow, StoredRow};
+use crate::core::{plan_enqueue, Capacity, EnqueueRow, StoredRow};
 use crate::worker::http::{json, parse_json, read_body, respond, HttpError};
 use crate::worker::storage::{int, Db, StoreError};
 use crate::worker::TARGET_BINDING;
@@ -98,12 +98,7 @@ fn store(e: StoreError) -> HttpError {
 impl DurableObject for BenchSource {
     fn new(state: State, env: Env) -> Self {
         let (state, db) = Db::from_state(state);
-        BenchSource {
-            state,
-            env,
-            db,
-            ready: OnceCell::new(),
-        }
+        BenchSource { state, env, db, ready: OnceCell::new() }
     }
 
     async fn fetch(&self, mut req: Request) -> worker::Result<Response> {
@@ -122,19 +117,14 @@ impl BenchSource {
 
     fn name(&self) -> Result<String, HttpError> {
         self.state.id().name().ok_or_else(|| {
-            HttpError::bad_request(
-                "unnamed_source",
-                "address the source with idFromName(<name>)",
-            )
+            HttpError::bad_request("unnamed_source", "address the source with idFromName(<name>)")
         })
     }
 
     async fn route(&self, req: &mut Request) -> Result<Response, HttpError> {
         flag::require(&self.env)?;
         self.open()?;
-        let url = req
-            .url()
-            .map_err(|e| HttpError::bad_request("bad_url", e.to_string()))?;
+        let url = req.url().map_err(|e| HttpError::bad_request("bad_url", e.to_string()))?;
         let method = req.method().to_string();
         let internal = |e: worker::Error| HttpError::internal(e.to_string());
         match (method.as_str(), url.path()) {
@@ -162,11 +152,7 @@ impl BenchSource {
                 .map_err(internal)
             }
             ("GET", "/status") => self.status(),
-            (m, p) => Err(HttpError::new(
-                404,
-                "no_route",
-                format!("no route for {m} {p} on a bench source"),
-            )),
+            (m, p) => Err(HttpError::new(404, "no_route", format!("no route for {m} {p} on a bench source"))),
         }
     }
 
@@ -183,7 +169,10 @@ impl BenchSource {
             .transaction(|| {
                 let os: Vec<Os> = db.rows("SELECT os FROM bench_source WHERE id = 1", vec![])?;
                 let os = os.first().map_or(0, |o| o.os);
-                let plan = match plan_enqueue(os, now_ms(), &body.rows) {
+                // Nothing waits at a bench source (it keeps no rows), so
+                // only the default bounds apply, as at an empty outbox.
+                let capacity = Capacity::with_defaults(0, 0);
+                let plan = match plan_enqueue(os, now_ms(), &body.rows, &capacity) {
                     Ok(p) => p,
                     Err(e) => return Ok(Err(e)),
                 };
@@ -202,10 +191,7 @@ impl BenchSource {
 
     /// Calls each target once with its rows; retries failed targets.
     async fn direct(&self, rows: &[StoredRow]) -> Work {
-        let mut work = Work {
-            rows: rows.len() as u64,
-            ..Work::default()
-        };
+        let mut work = Work { rows: rows.len() as u64, ..Work::default() };
         let Ok(namespace) = self.env.durable_object(TARGET_BINDING) else {
             return work;
         };
@@ -223,23 +209,14 @@ impl BenchSource {
         for attempt in 1..=DIRECT_MAX_ATTEMPTS {
             let calls = pending.iter().map(|&g| {
                 let (target, rows) = &groups[g];
-                let body = encode_apply(
-                    rows.iter()
-                        .map(|r| (source.as_str(), r.seq, r.body.as_str())),
-                );
+                let body = encode_apply(rows.iter().map(|r| (source.as_str(), r.seq, r.body.as_str())));
                 let namespace = &namespace;
                 async move { (g, call_apply(namespace, target, body).await) }
             });
-            let outcomes: Vec<_> = stream::iter(calls)
-                .buffer_unordered(BENCH_MAX_IN_FLIGHT as usize)
-                .collect()
-                .await;
+            let outcomes: Vec<_> =
+                stream::iter(calls).buffer_unordered(BENCH_MAX_IN_FLIGHT as usize).collect().await;
             work.target_calls += outcomes.len() as u64;
-            pending = outcomes
-                .into_iter()
-                .filter(|(_, r)| r.is_err())
-                .map(|(g, _)| g)
-                .collect();
+            pending = outcomes.into_iter().filter(|(_, r)| r.is_err()).map(|(g, _)| g).collect();
             work.failed_calls += pending.len() as u64;
             if pending.is_empty() || attempt == DIRECT_MAX_ATTEMPTS {
                 break;
@@ -254,19 +231,14 @@ impl BenchSource {
         let internal = |e: worker::Error| HttpError::internal(e.to_string());
         let queue = self.env.queue(BENCH_QUEUE_BINDING).map_err(internal)?;
         let source = self.name()?;
-        let mut work = Work {
-            rows: rows.len() as u64,
-            ..Work::default()
-        };
+        let mut work = Work { rows: rows.len() as u64, ..Work::default() };
         let mut batch: Vec<QueueRow> = Vec::new();
         let mut bytes = 0;
         for (i, row) in rows.iter().enumerate() {
             if row.body.len() > QUEUE_MAX_MESSAGE_BYTES {
                 return Err(HttpError::bad_request(
                     "row_too_large",
-                    format!(
-                        "rows[{i}] is over the {QUEUE_MAX_MESSAGE_BYTES}-byte queue message limit"
-                    ),
+                    format!("rows[{i}] is over the {QUEUE_MAX_MESSAGE_BYTES}-byte queue message limit"),
                 ));
             }
         }
@@ -328,10 +300,7 @@ impl BenchSource {
         }
         let allocation: Vec<Allocation> = self
             .db
-            .rows(
-                "SELECT os, sql_rows_written FROM bench_source WHERE id = 1",
-                vec![],
-            )
+            .rows("SELECT os, sql_rows_written FROM bench_source WHERE id = 1", vec![])
             .map_err(store)?;
         let counters: Vec<Counters> = self
             .db
@@ -351,10 +320,7 @@ impl BenchSource {
 }
 
 async fn send(queue: &worker::Queue, rows: Vec<QueueRow>) -> Result<(), HttpError> {
-    let messages: Vec<_> = rows
-        .into_iter()
-        .map(|r| MessageBuilder::new(r).build())
-        .collect();
+    let messages: Vec<_> = rows.into_iter().map(|r| MessageBuilder::new(r).build()).collect();
     queue
         .send_batch(BatchMessageBuilder::new().messages(messages).build())
         .await

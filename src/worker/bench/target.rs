@@ -9,7 +9,8 @@
 //! - `POST /bench/apply` ([`BenchApply`] body): applies every row's effects
 //!   unconditionally, with no watermark, in the order given, the way a
 //!   Queues consumer or a direct writer would. It honours the test fault
-//!   switch (`reject`), so W4's failing targets fail for every system.
+//!   switch's `reject` (not its `delay_ms`), so W4's failing targets fail
+//!   for every system.
 //! - `GET /bench/stats`: the log summarised ([`TargetStats`]).
 //!
 //! The log and its counters are measurement overhead, paid equally by every
@@ -121,10 +122,8 @@ impl Arrivals {
         struct Seq {
             seq: u64,
         }
-        let max: Vec<Max> = self.db.rows(
-            "SELECT MAX(seq) AS m FROM bench_arrivals WHERE source = ?",
-            vec![source.into()],
-        )?;
+        let max: Vec<Max> =
+            self.db.rows("SELECT MAX(seq) AS m FROM bench_arrivals WHERE source = ?", vec![source.into()])?;
         let max_before = max.first().and_then(|m| m.m);
         let mut seen = HashSet::new();
         if max_before.is_some() {
@@ -133,9 +132,7 @@ impl Arrivals {
                 let mut params: Vec<SqlStorageValue> = vec![source.into()];
                 params.extend(chunk.iter().map(|s| int(*s)));
                 let rows: Vec<Seq> = self.db.rows(
-                    &format!(
-                        "SELECT seq FROM bench_arrivals WHERE source = ? AND seq IN ({placeholders})"
-                    ),
+                    &format!("SELECT seq FROM bench_arrivals WHERE source = ? AND seq IN ({placeholders})"),
                     params,
                 )?;
                 seen.extend(rows.into_iter().map(|r| r.seq));
@@ -143,10 +140,7 @@ impl Arrivals {
         }
         for chunk in seqs.chunks(ARRIVALS_PER_STATEMENT) {
             let placeholders = vec!["(?, ?, ?)"; chunk.len()].join(", ");
-            let params = chunk
-                .iter()
-                .flat_map(|s| [source.into(), int(*s), int(at_ms)])
-                .collect();
+            let params = chunk.iter().flat_map(|s| [source.into(), int(*s), int(at_ms)]).collect();
             self.db.run(
                 &format!("INSERT INTO bench_arrivals (source, seq, at_ms) VALUES {placeholders}"),
                 params,
@@ -168,14 +162,10 @@ impl Arrivals {
             calls: u64,
             effect_rows_written: u64,
         }
-        let log: Vec<Arrival> = self.db.rows(
-            "SELECT source, seq, at_ms FROM bench_arrivals ORDER BY rowid",
-            vec![],
-        )?;
-        let counters: Vec<Counters> = self.db.rows(
-            "SELECT calls, effect_rows_written FROM bench_counters WHERE id = 1",
-            vec![],
-        )?;
+        let log: Vec<Arrival> =
+            self.db.rows("SELECT source, seq, at_ms FROM bench_arrivals ORDER BY rowid", vec![])?;
+        let counters: Vec<Counters> =
+            self.db.rows("SELECT calls, effect_rows_written FROM bench_counters WHERE id = 1", vec![])?;
         let mut stats = TargetStats {
             arrivals: log.len() as u64,
             bench_calls: counters.first().map_or(0, |c| c.calls),
@@ -256,19 +246,14 @@ pub struct ArrivalHook<'a> {
 impl<'a> ArrivalHook<'a> {
     /// A hook recording into `arrivals`, stamped now.
     pub fn new(arrivals: &'a Arrivals) -> ArrivalHook<'a> {
-        ArrivalHook {
-            arrivals,
-            at_ms: now_ms(),
-        }
+        ArrivalHook { arrivals, at_ms: now_ms() }
     }
 }
 
 impl RelayHook for ArrivalHook<'_> {
     fn extra_effects(&self, source: &Name, rows: &[ApplyRow]) -> Result<Effects, String> {
         let seqs: Vec<u64> = rows.iter().map(|r| r.seq).collect();
-        self.arrivals
-            .record(source.as_str(), &seqs, self.at_ms)
-            .map_err(|e| e.to_string())?;
+        self.arrivals.record(source.as_str(), &seqs, self.at_ms).map_err(|e| e.to_string())?;
         Ok(Effects::default())
     }
 }
@@ -276,10 +261,7 @@ impl RelayHook for ArrivalHook<'_> {
 /// Writes the net effect of `effects` (in order) on each key to
 /// `relay_kv`, one upsert or delete per distinct key, as the relay's inbox
 /// does. Returns rows written.
-fn write_effects<'a>(
-    db: &Db,
-    effects: impl Iterator<Item = &'a Effects>,
-) -> Result<u32, StoreError> {
+fn write_effects<'a>(db: &Db, effects: impl Iterator<Item = &'a Effects>) -> Result<u32, StoreError> {
     let mut net: BTreeMap<&str, Option<&str>> = BTreeMap::new();
     for e in effects {
         for (k, v) in &e.puts {
@@ -290,18 +272,11 @@ fn write_effects<'a>(
         }
     }
     let puts: Vec<(&str, &str)> = net.iter().filter_map(|(k, v)| v.map(|v| (*k, v))).collect();
-    let deletes: Vec<&str> = net
-        .iter()
-        .filter(|(_, v)| v.is_none())
-        .map(|(k, _)| *k)
-        .collect();
+    let deletes: Vec<&str> = net.iter().filter(|(_, v)| v.is_none()).map(|(k, _)| *k).collect();
     let mut written = 0;
     for chunk in puts.chunks(UPSERT_KEYS_PER_STATEMENT) {
         let placeholders = vec!["(?, ?)"; chunk.len()].join(", ");
-        let params = chunk
-            .iter()
-            .flat_map(|(k, v)| [(*k).into(), (*v).into()])
-            .collect();
+        let params = chunk.iter().flat_map(|(k, v)| [(*k).into(), (*v).into()]).collect();
         written += db.run(
             &format!(
                 "INSERT INTO relay_kv (key, value) VALUES {placeholders} \
@@ -313,10 +288,7 @@ fn write_effects<'a>(
     for chunk in deletes.chunks(DELETE_KEYS_PER_STATEMENT) {
         let placeholders = vec!["?"; chunk.len()].join(", ");
         let params = chunk.iter().map(|k| (*k).into()).collect();
-        written += db.run(
-            &format!("DELETE FROM relay_kv WHERE key IN ({placeholders})"),
-            params,
-        )?;
+        written += db.run(&format!("DELETE FROM relay_kv WHERE key IN ({placeholders})"), params)?;
     }
     Ok(written)
 }
@@ -325,8 +297,12 @@ fn write_effects<'a>(
 /// transaction.
 pub fn apply(inbox: &Inbox, arrivals: &Arrivals, body: &str) -> Result<BenchReply, HttpError> {
     let unavailable = |m: String| HttpError::new(503, "unavailable", m);
-    if inbox.rejecting().map_err(|e| unavailable(e.to_string()))? {
-        return Err(unavailable("test fault: target rejects calls".into()));
+    // The test fault switch refuses bench calls as it refuses the relay's:
+    // 1 transiently (503), 2 permanently (422).
+    match inbox.faults().map_err(|e| unavailable(e.to_string()))?.reject {
+        0 => {}
+        1 => return Err(unavailable("test fault: target rejects calls".into())),
+        _ => return Err(HttpError::new(422, "malformed", "test fault: target rejects calls as invalid")),
     }
     let call: BenchApply = parse_json(body)?;
     if call.rows.is_empty() || call.rows.len() > MAX_BENCH_APPLY_ROWS as usize {
@@ -336,9 +312,7 @@ pub fn apply(inbox: &Inbox, arrivals: &Arrivals, body: &str) -> Result<BenchRepl
         ));
     }
     for (i, row) in call.rows.iter().enumerate() {
-        row.effects
-            .validate()
-            .map_err(|e| HttpError::bad_request(e.code(), format!("rows[{i}]: {e}")))?;
+        row.effects.validate().map_err(|e| HttpError::bad_request(e.code(), format!("rows[{i}]: {e}")))?;
     }
     let at_ms = now_ms();
     let db = inbox.db();
@@ -347,10 +321,7 @@ pub fn apply(inbox: &Inbox, arrivals: &Arrivals, body: &str) -> Result<BenchRepl
         // Arrivals per source, keeping the call's order within each source.
         let mut by_source: Vec<(&str, Vec<u64>)> = Vec::new();
         for row in &call.rows {
-            match by_source
-                .iter_mut()
-                .find(|(s, _)| *s == row.source.as_str())
-            {
+            match by_source.iter_mut().find(|(s, _)| *s == row.source.as_str()) {
                 Some((_, seqs)) => seqs.push(row.seq),
                 None => by_source.push((row.source.as_str(), vec![row.seq])),
             }
@@ -396,11 +367,7 @@ pub async fn route(
             }
             json(&stats).map_err(internal)
         }
-        (m, p) => Err(HttpError::new(
-            404,
-            "no_route",
-            format!("no route for {m} {p} on a target"),
-        )),
+        (m, p) => Err(HttpError::new(404, "no_route", format!("no route for {m} {p} on a target"))),
     }
 }
 
@@ -411,30 +378,9 @@ mod tests {
     #[test]
     fn arrivals_are_classified_in_order() {
         let none = HashSet::new();
-        assert_eq!(
-            classify(None, &none, &[1, 2, 3]),
-            Tally {
-                first: 3,
-                duplicates: 0,
-                out_of_order: 0
-            }
-        );
-        assert_eq!(
-            classify(None, &none, &[3, 1, 2, 3]),
-            Tally {
-                first: 3,
-                duplicates: 1,
-                out_of_order: 2
-            }
-        );
+        assert_eq!(classify(None, &none, &[1, 2, 3]), Tally { first: 3, duplicates: 0, out_of_order: 0 });
+        assert_eq!(classify(None, &none, &[3, 1, 2, 3]), Tally { first: 3, duplicates: 1, out_of_order: 2 });
         let seen: HashSet<u64> = [5].into();
-        assert_eq!(
-            classify(Some(5), &seen, &[4, 5, 6]),
-            Tally {
-                first: 2,
-                duplicates: 1,
-                out_of_order: 1
-            }
-        );
+        assert_eq!(classify(Some(5), &seen, &[4, 5, 6]), Tally { first: 2, duplicates: 1, out_of_order: 1 });
     }
 }

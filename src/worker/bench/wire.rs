@@ -119,9 +119,6 @@ mod tests {
         assert_eq!(parsed.rows[0].effects.count(), 1);
         let bad = encode_apply([("s\"2", 9, fx)]);
         assert!(bad.contains(r#""s\"2""#), "names are escaped");
-        assert!(
-            serde_json::from_str::<BenchApply>(&bad).is_err(),
-            "the decoder validates names"
-        );
+        assert!(serde_json::from_str::<BenchApply>(&bad).is_err(), "the decoder validates names");
     }
 }

@@ -1,0 +1,194 @@
+//! Idempotent enqueue: an optional key names an enqueue; the same key with
+//! the same content answers with the original sequences, the same key with
+//! different content is a conflict, and neither writes anything. Content
+//! identity is a SHA-256 digest of the canonical rows. Records expire after
+//! a horizon and are pruned by the alarm in bounded batches.
+
+use std::fmt;
+
+use sha2::{Digest, Sha256};
+
+use super::enqueue::EnqueueRow;
+
+/// Longest idempotency key, in bytes.
+pub const MAX_IDEMPOTENCY_KEY_BYTES: usize = 128;
+/// How long keys are remembered by default: 24 hours.
+pub const DEFAULT_DEDUP_HORIZON_MS: u64 = 24 * 60 * 60 * 1_000;
+/// Shortest configurable horizon (dedup or discard): one second, short
+/// enough for tests to watch a key expire.
+pub const MIN_DEDUP_HORIZON_MS: u64 = 1_000;
+/// Longest configurable horizon (dedup or discard): 30 days.
+pub const MAX_DEDUP_HORIZON_MS: u64 = 30 * 24 * 60 * 60 * 1_000;
+/// Expired records deleted per prune step; an alarm runs at most
+/// [`PRUNE_STEPS_PER_ALARM`] steps.
+pub const PRUNE_BATCH_ROWS: u32 = 500;
+/// Prune steps per alarm, bounding its work.
+pub const PRUNE_STEPS_PER_ALARM: u32 = 4;
+/// An idle source wakes to prune at most this often, so records expiring
+/// at many different times cost one alarm per interval, not one each.
+pub const PRUNE_INTERVAL_MS: u64 = 60 * 60 * 1_000;
+
+/// How long discarded parked rows are kept (for audit) by default: 7 days.
+pub const DEFAULT_DISCARD_HORIZON_MS: u64 = 7 * 24 * 60 * 60 * 1_000;
+
+/// What is remembered about one keyed enqueue.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DedupRecord {
+    /// The caller's key.
+    pub key: String,
+    /// Hex SHA-256 of the canonical rows.
+    pub digest: String,
+    /// First sequence the enqueue was given (its sequences are contiguous).
+    pub first_seq: u64,
+    /// Rows in the enqueue.
+    pub rows: u32,
+    /// When it was accepted, ms since the epoch.
+    pub at_ms: u64,
+}
+
+impl DedupRecord {
+    /// The sequences the original enqueue was given.
+    pub fn seqs(&self) -> Vec<u64> {
+        (self.first_seq..self.first_seq + u64::from(self.rows)).collect()
+    }
+
+    /// Whether the record has outlived `horizon_ms` at `now_ms`.
+    pub fn expired(&self, now_ms: u64, horizon_ms: u64) -> bool {
+        now_ms.saturating_sub(self.at_ms) >= horizon_ms
+    }
+}
+
+/// What to do with a keyed enqueue.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Dedup {
+    /// A new key (or an expired one): enqueue and remember it.
+    Fresh,
+    /// The same key and content were accepted before: answer with these.
+    Duplicate(Vec<u64>),
+    /// The key was used for different content.
+    Conflict,
+}
+
+/// An invalid idempotency key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeyError {
+    /// The key is empty.
+    Empty,
+    /// The key is over [`MAX_IDEMPOTENCY_KEY_BYTES`]; carries its length.
+    TooLong(usize),
+}
+
+impl fmt::Display for KeyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            KeyError::Empty => write!(f, "idempotency_key is empty"),
+            KeyError::TooLong(n) => {
+                write!(f, "idempotency_key is {n} bytes; the limit is {MAX_IDEMPOTENCY_KEY_BYTES}")
+            }
+        }
+    }
+}
+
+/// Checks a key's length.
+pub fn validate_key(key: &str) -> Result<(), KeyError> {
+    if key.is_empty() {
+        return Err(KeyError::Empty);
+    }
+    if key.len() > MAX_IDEMPOTENCY_KEY_BYTES {
+        return Err(KeyError::TooLong(key.len()));
+    }
+    Ok(())
+}
+
+/// Hex SHA-256 over the canonical rows: each row's target and normalised
+/// effects, length-prefixed so no two row lists share an encoding.
+pub fn content_digest(rows: &[EnqueueRow]) -> String {
+    let mut hash = Sha256::new();
+    for row in rows {
+        let body = serde_json::to_string(&row.normalised_effects()).expect("effects serialise");
+        for part in [row.target.as_str(), body.as_str()] {
+            hash.update((part.len() as u64).to_be_bytes());
+            hash.update(part.as_bytes());
+        }
+    }
+    hash.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Decides a keyed enqueue given the stored record for its key.
+pub fn decide(record: Option<&DedupRecord>, digest: &str, now_ms: u64, horizon_ms: u64) -> Dedup {
+    match record {
+        Some(r) if !r.expired(now_ms, horizon_ms) && r.digest == digest => Dedup::Duplicate(r.seqs()),
+        Some(r) if !r.expired(now_ms, horizon_ms) => Dedup::Conflict,
+        _ => Dedup::Fresh,
+    }
+}
+
+/// When an idle source should wake to prune, given its oldest record's
+/// time: when that record expires, but never sooner than
+/// [`PRUNE_INTERVAL_MS`] after the last prune.
+pub fn next_prune_ms(oldest_at_ms: u64, horizon_ms: u64, last_prune_ms: u64) -> u64 {
+    (oldest_at_ms + horizon_ms).max(last_prune_ms + PRUNE_INTERVAL_MS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::Name;
+    use serde_json::json;
+
+    fn row(t: &str, v: serde_json::Value) -> EnqueueRow {
+        EnqueueRow::new(Name::new(t).unwrap(), vec![("k".into(), v)], vec![])
+    }
+
+    #[test]
+    fn digest_ignores_spelling_but_not_content() {
+        let spaced: EnqueueRow =
+            serde_json::from_str(r#"{"target":"t","puts":[["k", {"b":1, "a":2}]]}"#).unwrap();
+        let tight = row("t", json!({"a": 2, "b": 1}));
+        assert_eq!(content_digest(&[spaced]), content_digest(std::slice::from_ref(&tight)));
+        assert_ne!(
+            content_digest(std::slice::from_ref(&tight)),
+            content_digest(&[row("t", json!({"a": 2}))])
+        );
+        assert_ne!(
+            content_digest(std::slice::from_ref(&tight)),
+            content_digest(&[row("u", json!({"a": 2, "b": 1}))])
+        );
+        assert_ne!(content_digest(std::slice::from_ref(&tight)), content_digest(&[tight.clone(), tight]));
+        assert_eq!(content_digest(&[]).len(), 64);
+    }
+
+    #[test]
+    fn same_key_same_content_is_a_duplicate_different_content_a_conflict() {
+        let r = DedupRecord { key: "k".into(), digest: "d1".into(), first_seq: 5, rows: 3, at_ms: 1_000 };
+        assert_eq!(decide(Some(&r), "d1", 2_000, 10_000), Dedup::Duplicate(vec![5, 6, 7]));
+        assert_eq!(decide(Some(&r), "d2", 2_000, 10_000), Dedup::Conflict);
+        assert_eq!(decide(None, "d1", 2_000, 10_000), Dedup::Fresh);
+    }
+
+    #[test]
+    fn a_record_expires_at_its_horizon() {
+        let r = DedupRecord { key: "k".into(), digest: "d".into(), first_seq: 1, rows: 1, at_ms: 1_000 };
+        assert_eq!(decide(Some(&r), "d", 10_999, 10_000), Dedup::Duplicate(vec![1]));
+        assert_eq!(decide(Some(&r), "d", 11_000, 10_000), Dedup::Fresh);
+        assert_eq!(decide(Some(&r), "other", 11_000, 10_000), Dedup::Fresh);
+    }
+
+    #[test]
+    fn keys_are_checked_at_and_past_their_limit() {
+        assert!(validate_key(&"k".repeat(MAX_IDEMPOTENCY_KEY_BYTES)).is_ok());
+        assert_eq!(
+            validate_key(&"k".repeat(MAX_IDEMPOTENCY_KEY_BYTES + 1)),
+            Err(KeyError::TooLong(MAX_IDEMPOTENCY_KEY_BYTES + 1))
+        );
+        assert_eq!(validate_key(""), Err(KeyError::Empty));
+    }
+
+    #[test]
+    fn idle_pruning_waits_for_expiry_and_the_interval() {
+        assert_eq!(next_prune_ms(1_000, 10_000, 0), PRUNE_INTERVAL_MS.max(11_000));
+        let late = 10 * PRUNE_INTERVAL_MS;
+        assert_eq!(next_prune_ms(late, 10_000, 0), late + 10_000);
+        assert_eq!(next_prune_ms(0, 10_000, late), late + PRUNE_INTERVAL_MS);
+    }
+}

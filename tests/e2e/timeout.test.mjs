@@ -1,0 +1,26 @@
+// A target that answers too late: the source's call times out and the
+// target is blocked, yet the apply happens; the next cycle's resend is all
+// duplicates, so every row is applied exactly once (a lost reply, for real).
+
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { Relay, put, until } from "./harness.mjs";
+
+test("a call that times out after the target applied is redelivered harmlessly", async () => {
+  const relay = await Relay.start({ vars: { RELAY_CALL_TIMEOUT_MS: "500" } });
+  const src = "slow-src";
+  try {
+    await relay.api("POST", "/v1/targets/slow-t/faults", { delay_ms: 1_500 });
+    const { seqs } = await relay.enqueue(src, [put("slow-t", "a", 1), put("fast-t", "a", 1), put("slow-t", "b", 2)]);
+    await until(async () => (await relay.status(src)).blocked_targets.includes("slow-t"), "the timed-out call");
+    assert.deepEqual(await relay.log("fast-t", src), [seqs[1]], "the fast target is not held back");
+    await until(async () => (await relay.log("slow-t", src)).length === 2, "the late apply");
+    await relay.api("POST", "/v1/targets/slow-t/faults", { delay_ms: 0 });
+    const s = await relay.drained(src, 60_000);
+    assert.deepEqual(await relay.log("slow-t", src), [seqs[0], seqs[2]], "applied once each");
+    assert.equal(s.delivered_rows, 3);
+    assert.ok(relay.alarmLogs().some((a) => a.source === src && a.rows_delivered === 2 && a.rows_applied === 0));
+  } finally {
+    await relay.stop();
+  }
+});
