@@ -18,6 +18,8 @@ import { Relay, ROOT, TOKEN, sleep } from "../tests/e2e/harness.mjs";
 
 /** How long `wrangler dev` may take to answer its first request. */
 const READY_TIMEOUT_MS = 180_000;
+/** Starts tried when a port picked as free was taken before wrangler bound it. */
+const PORT_ATTEMPTS = 4;
 
 async function freePort() {
   return new Promise((resolve, reject) => {
@@ -51,9 +53,20 @@ function events(text) {
 /**
  * Starts an instance with `vars` on top of bench/wrangler.toml's. Returns
  * the harness `Relay` (api, stop) with `listener`, a settable callback
- * receiving every logged event.
+ * receiving every logged event. Another process can take a port between
+ * our picking it and wrangler binding it; then it starts again on others.
  */
 export async function startBenchWorker({ vars = {} } = {}) {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startOnce(vars);
+    } catch (e) {
+      if (attempt >= PORT_ATTEMPTS || !/Address already in use/.test(String(e.message))) throw e;
+    }
+  }
+}
+
+async function startOnce(vars) {
   const port = await freePort();
   const inspector = await freePort();
   const persistDir = mkdtempSync(join(tmpdir(), "relay-bench-"));
@@ -88,7 +101,10 @@ export async function startBenchWorker({ vars = {} } = {}) {
   };
   const deadline = Date.now() + READY_TIMEOUT_MS;
   while (Date.now() < deadline) {
-    if (child.exitCode !== null) throw new Error(`wrangler exited:\n${worker.output}`);
+    if (child.exitCode !== null) {
+      await worker.stop();
+      throw new Error(`wrangler exited:\n${worker.output}`);
+    }
     try {
       const r = await worker.api("GET", "/v1/health");
       if (r.status === 200) return worker;
