@@ -5,6 +5,8 @@
 //! Compiled for every target so `cargo clippy` checks it natively; it only
 //! runs in workerd (wasm32).
 
+#[cfg(feature = "bench")]
+pub mod bench;
 pub mod config;
 pub mod front;
 pub mod http;
@@ -39,5 +41,9 @@ fn start() {
 
 #[event(fetch)]
 async fn fetch(req: Request, env: Env, _ctx: Context) -> worker::Result<Response> {
+    #[cfg(feature = "bench")]
+    if bench::front::is_bench_path(&req.path()) {
+        return http::respond(bench::front::handle(req, &env).await);
+    }
     http::respond(front::handle(req, &env).await)
 }

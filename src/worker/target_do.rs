@@ -11,6 +11,7 @@
 //! | `GET /status` | rows applied, batches, SQLite rows written per applied row |
 //! | `POST /faults` | test-only: `{"reject":bool,"permanent":bool,"delay_ms":n}` (503, 422 when permanent; delay before applying) |
 //! | `GET /log?source=` | test-only: applied sequences in order |
+//! | `/bench/...` | benchmark builds only (feature `bench`, `RELAY_BENCH=on`): see `super::bench::target` |
 
 use std::cell::OnceCell;
 
@@ -29,6 +30,8 @@ pub struct RelayTarget {
     env: Env,
     db: Db,
     inbox: OnceCell<Inbox>,
+    #[cfg(feature = "bench")]
+    bench: OnceCell<super::bench::target::Arrivals>,
 }
 
 #[derive(Deserialize)]
@@ -50,7 +53,13 @@ const MAX_FAULT_DELAY_MS: u64 = 60_000;
 impl DurableObject for RelayTarget {
     fn new(state: State, env: Env) -> Self {
         let (_, db) = Db::from_state(state);
-        RelayTarget { env, db, inbox: OnceCell::new() }
+        RelayTarget {
+            env,
+            db,
+            inbox: OnceCell::new(),
+            #[cfg(feature = "bench")]
+            bench: OnceCell::new(),
+        }
     }
 
     async fn fetch(&self, mut req: Request) -> worker::Result<Response> {
@@ -82,6 +91,12 @@ impl RelayTarget {
         let method = req.method().to_string();
         let inbox = self.inbox()?;
         let internal = |e: worker::Error| HttpError::internal(e.to_string());
+        #[cfg(feature = "bench")]
+        if url.path().starts_with(super::bench::TARGET_PREFIX) {
+            super::bench::flag::require(&self.env)?;
+            let arrivals = super::bench::target::arrivals(&self.bench, inbox.db())?;
+            return super::bench::target::route(inbox, arrivals, req, &method, url.path()).await;
+        }
         match (method.as_str(), url.path()) {
             ("POST", "/apply") => {
                 let body = read_body(req).await?;
@@ -90,6 +105,14 @@ impl RelayTarget {
                     if delay > 0 {
                         worker::Delay::from(std::time::Duration::from_millis(delay)).await;
                     }
+                }
+                #[cfg(feature = "bench")]
+                if super::bench::flag::enabled(&self.env)? {
+                    // Benchmark runs log every applied row with its arrival time.
+                    let arrivals = super::bench::target::arrivals(&self.bench, inbox.db())?;
+                    let hook = super::bench::target::ArrivalHook::new(arrivals);
+                    let reply = inbox.apply_body(&body, &hook).map_err(ApplyFailure::http)?;
+                    return json(&reply).map_err(internal);
                 }
                 let result = if self.faults_enabled()? {
                     inbox.apply_body(&body, &ApplyLog { db: inbox.db().clone() })

@@ -1,0 +1,218 @@
+// Turns the measurements into the issue's figures: ratios to the
+// direct-write floor, the aims (met or missed, by how much), and the
+// Markdown report. Absolute times stay in the JSON; the report's headline
+// figures are ratios and per-row counts.
+
+const fmt = (v, digits = 2) => (v === null || v === undefined || Number.isNaN(v) ? "—" : Number(v).toFixed(digits));
+const int = (v) => (v === null || v === undefined ? "—" : Number(v).toLocaleString("en-US"));
+
+/** W3's drain time over the targets that stay healthy in W4, per system. */
+export function healthyComparison(bySystem) {
+  const out = {};
+  for (const [system, w] of Object.entries(bySystem)) {
+    const w3 = w.W3;
+    const w4 = w.W4;
+    if (!w3 || !w4 || w4.healthy_drain_ms === undefined) continue;
+    const failingIdx = new Set(w4.failing_targets.map((t) => Number(t.slice(t.lastIndexOf("-t") + 2))));
+    const w3Healthy = Math.max(...w3.per_target_last_ms.filter((_, i) => !failingIdx.has(i)));
+    out[system] = {
+      w3_healthy_ms: w3Healthy,
+      w4_healthy_ms: w4.healthy_drain_ms,
+      ratio: w4.healthy_drain_ms / w3Healthy,
+      w4_all_ms: w4.drain_ms,
+      healed_at_ms: w4.healed_at_ms,
+    };
+  }
+  return out;
+}
+
+/** Adds `drain_vs_direct` to every measurement. */
+export function addRatios(bySystem) {
+  const direct = bySystem.direct ?? {};
+  for (const w of Object.values(bySystem)) {
+    for (const [id, m] of Object.entries(w)) {
+      const floor = direct[id]?.drain_ms;
+      m.drain_vs_direct = floor ? m.drain_ms / floor : null;
+    }
+  }
+}
+
+/** The issue's aims, each with the measured value and whether it is met. */
+export function evaluateAims(bySystem, healthy, backlog = []) {
+  const aims = [];
+  const add = (aim, system, workload, value, limit, met, detail = "") =>
+    aims.push({ aim, system, workload, value, limit, met, detail });
+  const w1Limits = { "relay-free": 256, "relay-paid": 16, "relay-free-50": 100 };
+  for (const [system, limit] of Object.entries(w1Limits)) {
+    const m = bySystem[system]?.W1;
+    if (m) add("W1 drains within the alarm limit", system, "W1", m.invocations, limit, m.invocations <= limit, "alarms");
+  }
+  const relays = Object.keys(bySystem).filter((s) => s.startsWith("relay"));
+  for (const system of relays) {
+    const w = bySystem[system];
+    if (w.W2) add("W2: at most one target call per 256 rows", system, "W2", w.W2.target_calls_per_row, 1 / 256, w.W2.target_calls_per_row <= 1 / 256, "target calls per row");
+    if (w.W3 && bySystem.queues?.W3) {
+      const ratio = w.W3.drain_ms / bySystem.queues.W3.drain_ms;
+      add("W3 drains at least as fast as Queues", system, "W3", ratio, 1, ratio <= 1, "drain time ÷ Queues' drain time");
+    }
+    if (w.W3) {
+      const bad = w.W3.out_of_order + w.W3.applied_twice;
+      add("W3: zero out of order, zero applied twice", system, "W3", bad, 0, bad === 0, `out of order ${w.W3.out_of_order}, twice ${w.W3.applied_twice}`);
+      if (w.W3.drain_vs_direct !== null) add("W3 within 3x of the direct-write floor", system, "W3", w.W3.drain_vs_direct, 3, w.W3.drain_vs_direct <= 3, "drain time ÷ direct");
+    }
+    for (const [id, m] of Object.entries(w)) {
+      add("at most 2.2 SQLite rows written per delivered row at the source", system, id, m.source_sql_rows_per_row, 2.2, m.source_sql_rows_per_row <= 2.2, "rows written ÷ rows delivered");
+    }
+    if (healthy[system]) {
+      const h = healthy[system];
+      add("W4's healthy targets drain within 1.5x of their W3 time", system, "W4", h.ratio, 1.5, h.ratio <= 1.5, "healthy targets' drain ÷ the same targets' W3 drain");
+    }
+  }
+  // The same alarm and call aims on a backlog, from the simulator.
+  const simName = { free: "relay-free", "free-50": "relay-free-50", paid: "relay-paid" };
+  for (const d of backlog) {
+    const system = `${simName[d.budget] ?? d.budget} (simulated backlog)`;
+    if (d.workload === "W1" && w1Limits[simName[d.budget]] !== undefined) {
+      const limit = w1Limits[simName[d.budget]];
+      add("W1 drains within the alarm limit", system, "W1", d.alarms, limit, d.alarms <= limit, "alarms");
+    }
+    if (d.workload === "W2") {
+      add("W2: at most one target call per 256 rows", system, "W2", d.target_calls_per_row, 1 / 256, d.target_calls_per_row <= 1 / 256, "target calls per row");
+    }
+  }
+  return aims;
+}
+
+function mainTable(bySystem, workloads) {
+  const lines = [
+    "| workload | system | drain time ÷ direct | alarms / consumer batches | max target calls per alarm / batch | target calls per row | source SQLite rows per row | target SQLite rows per row | out of order | applied twice | lost |",
+    "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+  ];
+  for (const w of workloads) {
+    for (const [system, ws] of Object.entries(bySystem)) {
+      const m = ws[w.id];
+      if (!m) continue;
+      const inv = m.invocation_kind === "enqueue requests" ? "—" : int(m.invocations);
+      lines.push(
+        `| ${w.id} | ${system} | ${fmt(m.drain_vs_direct)} | ${inv} | ${m.max_calls_per_invocation ?? "—"} | ${fmt(m.target_calls_per_row, 4)} | ${fmt(m.source_sql_rows_per_row, 3)} | ${fmt(m.target_sql_rows_per_row, 3)} | ${int(m.out_of_order)} | ${int(m.applied_twice)} | ${int(m.lost_rows)} |`,
+      );
+    }
+  }
+  return lines.join("\n");
+}
+
+function healthyTable(healthy) {
+  const lines = [
+    "| system | W4 healthy targets' drain ÷ their W3 drain | W4 all targets' drain ÷ healthy targets' W3 drain | heal at (÷ W3 drain) |",
+    "| --- | ---: | ---: | ---: |",
+  ];
+  for (const [system, h] of Object.entries(healthy)) {
+    lines.push(`| ${system} | ${fmt(h.ratio)} | ${fmt(h.w4_all_ms / h.w3_healthy_ms)} | ${fmt(h.healed_at_ms / h.w3_healthy_ms)} |`);
+  }
+  return lines.join("\n");
+}
+
+function aimsTable(aims) {
+  const lines = ["| aim | system | workload | measured | limit | met |", "| --- | --- | --- | ---: | ---: | --- |"];
+  const perRows = (x) => `1 per ${int(Math.round(1 / x))} rows`;
+  for (const a of aims) {
+    const calls = a.detail === "target calls per row";
+    const v = calls ? perRows(a.value) : Number.isInteger(a.value) ? int(a.value) : fmt(a.value, 4);
+    const l = calls ? perRows(a.limit) : Number.isInteger(a.limit) ? int(a.limit) : fmt(a.limit, 4);
+    lines.push(`| ${a.aim} | ${a.system} | ${a.workload} | ${v} | ${l} | ${a.met ? "yes" : `**no** (${fmt(a.value / a.limit, 3)}x the limit)`} |`);
+  }
+  return lines.join("\n");
+}
+
+function backlogTable(backlog) {
+  if (!backlog) return "_not run_";
+  const lines = [
+    "| workload | budget | rows | alarms | fires | target calls | target calls per row | most calls in one alarm |",
+    "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+  ];
+  for (const d of backlog) {
+    lines.push(`| ${d.workload} | ${d.budget} | ${int(d.rows)} | ${int(d.alarms)} | ${int(d.fires)} | ${int(d.target_calls)} | ${fmt(d.target_calls_per_row, 4)} | ${int(d.max_calls_per_alarm)} |`);
+  }
+  return lines.join("\n");
+}
+
+function machineNote(bySystem) {
+  let worst = null;
+  for (const [system, ws] of Object.entries(bySystem)) {
+    for (const [id, m] of Object.entries(ws)) {
+      if (m.cpu_foreign === null || m.cpu_foreign === undefined) continue;
+      if (!worst || m.cpu_foreign > worst.share) worst = { share: m.cpu_foreign, system, id };
+    }
+  }
+  if (!worst) return "";
+  return `Other processes on the machine used at most ${Math.round(worst.share * 100)}% of its CPUs during any measured run (${worst.system} ${worst.id}); \`cpu_foreign\` in results.json has the figure for every run.`;
+}
+
+function coreTable(core) {
+  if (!core) return "_not run_";
+  const lines = [
+    "| shape | budget | rows inspected per fire | rows delivered per fire | calls per fire | ns per delivered row | ns per inspected row | delivered rows per CPU ms |",
+    "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+  ];
+  for (const c of core) {
+    lines.push(`| ${c.shape} | ${c.budget} | ${int(c.inspected_rows_per_fire)} | ${int(c.delivered_rows_per_fire)} | ${c.calls_per_fire} | ${int(c.ns_per_delivered_row)} | ${int(c.ns_per_inspected_row)} | ${int(c.delivered_rows_per_cpu_ms)} |`);
+  }
+  return lines.join("\n");
+}
+
+/** The Markdown report. */
+export function renderReport(run) {
+  const { meta, workloads, systems, bySystem, healthy, aims, core, upload } = run;
+  const sys = systems.map((s) => `- \`${s.id}\`: ${s.label}${s.kind === "relay" ? `; vars ${Object.entries(s.vars).map(([k, v]) => `${k}=${v}`).join(" ")}` : ""}`).join("\n");
+  const wl = workloads.map((w) => `- ${w.id}: ${w.title} (${int(w.sources * w.targets * w.rowsPerPair)} rows)`).join("\n");
+  const missed = aims.filter((a) => !a.met);
+  return `# durable-relay benchmark${meta.quick ? " (quick mode)" : ""}
+
+Run ${meta.started_at} on ${meta.cpus} CPUs (${meta.cpu_model}), Node ${meta.node}, wrangler ${meta.wrangler}, all in one local workerd per system (\`wrangler dev\`).
+Command: \`${meta.command}\`. Chart: \`chart.svg\`; every figure and the absolute times: \`results.json\`.
+${meta.quick ? "\n**Quick mode**: small workloads that exercise every system and route; the figures are not the issue's workloads and the aims are not judged on them.\n" : ""}
+## Systems
+
+${sys}
+
+Queues: one consumer in the same Worker, \`max_batch_size = 100\`, \`max_batch_timeout = 0\` s, \`retry_delay = 1\` s, \`max_retries = 100\` (bench/wrangler.toml).
+
+## Workloads
+
+${wl}
+
+## Results
+
+Time to drain runs from the driver's first request to the last row's first arrival at its target (stamped by the target), divided by the direct-write floor for the same workload. Per-row figures divide by the workload's rows.
+
+${mainTable(bySystem, workloads)}
+
+### W4: healthy targets against W3
+
+${Object.keys(healthy).length ? healthyTable(healthy) : "_W3 and W4 were not both run_"}
+
+${meta.quick ? "" : `## Aims
+
+${aimsTable(aims)}
+
+${missed.length ? `Missed: ${missed.length} of ${aims.length}.` : `All ${aims.length} met.`}
+`}
+${machineNote(bySystem)}
+
+## Core plan-and-settle cost (native, \`cargo run --release --features sim --example core_bench\`)
+
+One fire over a full window (1,024 rows), everything the engine does between reading the rows and writing the checkpoint, with no storage or network.
+
+${coreTable(core?.core)}
+
+## Backlog drains (deterministic simulator, same example)
+
+The same workloads as a backlog: every row is enqueued before the first alarm. In the local runs above, delivery starts with the first enqueue request.
+
+${backlogTable(core?.backlog)}
+
+## Worker upload (\`wrangler deploy --dry-run\`)
+
+${upload ? `${fmt(upload.upload_kib, 2)} KiB upload, ${fmt(upload.gzip_kib, 2)} KiB gzip` : "_not measured_"}
+`;
+}

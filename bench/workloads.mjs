@@ -1,0 +1,77 @@
+// The workloads of issue 5 and the systems that run them.
+//
+// Every system receives the same rows in the same order: each source sends
+// its rows in requests of at most MAX_ROWS_PER_REQUEST, one request after
+// another; sources send concurrently. Within a source, rows go round-robin
+// over its targets, so every request touches many targets (a realistic
+// outbox). Each row puts one distinct key (`<source>.<n>`), so every system
+// ends with the same keys at the same targets.
+
+/** The relay's MAX_ROWS_PER_ENQUEUE; every system gets requests this size. */
+export const MAX_ROWS_PER_REQUEST = 256;
+
+/** Full workloads, exactly as the issue states them. */
+export const FULL = [
+  { id: "W1", short: "1 source, 4,096 rows to 4,096 targets", title: "1 source, 4,096 rows to 4,096 distinct targets", sources: 1, targets: 4096, rowsPerPair: 1, failing: 0 },
+  { id: "W2", short: "1 source, 10,000 rows to 1 target", title: "1 source, 10,000 rows to one target", sources: 1, targets: 1, rowsPerPair: 10_000, failing: 0 },
+  { id: "W3", short: "16 sources x 64 targets x 20 rows", title: "16 sources x 64 targets, 20 rows per pair, concurrently", sources: 16, targets: 64, rowsPerPair: 20, failing: 0 },
+  { id: "W4", short: "W3, 4 of 64 targets failing at first", title: "W3 with 4 of the 64 targets failing for the first half of the run", sources: 16, targets: 64, rowsPerPair: 20, failing: 4 },
+];
+
+/** Quick workloads: the same shapes, small enough for the test command. */
+export const QUICK = [
+  { id: "W1", short: "1 source, 256 rows to 256 targets", title: "1 source, 256 rows to 256 distinct targets (quick)", sources: 1, targets: 256, rowsPerPair: 1, failing: 0 },
+  { id: "W2", short: "1 source, 2,000 rows to 1 target", title: "1 source, 2,000 rows to one target (quick)", sources: 1, targets: 1, rowsPerPair: 2_000, failing: 0 },
+  { id: "W3", short: "4 sources x 16 targets x 5 rows", title: "4 sources x 16 targets, 5 rows per pair (quick)", sources: 4, targets: 16, rowsPerPair: 5, failing: 0 },
+  { id: "W4", short: "W3, 1 of 16 targets failing at first", title: "quick W3 with 1 of the 16 targets failing for the first half (quick)", sources: 4, targets: 16, rowsPerPair: 5, failing: 1 },
+];
+
+/** The relay budget that keeps every alarm within 50 subrequests on Free while delivering the most per alarm (see README "Benchmarks"). */
+export const FREE_50 = {
+  RELAY_PLAN: "free",
+  RELAY_TARGETS_PER_FIRE: "25",
+  RELAY_FIRES_PER_ALARM: "2",
+  RELAY_CALLS_PER_TARGET: "2",
+  RELAY_SUBREQUESTS_PER_ALARM: "50",
+};
+
+/**
+ * The systems. `kind` picks the enqueue route; `vars` start a fresh
+ * workerd for each system; `plans` says which `--plan` selections run it.
+ */
+export const SYSTEMS = [
+  { id: "direct", code: "d", kind: "direct", label: "direct writes (floor)", vars: { RELAY_PLAN: "free" }, plans: ["free", "paid"] },
+  { id: "queues", code: "q", kind: "queue", label: "Cloudflare Queues (local)", vars: { RELAY_PLAN: "free" }, plans: ["free", "paid"] },
+  { id: "relay-free", code: "rf", kind: "relay", label: "relay, Free preset (8x2x2, cap 50)", vars: { RELAY_PLAN: "free" }, plans: ["free"] },
+  { id: "relay-free-50", code: "r50", kind: "relay", label: "relay, Free at 50 (25x2x2, cap 50)", vars: FREE_50, plans: ["free"] },
+  { id: "relay-paid", code: "rp", kind: "relay", label: "relay, Paid preset (32x8x2)", vars: { RELAY_PLAN: "paid" }, plans: ["paid"] },
+];
+
+/** Source and target names of `workload` for `system`, and which targets fail. */
+export function names(system, workload) {
+  const p = `${system.code}-${workload.id.toLowerCase()}`;
+  const sources = Array.from({ length: workload.sources }, (_, i) => `${p}-s${i}`);
+  const targets = Array.from({ length: workload.targets }, (_, i) => `${p}-t${i}`);
+  // Spread the failing targets over the target list.
+  const stride = Math.floor(workload.targets / Math.max(1, workload.failing));
+  const failing = Array.from({ length: workload.failing }, (_, i) => targets[i * stride]);
+  return { sources, targets, failing };
+}
+
+/** The enqueue requests of one source, in sending order. */
+export function requestsFor(source, targets, rowsPerPair) {
+  const rows = [];
+  let n = 0;
+  for (let r = 0; r < rowsPerPair; r++) {
+    for (const target of targets) {
+      rows.push({ target, puts: [[`${source}.${n}`, { i: n }]] });
+      n++;
+    }
+  }
+  const requests = [];
+  for (let i = 0; i < rows.length; i += MAX_ROWS_PER_REQUEST) requests.push(rows.slice(i, i + MAX_ROWS_PER_REQUEST));
+  return requests;
+}
+
+/** Total rows of a workload. */
+export const totalRows = (w) => w.sources * w.targets * w.rowsPerPair;

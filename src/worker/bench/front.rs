@@ -1,0 +1,73 @@
+//! The front door's `/v1/bench/...` routes. Like every route they need the
+//! bearer token; they answer 403 `bench_disabled` unless `RELAY_BENCH=on`.
+//!
+//! | method and path | what |
+//! | --- | --- |
+//! | `POST /v1/bench/direct/{source}/enqueue` | direct writes: allocate, call every target, then answer |
+//! | `POST /v1/bench/queue/{source}/enqueue` | allocate, send each row as a queue message |
+//! | `GET /v1/bench/sources/{source}/status` | a bench source's sequences, writes, calls, sends |
+//! | `GET /v1/bench/targets/{target}/stats` | a target's arrival log, summarised |
+
+use worker::{Env, Method, Request, RequestInit, Response};
+
+use super::{flag, BENCH_SOURCE_BINDING, FRONT_PREFIX};
+use crate::core::Name;
+use crate::worker::http::{check_bearer, read_body, HttpError};
+use crate::worker::{TARGET_BINDING, TOKEN_SECRET};
+
+/// Whether `path` is a bench route.
+pub fn is_bench_path(path: &str) -> bool {
+    path.starts_with(FRONT_PREFIX)
+}
+
+/// Routes one bench request.
+pub async fn handle(mut req: Request, env: &Env) -> Result<Response, HttpError> {
+    let token = env
+        .secret(TOKEN_SECRET)
+        .map(|s| s.to_string())
+        .or_else(|_| env.var(TOKEN_SECRET).map(|v| v.to_string()))
+        .unwrap_or_default();
+    check_bearer(req.headers().get("authorization").ok().flatten().as_deref(), &token)?;
+    flag::require(env)?;
+    let url = req.url().map_err(|e| HttpError::bad_request("bad_url", e.to_string()))?;
+    let method = req.method();
+    let segments: Vec<&str> = url.path().trim_matches('/').split('/').collect();
+    match (method.clone(), segments.as_slice()) {
+        (Method::Post, ["v1", "bench", mode @ ("direct" | "queue"), s, "enqueue"]) => {
+            let body = read_body(&mut req).await?;
+            let path = format!("/{mode}");
+            forward(env, BENCH_SOURCE_BINDING, s, Method::Post, &path, Some(body)).await
+        }
+        (Method::Get, ["v1", "bench", "sources", s, "status"]) => {
+            forward(env, BENCH_SOURCE_BINDING, s, Method::Get, "/status", None).await
+        }
+        (Method::Get, ["v1", "bench", "targets", t, "stats"]) => {
+            forward(env, TARGET_BINDING, t, Method::Get, "/bench/stats", None).await
+        }
+        _ => Err(HttpError::new(404, "no_route", format!("no route for {method} {}", url.path()))),
+    }
+}
+
+async fn forward(
+    env: &Env,
+    binding: &str,
+    name: &str,
+    method: Method,
+    path: &str,
+    body: Option<String>,
+) -> Result<Response, HttpError> {
+    let name =
+        Name::new(name).map_err(|e| HttpError::bad_request("invalid_name", format!("{name:?}: {e}")))?;
+    let internal = |e: worker::Error| HttpError::internal(e.to_string());
+    let stub = env
+        .durable_object(binding)
+        .map_err(internal)?
+        .id_from_name(name.as_str())
+        .map_err(internal)?
+        .get_stub()
+        .map_err(internal)?;
+    let mut init = RequestInit::new();
+    init.with_method(method).with_body(body.map(Into::into));
+    let req = Request::new_with_init(&format!("https://bench{path}"), &init).map_err(internal)?;
+    stub.fetch_with_request(req).await.map_err(internal)
+}
