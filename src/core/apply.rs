@@ -280,7 +280,15 @@ mod tests {
             .map(|i| {
                 let body = format!(r#"{{"puts":[["k",{i}]],"deletes":[]}}"#);
                 let seq = SEQ_MAX - 2 + i;
-                QueuedRow { seq, target: name.clone(), at_ms: 0, bytes: body.len() as u32, effects: 1, body }
+                QueuedRow {
+                    seq,
+                    target: name.clone(),
+                    at_ms: 0,
+                    bytes: body.len() as u32,
+                    effects: 1,
+                    body,
+                    sendable: true,
+                }
             })
             .collect();
         let bytes = rows.iter().map(|r| r.bytes + crate::core::BATCH_ROW_FRAMING_BYTES).sum();

@@ -73,6 +73,38 @@ pub struct Begun {
     pub window: WindowQuery,
 }
 
+impl Begun {
+    /// Most target calls this fire may make.
+    pub fn calls_cap(&self) -> u32 {
+        self.start.budget.calls_per_fire().min(self.start.calls_left)
+    }
+
+    /// Of window rows given as `(seq, target)` ascending, the last one whose
+    /// body this fire needs: a row of one of the first [`calls_cap`] distinct
+    /// targets that are not blocked. No other row can be sent by this fire
+    /// (selection is in first-sequence order and costs a call), so a shell
+    /// may read the rows after it without their bodies.
+    ///
+    /// [`calls_cap`]: Begun::calls_cap
+    pub fn bodies_through<'a>(&self, rows: impl Iterator<Item = (u64, &'a str)>) -> Option<u64> {
+        let cap = self.calls_cap() as usize;
+        let mut selectable: Vec<&str> = Vec::new();
+        let mut last = None;
+        for (seq, target) in rows {
+            if selectable.contains(&target) {
+                last = Some(seq);
+                continue;
+            }
+            let blocked = Name::new(target).is_ok_and(|n| self.scan.is_blocked(&n));
+            if !blocked && selectable.len() < cap {
+                selectable.push(target);
+                last = Some(seq);
+            }
+        }
+        last
+    }
+}
+
 /// Starts a fire: decides the cycle and the window to read.
 pub fn begin(start: FireStart) -> Begun {
     if let Err(e) = start.budget.validate() {
@@ -258,7 +290,12 @@ pub struct Fire {
 impl Fire {
     /// Builds a fire over the rows the shell read for `begun.window`.
     /// `exhausted` comes from [`WindowQuery::take`].
+    ///
+    /// Rows after [`Begun::bodies_through`] may come without bodies: this
+    /// fire can never send them (their targets are blocked, or past the
+    /// first `calls_cap` distinct targets), so it only checks their target.
     pub fn new(begun: Begun, stored: &[StoredRow], exhausted: bool) -> Fire {
+        let through = begun.bodies_through(stored.iter().map(|r| (r.seq, r.target.as_str())));
         let mut rows = Vec::with_capacity(stored.len());
         let mut corrupt = None;
         for row in stored {
@@ -268,7 +305,12 @@ impl Fire {
                 row.seq
             );
             assert!(rows.last().is_none_or(|r: &QueuedRow| r.seq < row.seq), "rows not ascending");
-            match QueuedRow::decode(row) {
+            let decoded = if through.is_some_and(|t| row.seq <= t) {
+                QueuedRow::decode(row)
+            } else {
+                QueuedRow::unsendable(row)
+            };
+            match decoded {
                 Ok(row) => rows.push(row),
                 Err(e) => {
                     corrupt = Some((row.seq, e));
@@ -277,7 +319,7 @@ impl Fire {
             }
         }
         let (groups, row_group) = group_rows(&rows, &begun.scan);
-        let calls_cap = begun.start.budget.calls_per_fire().min(begun.start.calls_left);
+        let calls_cap = begun.calls_cap();
         let delivered = vec![false; rows.len()];
         Fire {
             begun,
@@ -389,6 +431,7 @@ impl Fire {
         let mut end = group.next;
         while end < group.rows.len() && end - group.next < batch_rows {
             let row = &self.rows[group.rows[end] as usize];
+            assert!(row.sendable, "row {} was read without its body but is being sent", row.seq);
             let row_bytes = row.bytes + BATCH_ROW_FRAMING_BYTES;
             let fits = bytes + row_bytes <= MAX_BATCH_BYTES && effects + row.effects <= MAX_BATCH_EFFECTS;
             if !fits {

@@ -491,3 +491,35 @@ fn an_alarm_stops_when_a_fire_waits_or_its_budget_is_spent() {
     assert_eq!(run.next_fire(), None);
     assert_eq!(run.final_wake(), Wake::After { delay_ms: 5 });
 }
+
+#[test]
+fn rows_no_call_can_reach_need_no_body() {
+    let mut rows: Vec<_> = (1..=40).map(|s| stored(s, &format!("t{s:02}"))).collect();
+    rows.push(stored(41, "t01"));
+    let b = budget(8, 2); // 16 calls: at most 16 distinct targets
+    let begun = begin(start(41, None, b));
+    let through = begun.bodies_through(rows.iter().map(|r| (r.seq, r.target.as_str())));
+    assert_eq!(through, Some(41), "a later row of a selectable target still needs its body");
+    let without_41 = begun.bodies_through(rows[..40].iter().map(|r| (r.seq, r.target.as_str())));
+    assert_eq!(without_41, Some(16));
+    // The shell may drop bodies past that point; the fire still delivers.
+    let hollow: Vec<_> = rows[..40]
+        .iter()
+        .map(|r| if r.seq > 16 { StoredRow { body: String::new(), ..r.clone() } } else { r.clone() })
+        .collect();
+    let mut f = Fire::new(begun, &hollow, true);
+    let calls = drive(&mut f, ok);
+    assert_eq!(calls.len(), 8);
+    let s = f.settle();
+    assert_eq!(deleted(&s), (1..=8).collect::<Vec<_>>());
+    assert!(s.report.corrupt.is_none(), "missing bodies past the point are not corruption");
+}
+
+#[test]
+fn blocked_targets_need_no_body() {
+    let mut rs = ScanState::new_cycle(3, None);
+    rs.blocked = vec![n("bad")];
+    let rows = [stored(1, "bad"), stored(2, "good"), stored(3, "bad")];
+    let begun = begin(start(3, Some(&rs), RelayBudget::default()));
+    assert_eq!(begun.bodies_through(rows.iter().map(|r| (r.seq, r.target.as_str()))), Some(2));
+}

@@ -238,6 +238,9 @@ pub struct QueuedRow {
     pub bytes: u32,
     /// Puts plus deletes, for the batch effect budget.
     pub effects: u32,
+    /// Whether `body` was read and checked; a fire never sends a row
+    /// without it (see `Fire::new`).
+    pub sendable: bool,
 }
 
 impl QueuedRow {
@@ -255,6 +258,25 @@ impl QueuedRow {
             body: row.body.clone(),
             bytes: len_u32(row.body.len()),
             effects: effects.count(),
+            sendable: true,
+        })
+    }
+
+    /// A row this fire cannot send, checked without its body (which the
+    /// shell may not have read): sequence and target only.
+    pub fn unsendable(row: &StoredRow) -> Result<QueuedRow, CorruptRow> {
+        if row.seq == 0 || row.seq > SEQ_MAX {
+            return Err(CorruptRow::Seq(row.seq));
+        }
+        let target = Name::new(row.target.clone()).map_err(|e| CorruptRow::Target(e.to_string()))?;
+        Ok(QueuedRow {
+            seq: row.seq,
+            target,
+            at_ms: row.at_ms,
+            body: String::new(),
+            bytes: 0,
+            effects: 0,
+            sendable: false,
         })
     }
 }

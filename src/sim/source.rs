@@ -185,7 +185,16 @@ impl Sim {
         let sizes: Vec<(u64, u32)> =
             range().take(w.probe_rows() as usize).map(|(s, r)| (*s, r.body.len() as u32)).collect();
         let (n, exhausted) = w.take(&sizes);
-        let rows: Vec<StoredRow> = range().take(n).map(|(_, r)| r.clone()).collect();
+        // Like the Durable Object shell, read bodies only as far as the fire
+        // can use them; later rows arrive without one.
+        let through = begun.bodies_through(range().take(n).map(|(s, r)| (*s, r.target.as_str())));
+        let rows: Vec<StoredRow> = range()
+            .take(n)
+            .map(|(s, r)| match through {
+                Some(t) if *s <= t => r.clone(),
+                _ => StoredRow { body: String::new(), ..r.clone() },
+            })
+            .collect();
         Fire::new(begun, &rows, exhausted)
     }
 

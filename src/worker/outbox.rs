@@ -481,41 +481,51 @@ impl Outbox {
             failing: self.failing()?,
         });
         let w = begun.window;
+        // Row metadata first (no bodies): it cuts the window and tells which
+        // rows the fire can send; only those bodies are read.
         #[derive(Deserialize)]
-        struct Size {
-            seq: u64,
-            bytes: u32,
-        }
-        let sizes: Vec<Size> = self.db.rows(
-            "SELECT seq, bytes FROM relay_outbox WHERE seq > ? AND seq <= ? ORDER BY seq LIMIT ?",
-            vec![int(w.after), int(w.through), int(u64::from(w.probe_rows()))],
-        )?;
-        let sizes: Vec<(u64, u32)> = sizes.iter().map(|s| (s.seq, s.bytes)).collect();
-        let (take, exhausted) = w.take(&sizes);
-        let rows = match take.checked_sub(1).map(|i| sizes[i].0) {
-            None => Vec::new(),
-            Some(last) => self.rows_between(w.after, last)?,
-        };
-        Ok(Fire::new(begun, &rows, exhausted))
-    }
-
-    /// Stored rows with `after < seq <= last`, ascending.
-    fn rows_between(&self, after: u64, last: u64) -> Result<Vec<StoredRow>, StoreError> {
-        #[derive(Deserialize)]
-        struct R {
+        struct Meta {
             seq: u64,
             target: String,
             at_ms: u64,
+            bytes: u32,
+        }
+        let meta: Vec<Meta> = self.db.rows(
+            "SELECT seq, target, at_ms, bytes FROM relay_outbox WHERE seq > ? AND seq <= ? ORDER BY seq LIMIT ?",
+            vec![int(w.after), int(w.through), int(u64::from(w.probe_rows()))],
+        )?;
+        let sizes: Vec<(u64, u32)> = meta.iter().map(|m| (m.seq, m.bytes)).collect();
+        let (take, exhausted) = w.take(&sizes);
+        let meta = &meta[..take];
+        let through = begun.bodies_through(meta.iter().map(|m| (m.seq, m.target.as_str())));
+        let mut bodies = match through {
+            None => Vec::new(),
+            Some(last) => self.bodies_between(w.after, last)?,
+        }
+        .into_iter()
+        .peekable();
+        let rows = meta
+            .iter()
+            .map(|m| {
+                let body = bodies.next_if(|(seq, _)| *seq == m.seq).map(|(_, b)| b).unwrap_or_default();
+                StoredRow { seq: m.seq, target: m.target.clone(), at_ms: m.at_ms, body }
+            })
+            .collect::<Vec<_>>();
+        Ok(Fire::new(begun, &rows, exhausted))
+    }
+
+    /// `(seq, body)` of rows with `after < seq <= last`, ascending.
+    fn bodies_between(&self, after: u64, last: u64) -> Result<Vec<(u64, String)>, StoreError> {
+        #[derive(Deserialize)]
+        struct R {
+            seq: u64,
             body: String,
         }
         let rows: Vec<R> = self.db.rows(
-            "SELECT seq, target, at_ms, body FROM relay_outbox WHERE seq > ? AND seq <= ? ORDER BY seq",
+            "SELECT seq, body FROM relay_outbox WHERE seq > ? AND seq <= ? ORDER BY seq",
             vec![int(after), int(last)],
         )?;
-        Ok(rows
-            .into_iter()
-            .map(|r| StoredRow { seq: r.seq, target: r.target, at_ms: r.at_ms, body: r.body })
-            .collect())
+        Ok(rows.into_iter().map(|r| (r.seq, r.body)).collect())
     }
 
     /// Applies a fire's checkpoint atomically if its guards hold: `rs` is
