@@ -5,33 +5,14 @@
 // (`{"event":"relay_alarm",...}`) and the queue consumer's per-batch lines
 // (`{"event":"bench_queue_batch",...}`).
 //
-// It reuses the end-to-end harness's `Relay` class (HTTP calls with the
-// token, stop) and starts the process the same way the harness does:
-// detached, on free ports, with its own persistence directory.
+// It starts the process with the end-to-end harness's `startWrangler`
+// (detached, free ports, retried on a port collision) and reuses its
+// `Relay` class (HTTP calls with the token, stop).
 
-import { spawn } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { Relay, ROOT, TOKEN, sleep } from "../tests/e2e/harness.mjs";
-
-/** How long `wrangler dev` may take to answer its first request. */
-const READY_TIMEOUT_MS = 180_000;
-/** Starts tried when a port picked as free was taken before wrangler bound it. */
-const PORT_ATTEMPTS = 4;
-
-async function freePort() {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.unref();
-    srv.on("error", reject);
-    srv.listen(0, "127.0.0.1", () => {
-      const { port } = srv.address();
-      srv.close(() => resolve(port));
-    });
-  });
-}
+import { ROOT, TOKEN, startWrangler } from "../tests/e2e/harness.mjs";
 
 /** The Worker's JSON log events in `text`, a chunk of complete lines. */
 function events(text) {
@@ -53,42 +34,21 @@ function events(text) {
 /**
  * Starts an instance with `vars` on top of bench/wrangler.toml's. Returns
  * the harness `Relay` (api, stop) with `listener`, a settable callback
- * receiving every logged event. Another process can take a port between
- * our picking it and wrangler binding it; then it starts again on others.
+ * receiving every logged event.
  */
 export async function startBenchWorker({ vars = {} } = {}) {
-  for (let attempt = 1; ; attempt++) {
-    try {
-      return await startOnce(vars);
-    } catch (e) {
-      if (attempt >= PORT_ATTEMPTS || !/Address already in use/.test(String(e.message))) throw e;
-    }
-  }
-}
-
-async function startOnce(vars) {
-  const port = await freePort();
-  const inspector = await freePort();
   const persistDir = mkdtempSync(join(tmpdir(), "relay-bench-"));
-  const allVars = { RELAY_TOKEN: TOKEN, ...vars };
-  const args = [
-    "dev", "--config", join(ROOT, "bench", "wrangler.toml"),
-    "--port", String(port), "--ip", "127.0.0.1", "--inspector-port", String(inspector),
-    "--persist-to", persistDir, "--show-interactive-dev-session=false",
-  ];
-  for (const [k, v] of Object.entries(allVars)) args.push("--var", `${k}:${v}`);
-  const wrangler = join(ROOT, "node_modules", "wrangler", "bin", "wrangler.js");
-  const path = `${join(ROOT, "node_modules", ".bin")}:${process.env.PATH}`;
-  const child = spawn(process.execPath, [wrangler, ...args], {
-    cwd: ROOT,
-    detached: true,
-    env: { ...process.env, PATH: path, WRANGLER_SEND_METRICS: "false", CI: "1", NO_COLOR: "1" },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  const worker = new Relay(child, port, persistDir);
+  const config = join(ROOT, "bench", "wrangler.toml");
+  let worker;
+  try {
+    worker = await startWrangler({ config, vars: { RELAY_TOKEN: TOKEN, ...vars }, persistDir });
+  } catch (e) {
+    rmSync(persistDir, { recursive: true, force: true });
+    throw e;
+  }
   worker.listener = () => {};
   let partial = "";
-  child.stdout.on("data", (d) => {
+  worker.child.stdout.on("data", (d) => {
     const text = partial + d.toString();
     const cut = text.lastIndexOf("\n");
     partial = text.slice(cut + 1);
@@ -99,18 +59,5 @@ async function startOnce(vars) {
     await stop();
     rmSync(persistDir, { recursive: true, force: true });
   };
-  const deadline = Date.now() + READY_TIMEOUT_MS;
-  while (Date.now() < deadline) {
-    if (child.exitCode !== null) {
-      await worker.stop();
-      throw new Error(`wrangler exited:\n${worker.output}`);
-    }
-    try {
-      const r = await worker.api("GET", "/v1/health");
-      if (r.status === 200) return worker;
-    } catch {}
-    await sleep(200);
-  }
-  await worker.stop();
-  throw new Error(`wrangler did not become ready:\n${worker.output}`);
+  return worker;
 }

@@ -105,7 +105,7 @@ fn valid(name: &str) -> Result<Name, HttpError> {
 }
 
 /// Sends a request to the Durable Object `name` in `binding`.
-async fn forward(
+pub(crate) async fn forward(
     env: &Env,
     binding: &str,
     name: &str,

@@ -167,7 +167,7 @@ impl Inbox {
                     return Err(StoreError::Guard("hook refused the batch"));
                 }
             };
-            let mut written = self.write_effects(rows.iter().map(|r| &r.effects).chain([&extra]))?;
+            let mut written = write_effects(&self.db, rows.iter().map(|r| &r.effects).chain([&extra]))?;
             written += 1;
             self.db.run(
                 "INSERT INTO relay_rh (source, watermark, applied_rows, batches, sql_rows_written) VALUES (?, ?, ?, 1, ?) \
@@ -188,40 +188,6 @@ impl Inbox {
             (Err(_), Some(e)) => Err(ApplyFailure::Rejected(ApplyError::Hook(e))),
             (Err(e), None) => Err(ApplyFailure::Unavailable(e.to_string())),
         }
-    }
-
-    /// Writes the net effect of `effects` (in order) on each key: one
-    /// upsert or delete per distinct key. Returns rows written.
-    fn write_effects<'a>(&self, effects: impl Iterator<Item = &'a Effects>) -> Result<u32, StoreError> {
-        let mut net: BTreeMap<&str, Option<&str>> = BTreeMap::new();
-        for e in effects {
-            for (k, v) in &e.puts {
-                net.insert(k, Some(v.as_str()));
-            }
-            for k in &e.deletes {
-                net.insert(k, None);
-            }
-        }
-        let puts: Vec<(&str, &str)> = net.iter().filter_map(|(k, v)| v.map(|v| (*k, v))).collect();
-        let deletes: Vec<&str> = net.iter().filter(|(_, v)| v.is_none()).map(|(k, _)| *k).collect();
-        let mut written = 0;
-        for chunk in puts.chunks(UPSERT_KEYS_PER_STATEMENT) {
-            let placeholders = vec!["(?, ?)"; chunk.len()].join(", ");
-            let params = chunk.iter().flat_map(|(k, v)| [(*k).into(), (*v).into()]).collect();
-            written += self.db.run(
-                &format!(
-                    "INSERT INTO relay_kv (key, value) VALUES {placeholders} \
-                     ON CONFLICT(key) DO UPDATE SET value = excluded.value"
-                ),
-                params,
-            )?;
-        }
-        for chunk in deletes.chunks(DELETE_KEYS_PER_STATEMENT) {
-            let placeholders = vec!["?"; chunk.len()].join(", ");
-            let params = chunk.iter().map(|k| (*k).into()).collect();
-            written += self.db.run(&format!("DELETE FROM relay_kv WHERE key IN ({placeholders})"), params)?;
-        }
-        Ok(written)
     }
 
     /// This target's watermark for `source` (0 if it never applied one).
@@ -288,6 +254,43 @@ impl Inbox {
         )?;
         Ok(())
     }
+}
+
+/// Writes the net effect of `effects` (in order) on each key: one
+/// upsert or delete per distinct key. Returns rows written.
+pub(crate) fn write_effects<'a>(
+    db: &Db,
+    effects: impl Iterator<Item = &'a Effects>,
+) -> Result<u32, StoreError> {
+    let mut net: BTreeMap<&str, Option<&str>> = BTreeMap::new();
+    for e in effects {
+        for (k, v) in &e.puts {
+            net.insert(k, Some(v.as_str()));
+        }
+        for k in &e.deletes {
+            net.insert(k, None);
+        }
+    }
+    let puts: Vec<(&str, &str)> = net.iter().filter_map(|(k, v)| v.map(|v| (*k, v))).collect();
+    let deletes: Vec<&str> = net.iter().filter(|(_, v)| v.is_none()).map(|(k, _)| *k).collect();
+    let mut written = 0;
+    for chunk in puts.chunks(UPSERT_KEYS_PER_STATEMENT) {
+        let placeholders = vec!["(?, ?)"; chunk.len()].join(", ");
+        let params = chunk.iter().flat_map(|(k, v)| [(*k).into(), (*v).into()]).collect();
+        written += db.run(
+            &format!(
+                "INSERT INTO relay_kv (key, value) VALUES {placeholders} \
+                 ON CONFLICT(key) DO UPDATE SET value = excluded.value"
+            ),
+            params,
+        )?;
+    }
+    for chunk in deletes.chunks(DELETE_KEYS_PER_STATEMENT) {
+        let placeholders = vec!["?"; chunk.len()].join(", ");
+        let params = chunk.iter().map(|k| (*k).into()).collect();
+        written += db.run(&format!("DELETE FROM relay_kv WHERE key IN ({placeholders})"), params)?;
+    }
+    Ok(written)
 }
 
 /// A hook that records every applied row, in application order, in

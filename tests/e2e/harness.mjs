@@ -15,7 +15,7 @@ import { fileURLToPath } from "node:url";
 export const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
 export const TOKEN = "e2e-token-" + process.pid;
 
-async function freePort() {
+export async function freePort() {
   return new Promise((resolve, reject) => {
     const srv = createServer();
     srv.unref();
@@ -56,41 +56,14 @@ export class Relay {
    * to a copy of wrangler.toml (written beside it, so paths still resolve).
    */
   static async start({ vars = {}, persistDir, extraToml } = {}) {
-    const port = await freePort();
-    const inspector = await freePort();
     persistDir ??= mkdtempSync(join(tmpdir(), "relay-e2e-"));
     const allVars = { RELAY_ENV: "test", RELAY_TEST_FAULTS: "on", RELAY_TOKEN: TOKEN, ...vars };
-    const args = [
-      "dev", "--port", String(port), "--ip", "127.0.0.1", "--inspector-port", String(inspector),
-      "--persist-to", persistDir, "--show-interactive-dev-session=false",
-    ];
-    for (const [k, v] of Object.entries(allVars)) args.push("--var", `${k}:${v}`);
+    let config;
     if (extraToml) {
-      const config = join(ROOT, `.wrangler-e2e-${process.pid}-${port}.toml`);
+      config = join(ROOT, `.wrangler-e2e-${process.pid}-${Date.now()}.toml`);
       writeFileSync(config, readFileSync(join(ROOT, "wrangler.toml"), "utf8") + "\n" + extraToml + "\n");
-      args.push("--config", config);
     }
-    // Run wrangler with this Node (22, from node_modules) whatever PATH says.
-    const wrangler = join(ROOT, "node_modules", "wrangler", "bin", "wrangler.js");
-    const path = `${join(ROOT, "node_modules", ".bin")}:${process.env.PATH}`;
-    const child = spawn(process.execPath, [wrangler, ...args], {
-      cwd: ROOT,
-      detached: true,
-      env: { ...process.env, PATH: path, WRANGLER_SEND_METRICS: "false", CI: "1", NO_COLOR: "1" },
-      stdio: ["ignore", "pipe", "pipe"],
-    });
-    const relay = new Relay(child, port, persistDir);
-    const deadline = Date.now() + 180_000;
-    while (Date.now() < deadline) {
-      if (child.exitCode !== null) throw new Error(`wrangler exited:\n${relay.output}`);
-      try {
-        const r = await relay.api("GET", "/v1/health");
-        if (r.status === 200) return relay;
-      } catch {}
-      await sleep(250);
-    }
-    relay.kill();
-    throw new Error(`wrangler did not become ready:\n${relay.output}`);
+    return startWrangler({ config, vars: allVars, persistDir });
   }
 
   /** SIGKILLs the whole process group (wrangler and workerd). */
@@ -170,6 +143,59 @@ export class Relay {
     }
     return out;
   }
+}
+
+/** Starts tried when a port picked as free was taken before wrangler bound it. */
+const PORT_ATTEMPTS = 4;
+/** How long `wrangler dev` may take to answer its first request. */
+const READY_TIMEOUT_MS = 180_000;
+
+/**
+ * Spawns `wrangler dev` (with `config`, default wrangler.toml) on free ports
+ * with `vars` and `persistDir`, and resolves with a `Relay` once
+ * `/v1/health` answers. Another process can take a port between our
+ * picking it and wrangler binding it; then it starts again on others.
+ */
+export async function startWrangler({ config, vars, persistDir }) {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startOnce({ config, vars, persistDir });
+    } catch (e) {
+      if (attempt >= PORT_ATTEMPTS || !/Address already in use/.test(String(e.message))) throw e;
+    }
+  }
+}
+
+async function startOnce({ config, vars, persistDir }) {
+  const port = await freePort();
+  const inspector = await freePort();
+  const args = [
+    "dev", "--port", String(port), "--ip", "127.0.0.1", "--inspector-port", String(inspector),
+    "--persist-to", persistDir, "--show-interactive-dev-session=false",
+  ];
+  if (config) args.push("--config", config);
+  for (const [k, v] of Object.entries(vars)) args.push("--var", `${k}:${v}`);
+  // Run wrangler with this Node (22, from node_modules) whatever PATH says.
+  const wrangler = join(ROOT, "node_modules", "wrangler", "bin", "wrangler.js");
+  const path = `${join(ROOT, "node_modules", ".bin")}:${process.env.PATH}`;
+  const child = spawn(process.execPath, [wrangler, ...args], {
+    cwd: ROOT,
+    detached: true,
+    env: { ...process.env, PATH: path, WRANGLER_SEND_METRICS: "false", CI: "1", NO_COLOR: "1" },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  const relay = new Relay(child, port, persistDir);
+  const deadline = Date.now() + READY_TIMEOUT_MS;
+  while (Date.now() < deadline) {
+    if (child.exitCode !== null) throw new Error(`wrangler exited:\n${relay.output}`);
+    try {
+      const r = await relay.api("GET", "/v1/health");
+      if (r.status === 200) return relay;
+    } catch {}
+    await sleep(250);
+  }
+  relay.kill();
+  throw new Error(`wrangler did not become ready:\n${relay.output}`);
 }
 
 /** One row putting `key = value` at `target`. */

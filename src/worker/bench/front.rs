@@ -8,10 +8,10 @@
 //! | `GET /v1/bench/sources/{source}/status` | a bench source's sequences, writes, calls, sends |
 //! | `GET /v1/bench/targets/{target}/stats` | a target's arrival log, summarised |
 
-use worker::{Env, Method, Request, RequestInit, Response};
+use crate::worker::front::forward;
+use worker::{Env, Method, Request, Response};
 
 use super::{flag, BENCH_SOURCE_BINDING, FRONT_PREFIX};
-use crate::core::Name;
 use crate::worker::http::{check_bearer, read_body, HttpError};
 use crate::worker::{TARGET_BINDING, TOKEN_SECRET};
 
@@ -46,28 +46,4 @@ pub async fn handle(mut req: Request, env: &Env) -> Result<Response, HttpError> 
         }
         _ => Err(HttpError::new(404, "no_route", format!("no route for {method} {}", url.path()))),
     }
-}
-
-async fn forward(
-    env: &Env,
-    binding: &str,
-    name: &str,
-    method: Method,
-    path: &str,
-    body: Option<String>,
-) -> Result<Response, HttpError> {
-    let name =
-        Name::new(name).map_err(|e| HttpError::bad_request("invalid_name", format!("{name:?}: {e}")))?;
-    let internal = |e: worker::Error| HttpError::internal(e.to_string());
-    let stub = env
-        .durable_object(binding)
-        .map_err(internal)?
-        .id_from_name(name.as_str())
-        .map_err(internal)?
-        .get_stub()
-        .map_err(internal)?;
-    let mut init = RequestInit::new();
-    init.with_method(method).with_body(body.map(Into::into));
-    let req = Request::new_with_init(&format!("https://bench{path}"), &init).map_err(internal)?;
-    stub.fetch_with_request(req).await.map_err(internal)
 }

@@ -25,7 +25,7 @@
 //! ```
 
 use std::cell::OnceCell;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 
 use serde::{Deserialize, Serialize};
 use worker::{Request, Response, SqlStorageValue};
@@ -50,11 +50,6 @@ const MIGRATIONS: &[&[&str]] = &[&[
 const ARRIVALS_PER_STATEMENT: usize = 33;
 /// Sequences per duplicate probe (one parameter each, plus the source).
 const SEQS_PER_PROBE: usize = 99;
-/// Key-value pairs per multi-row upsert (two parameters each), as the
-/// relay's inbox writes them.
-const UPSERT_KEYS_PER_STATEMENT: usize = 50;
-/// Keys per multi-key delete, as the relay's inbox deletes them.
-const DELETE_KEYS_PER_STATEMENT: usize = 100;
 
 fn now_ms() -> u64 {
     worker::Date::now().as_millis()
@@ -258,41 +253,6 @@ impl RelayHook for ArrivalHook<'_> {
     }
 }
 
-/// Writes the net effect of `effects` (in order) on each key to
-/// `relay_kv`, one upsert or delete per distinct key, as the relay's inbox
-/// does. Returns rows written.
-fn write_effects<'a>(db: &Db, effects: impl Iterator<Item = &'a Effects>) -> Result<u32, StoreError> {
-    let mut net: BTreeMap<&str, Option<&str>> = BTreeMap::new();
-    for e in effects {
-        for (k, v) in &e.puts {
-            net.insert(k, Some(v.as_str()));
-        }
-        for k in &e.deletes {
-            net.insert(k, None);
-        }
-    }
-    let puts: Vec<(&str, &str)> = net.iter().filter_map(|(k, v)| v.map(|v| (*k, v))).collect();
-    let deletes: Vec<&str> = net.iter().filter(|(_, v)| v.is_none()).map(|(k, _)| *k).collect();
-    let mut written = 0;
-    for chunk in puts.chunks(UPSERT_KEYS_PER_STATEMENT) {
-        let placeholders = vec!["(?, ?)"; chunk.len()].join(", ");
-        let params = chunk.iter().flat_map(|(k, v)| [(*k).into(), (*v).into()]).collect();
-        written += db.run(
-            &format!(
-                "INSERT INTO relay_kv (key, value) VALUES {placeholders} \
-                 ON CONFLICT(key) DO UPDATE SET value = excluded.value"
-            ),
-            params,
-        )?;
-    }
-    for chunk in deletes.chunks(DELETE_KEYS_PER_STATEMENT) {
-        let placeholders = vec!["?"; chunk.len()].join(", ");
-        let params = chunk.iter().map(|k| (*k).into()).collect();
-        written += db.run(&format!("DELETE FROM relay_kv WHERE key IN ({placeholders})"), params)?;
-    }
-    Ok(written)
-}
-
 /// Applies a bench call unconditionally and records its arrivals, in one
 /// transaction.
 pub fn apply(inbox: &Inbox, arrivals: &Arrivals, body: &str) -> Result<BenchReply, HttpError> {
@@ -317,7 +277,7 @@ pub fn apply(inbox: &Inbox, arrivals: &Arrivals, body: &str) -> Result<BenchRepl
     let at_ms = now_ms();
     let db = inbox.db();
     db.transaction(|| {
-        let written = write_effects(db, call.rows.iter().map(|r| &r.effects))?;
+        let written = crate::worker::inbox::write_effects(db, call.rows.iter().map(|r| &r.effects))?;
         // Arrivals per source, keeping the call's order within each source.
         let mut by_source: Vec<(&str, Vec<u64>)> = Vec::new();
         for row in &call.rows {
