@@ -141,11 +141,9 @@ impl Sim {
         let (s, t) = (name(source), name(target));
         let now = self.now_ms();
         let src = self.source_mut(&s);
-        let seqs: Vec<u64> = src.parked.values().filter(|r| r.target == t.as_str()).map(|r| r.seq).collect();
-        for seq in &seqs {
-            let row = src.parked.remove(seq).expect("listed above");
-            src.outbox.insert(*seq, row);
-        }
+        let rows = src.take_parked(&t);
+        let seqs: Vec<u64> = rows.iter().map(|r| r.seq).collect();
+        src.outbox.extend(rows.into_iter().map(|r| (r.seq, r)));
         src.targets.remove(&t);
         src.rs = Some(ScanState::restart_marker(src.rs.as_deref(), src.os).encode());
         src.alarm_at = Some(src.alarm_at.map_or(now, |a| a.min(now)));
@@ -158,11 +156,9 @@ impl Sim {
         let (s, t) = (name(source), name(target));
         let now = self.now_ms();
         let src = self.source_mut(&s);
-        let seqs: Vec<u64> = src.parked.values().filter(|r| r.target == t.as_str()).map(|r| r.seq).collect();
-        for seq in &seqs {
-            let row = src.parked.remove(seq).expect("listed above");
-            src.discarded.insert(*seq, Discarded { row, at_ms: now });
-        }
+        let rows = src.take_parked(&t);
+        let seqs: Vec<u64> = rows.iter().map(|r| r.seq).collect();
+        src.discarded.extend(rows.into_iter().map(|row| (row.seq, Discarded { row, at_ms: now })));
         src.targets.remove(&t);
         for seq in &seqs {
             self.discarded_seqs.insert((s.clone(), *seq));
@@ -214,6 +210,13 @@ impl Sim {
 }
 
 impl super::source::SimSource {
+    /// Removes and returns `target`'s parked rows, ascending.
+    fn take_parked(&mut self, target: &Name) -> Vec<StoredRow> {
+        let seqs: Vec<u64> =
+            self.parked.values().filter(|r| r.target == target.as_str()).map(|r| r.seq).collect();
+        seqs.iter().map(|s| self.parked.remove(s).expect("listed above")).collect()
+    }
+
     /// Occupancy under this source's bounds.
     pub(crate) fn capacity(&self) -> Capacity {
         let rows = (self.outbox.len() + self.parked.len()) as u64;

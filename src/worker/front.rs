@@ -12,14 +12,20 @@ use super::http::{check_bearer, json, read_body, HttpError};
 use super::{SOURCE_BINDING, TARGET_BINDING, TOKEN_SECRET};
 use crate::core::Name;
 
-/// Routes one request.
-pub async fn handle(mut req: Request, env: &Env) -> Result<Response, HttpError> {
+/// Checks the request's bearer token against the `RELAY_TOKEN` secret (or
+/// variable); with none set, nobody is admitted.
+pub(crate) fn authorize(req: &Request, env: &Env) -> Result<(), HttpError> {
     let token = env
         .secret(TOKEN_SECRET)
         .map(|s| s.to_string())
         .or_else(|_| env.var(TOKEN_SECRET).map(|v| v.to_string()))
         .unwrap_or_default();
-    check_bearer(req.headers().get("authorization").ok().flatten().as_deref(), &token)?;
+    check_bearer(req.headers().get("authorization").ok().flatten().as_deref(), &token)
+}
+
+/// Routes one request.
+pub async fn handle(mut req: Request, env: &Env) -> Result<Response, HttpError> {
+    authorize(&req, env)?;
     let url = req.url().map_err(|e| HttpError::bad_request("bad_url", e.to_string()))?;
     let method = req.method();
     let segments: Vec<&str> = url.path().trim_matches('/').split('/').collect();

@@ -12,8 +12,8 @@ use crate::worker::front::forward;
 use worker::{Env, Method, Request, Response};
 
 use super::{flag, BENCH_SOURCE_BINDING, FRONT_PREFIX};
-use crate::worker::http::{check_bearer, read_body, HttpError};
-use crate::worker::{TARGET_BINDING, TOKEN_SECRET};
+use crate::worker::http::{read_body, HttpError};
+use crate::worker::TARGET_BINDING;
 
 /// Whether `path` is a bench route.
 pub fn is_bench_path(path: &str) -> bool {
@@ -22,12 +22,7 @@ pub fn is_bench_path(path: &str) -> bool {
 
 /// Routes one bench request.
 pub async fn handle(mut req: Request, env: &Env) -> Result<Response, HttpError> {
-    let token = env
-        .secret(TOKEN_SECRET)
-        .map(|s| s.to_string())
-        .or_else(|_| env.var(TOKEN_SECRET).map(|v| v.to_string()))
-        .unwrap_or_default();
-    check_bearer(req.headers().get("authorization").ok().flatten().as_deref(), &token)?;
+    crate::worker::front::authorize(&req, env)?;
     flag::require(env)?;
     let url = req.url().map_err(|e| HttpError::bad_request("bad_url", e.to_string()))?;
     let method = req.method();
