@@ -7,11 +7,15 @@
 //! batch is ascending and the watermark is a threshold, the duplicates are
 //! always a prefix of the batch.
 
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
+#![deny(clippy::unreachable, clippy::todo, clippy::unimplemented)]
+
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
 use super::fire::TargetCall;
+use super::json::{nesting_depth, BATCH_ENVELOPE_DEPTH, MAX_VALUE_DEPTH};
 use super::limits::{MAX_BATCH_BYTES, MAX_BATCH_EFFECTS, MAX_BATCH_ROWS, SEQ_MAX};
 use super::name::Name;
 use super::row::{Effects, QueuedRow};
@@ -50,17 +54,18 @@ pub struct ApplyReply {
 
 /// Encodes the batch for `call` from the fire's rows, embedding each stored
 /// body verbatim: `{"source":..,"rows":[{"seq":N,"effects":BODY},..]}`.
+/// `rows` are the fire's window, which holds every row of every call the
+/// fire hands out (the fire's own state, not caller bytes).
+#[allow(clippy::expect_used, reason = "a call's rows are in the fire's window: the engine built both")]
 pub fn encode_request(source: &Name, call: &TargetCall, rows: &[QueuedRow]) -> String {
     let mut out = String::with_capacity(call.bytes as usize + 64);
-    out.push_str(r#"{"source":"#);
-    out.push_str(&serde_json::to_string(source).expect("names serialise"));
-    out.push_str(r#","rows":["#);
-    let mut next = 0;
+    // A name's alphabet needs no JSON escapes.
+    out.push_str(r#"{"source":""#);
+    out.push_str(source.as_str());
+    out.push_str(r#"","rows":["#);
+    let mut window = rows.iter();
     for (n, seq) in call.seqs.iter().enumerate() {
-        while rows[next].seq != *seq {
-            next += 1;
-        }
-        let row = &rows[next];
+        let row = window.find(|r| r.seq == *seq).expect("every call row is in the window, ascending");
         assert_eq!(row.target, call.target, "row {seq} belongs to another target");
         if n > 0 {
             out.push(',');
@@ -131,6 +136,10 @@ pub fn decode_request(body: &str) -> Result<ApplyRequest, ApplyError> {
     if body.len() > 2 * MAX_BATCH_BYTES as usize {
         return Err(ApplyError::TooLarge("MAX_BATCH_BYTES"));
     }
+    let depth = nesting_depth(body);
+    if depth > MAX_VALUE_DEPTH + BATCH_ENVELOPE_DEPTH {
+        return Err(ApplyError::Malformed(format!("batch nests {depth} levels deep")));
+    }
     let request: ApplyRequest =
         serde_json::from_str(body).map_err(|e| ApplyError::Malformed(e.to_string()))?;
     validate_request(&request)?;
@@ -145,7 +154,7 @@ pub fn validate_request(request: &ApplyRequest) -> Result<(), ApplyError> {
     if request.rows.len() > MAX_BATCH_ROWS as usize {
         return Err(ApplyError::TooLarge("MAX_BATCH_ROWS"));
     }
-    let effects: u32 = request.rows.iter().map(|r| r.effects.count()).sum();
+    let effects = request.rows.iter().fold(0u32, |sum, r| sum.saturating_add(r.effects.count()));
     if effects > MAX_BATCH_EFFECTS {
         return Err(ApplyError::TooLarge("MAX_BATCH_EFFECTS"));
     }
@@ -173,7 +182,7 @@ pub struct ApplyPlan {
 impl ApplyPlan {
     /// Rows to apply: those after the duplicate prefix.
     pub fn to_apply<'a>(&self, request: &'a ApplyRequest) -> &'a [ApplyRow] {
-        &request.rows[self.duplicates..]
+        request.rows.get(self.duplicates..).unwrap_or_default()
     }
 
     /// The reply for this plan.
@@ -190,7 +199,7 @@ impl ApplyPlan {
 /// `watermark`. The request must have passed [`validate_request`].
 pub fn plan_apply(watermark: u64, request: &ApplyRequest) -> ApplyPlan {
     let duplicates = request.rows.iter().take_while(|r| r.seq <= watermark).count();
-    let last = request.rows.last().expect("validated batches are non-empty").seq;
+    let last = request.rows.last().map_or(0, |r| r.seq);
     let plan = ApplyPlan { duplicates, watermark: watermark.max(last) };
     assert!(plan.watermark >= watermark, "a watermark never moves back");
     plan

@@ -4,11 +4,14 @@
 //! identity is a SHA-256 digest of the canonical rows. Records expire after
 //! a horizon and are pruned by the alarm in bounded batches.
 
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
+#![deny(clippy::unreachable, clippy::todo, clippy::unimplemented)]
+
 use std::fmt;
 
 use sha2::{Digest, Sha256};
 
-use super::enqueue::EnqueueRow;
+use super::enqueue::EncodedRows;
 
 /// Longest idempotency key, in bytes.
 pub const MAX_IDEMPOTENCY_KEY_BYTES: usize = 128;
@@ -100,13 +103,13 @@ pub fn validate_key(key: &str) -> Result<(), KeyError> {
     Ok(())
 }
 
-/// Hex SHA-256 over the canonical rows: each row's target and normalised
-/// effects, length-prefixed so no two row lists share an encoding.
-pub fn content_digest(rows: &[EnqueueRow]) -> String {
+/// Hex SHA-256 over the canonical rows: each row's target and encoded
+/// body (canonical values), length-prefixed so no two row lists share an
+/// encoding.
+pub fn content_digest(rows: &EncodedRows) -> String {
     let mut hash = Sha256::new();
-    for row in rows {
-        let body = serde_json::to_string(&row.normalised_effects()).expect("effects serialise");
-        for part in [row.target.as_str(), body.as_str()] {
+    for (target, body) in &rows.rows {
+        for part in [target.as_str(), body.as_str()] {
             hash.update((part.len() as u64).to_be_bytes());
             hash.update(part.as_bytes());
         }
@@ -133,6 +136,7 @@ pub fn next_prune_ms(oldest_at_ms: u64, horizon_ms: u64, last_prune_ms: u64) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::enqueue::{encode_rows, EnqueueRow};
     use crate::core::Name;
     use serde_json::json;
 
@@ -140,22 +144,20 @@ mod tests {
         EnqueueRow::new(Name::new(t).unwrap(), vec![("k".into(), v)], vec![])
     }
 
+    fn digest(rows: &[EnqueueRow]) -> String {
+        content_digest(&encode_rows(rows).unwrap())
+    }
+
     #[test]
     fn digest_ignores_spelling_but_not_content() {
         let spaced: EnqueueRow =
             serde_json::from_str(r#"{"target":"t","puts":[["k", {"b":1, "a":2}]]}"#).unwrap();
         let tight = row("t", json!({"a": 2, "b": 1}));
-        assert_eq!(content_digest(&[spaced]), content_digest(std::slice::from_ref(&tight)));
-        assert_ne!(
-            content_digest(std::slice::from_ref(&tight)),
-            content_digest(&[row("t", json!({"a": 2}))])
-        );
-        assert_ne!(
-            content_digest(std::slice::from_ref(&tight)),
-            content_digest(&[row("u", json!({"a": 2, "b": 1}))])
-        );
-        assert_ne!(content_digest(std::slice::from_ref(&tight)), content_digest(&[tight.clone(), tight]));
-        assert_eq!(content_digest(&[]).len(), 64);
+        assert_eq!(digest(&[spaced]), digest(std::slice::from_ref(&tight)));
+        assert_ne!(digest(std::slice::from_ref(&tight)), digest(&[row("t", json!({"a": 2}))]));
+        assert_ne!(digest(std::slice::from_ref(&tight)), digest(&[row("u", json!({"a": 2, "b": 1}))]));
+        assert_ne!(digest(std::slice::from_ref(&tight)), digest(&[tight.clone(), tight]));
+        assert_eq!(content_digest(&EncodedRows { rows: vec![], bytes: 0 }).len(), 64);
     }
 
     #[test]

@@ -5,10 +5,14 @@
 //! is written. The shell writes the planned rows and the new `os` in the
 //! same atomic block as the caller's own state change.
 
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
+#![deny(clippy::unreachable, clippy::todo, clippy::unimplemented)]
+
 use std::fmt;
 
 use serde::Deserialize;
 
+use super::json::{canonical, ValueError};
 use super::limits::{MAX_ENQUEUE_BYTES, MAX_ROWS_PER_ENQUEUE, SEQ_MAX};
 use super::name::Name;
 use super::row::{Effects, JsonValue, RowError, StoredRow};
@@ -35,19 +39,19 @@ impl EnqueueRow {
         EnqueueRow { target, puts, deletes }
     }
 
-    /// The row's effects with every value re-encoded compactly with sorted
-    /// object keys, so equal content always has equal bytes.
-    pub fn normalised_effects(&self) -> Effects {
-        let puts = self
-            .puts
-            .iter()
-            .map(|(k, v)| {
-                let value: serde_json::Value =
-                    serde_json::from_str(v.as_str()).expect("a JsonValue is valid JSON");
-                (k.clone(), JsonValue::from_value(&value))
-            })
-            .collect();
-        Effects { puts, deletes: self.deletes.clone() }
+    /// The row's effects with every value in its canonical text (see
+    /// [`json`](super::json)), so equal content always has equal bytes.
+    /// Refuses a value that is too deep, names an object key twice or holds
+    /// a lone surrogate.
+    pub fn normalised_effects(&self) -> Result<Effects, RowError> {
+        let mut puts = Vec::with_capacity(self.puts.len());
+        for (k, v) in &self.puts {
+            let text = canonical(v.as_str()).map_err(|error| RowError::Value { key: k.clone(), error })?;
+            let value = JsonValue::from_text(&text)
+                .map_err(|_| RowError::Value { key: k.clone(), error: ValueError::TooDeep })?;
+            puts.push((k.clone(), value));
+        }
+        Ok(Effects { puts, deletes: self.deletes.clone() })
     }
 }
 
@@ -236,15 +240,22 @@ impl EnqueuePlan {
     }
 }
 
-/// Validates `rows` and assigns them sequences after `os`, stamped `now_ms`,
-/// refusing them when the source would pass its `capacity` bounds.
-pub fn plan_enqueue(
-    os: u64,
-    now_ms: u64,
-    rows: &[EnqueueRow],
-    capacity: &Capacity,
-) -> Result<EnqueuePlan, EnqueueError> {
-    assert!(os <= SEQ_MAX, "stored os {os} past SEQ_MAX");
+/// Rows validated and encoded, in request order: what the dedup digest
+/// covers and what [`plan_encoded`] sequences.
+///
+/// Invariant: 1..=[`MAX_ROWS_PER_ENQUEUE`] rows, every body a valid encoded
+/// [`Effects`], `bytes` their total length, at most [`MAX_ENQUEUE_BYTES`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EncodedRows {
+    /// Each row's target and encoded body.
+    pub rows: Vec<(Name, String)>,
+    /// Total body bytes.
+    pub bytes: u64,
+}
+
+/// Validates `rows` against the row and request limits and encodes their
+/// bodies. Pure: the first refusal names the row.
+pub fn encode_rows(rows: &[EnqueueRow]) -> Result<EncodedRows, EnqueueError> {
     if rows.is_empty() {
         return Err(EnqueueError::NoRows);
     }
@@ -252,34 +263,63 @@ pub fn plan_enqueue(
     if count > MAX_ROWS_PER_ENQUEUE {
         return Err(EnqueueError::TooManyRows(count));
     }
-    if SEQ_MAX - os < u64::from(count) {
-        return Err(EnqueueError::SequenceExhausted);
-    }
-    let mut planned = Vec::with_capacity(rows.len());
+    let mut encoded = Vec::with_capacity(rows.len());
     let mut bytes: u64 = 0;
-    for (index, row) in rows.iter().enumerate() {
+    for (index, row) in (0u32..).zip(rows) {
         let body = row
             .normalised_effects()
-            .encode()
-            .map_err(|error| EnqueueError::Row { index: index as u32, error })?;
+            .and_then(|e| e.encode())
+            .map_err(|error| EnqueueError::Row { index, error })?;
         bytes += body.len() as u64;
         if bytes > u64::from(MAX_ENQUEUE_BYTES) {
             return Err(EnqueueError::TooManyBytes(bytes));
         }
-        planned.push(StoredRow {
-            seq: os + 1 + index as u64,
-            target: row.target.as_str().to_owned(),
-            at_ms: now_ms,
-            body,
-        });
+        encoded.push((row.target.clone(), body));
     }
-    let (after_rows, after_bytes) = (capacity.rows + u64::from(count), capacity.bytes + bytes);
+    Ok(EncodedRows { rows: encoded, bytes })
+}
+
+/// Assigns encoded rows sequences after `os`, stamped `now_ms`, refusing
+/// them when the source would pass its `capacity` bounds.
+pub fn plan_encoded(
+    os: u64,
+    now_ms: u64,
+    encoded: &EncodedRows,
+    capacity: &Capacity,
+) -> Result<EnqueuePlan, EnqueueError> {
+    assert!(os <= SEQ_MAX, "stored os {os} past SEQ_MAX");
+    let count = encoded.rows.len() as u64;
+    if SEQ_MAX - os < count {
+        return Err(EnqueueError::SequenceExhausted);
+    }
+    let (after_rows, after_bytes) = (capacity.rows + count, capacity.bytes + encoded.bytes);
     if after_rows > capacity.max_rows || after_bytes > capacity.max_bytes {
         return Err(EnqueueError::OutboxFull { rows: after_rows, bytes: after_bytes, capacity: *capacity });
     }
-    let plan = EnqueuePlan { rows: planned, os: os + u64::from(count), bytes };
+    let rows = (os + 1..)
+        .zip(&encoded.rows)
+        .map(|(seq, (target, body))| StoredRow {
+            seq,
+            target: target.as_str().to_owned(),
+            at_ms: now_ms,
+            body: body.clone(),
+        })
+        .collect();
+    let plan = EnqueuePlan { rows, os: os + count, bytes: encoded.bytes };
     assert!(plan.os <= SEQ_MAX);
     Ok(plan)
+}
+
+/// Validates `rows` and assigns them sequences after `os`, stamped `now_ms`,
+/// refusing them when the source would pass its `capacity` bounds:
+/// [`encode_rows`] then [`plan_encoded`].
+pub fn plan_enqueue(
+    os: u64,
+    now_ms: u64,
+    rows: &[EnqueueRow],
+    capacity: &Capacity,
+) -> Result<EnqueuePlan, EnqueueError> {
+    plan_encoded(os, now_ms, &encode_rows(rows)?, capacity)
 }
 
 #[cfg(test)]

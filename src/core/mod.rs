@@ -9,8 +9,10 @@ pub mod apply;
 pub mod dedup;
 pub mod enqueue;
 pub mod fire;
+pub mod json;
 pub mod limits;
 pub mod name;
+pub mod request;
 pub mod row;
 pub mod scan;
 pub mod settle;
@@ -23,12 +25,15 @@ pub use apply::{
 };
 pub use dedup::{content_digest, decide, Dedup, DedupRecord};
 pub use enqueue::{
-    plan_enqueue, Capacity, EnqueueError, EnqueuePlan, EnqueueRefusal, EnqueueRow,
-    BACKPRESSURE_RETRY_AFTER_S, DEFAULT_MAX_QUEUED_BYTES, DEFAULT_MAX_QUEUED_ROWS,
+    encode_rows, plan_encoded, plan_enqueue, Capacity, EncodedRows, EnqueueError, EnqueuePlan,
+    EnqueueRefusal, EnqueueRow, BACKPRESSURE_RETRY_AFTER_S, DEFAULT_MAX_QUEUED_BYTES,
+    DEFAULT_MAX_QUEUED_ROWS,
 };
 pub use fire::{begin, Begun, CallOutcome, Failure, Fire, FireStart, RelayPolicy, TargetCall, WindowQuery};
+pub use json::{ValueError, MAX_VALUE_DEPTH};
 pub use limits::*;
 pub use name::{Name, NameError, MAX_NAME_BYTES};
+pub use request::{decode_enqueue, decode_json, EnqueueRequest, RequestError};
 pub use row::{CorruptRow, Effects, JsonValue, QueuedRow, RowError, StoredRow};
 pub use scan::{CorruptScan, ScanState};
 pub use settle::{Checkpoint, DeleteRange, FireReport, Settlement, Wake};

@@ -4,6 +4,9 @@
 //! keyed by, and what appears in logs and URLs, so it is restricted to a
 //! small, printable, URL-safe alphabet and a bounded length.
 
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
+#![deny(clippy::unreachable, clippy::todo, clippy::unimplemented)]
+
 use std::fmt;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};

@@ -5,12 +5,16 @@
 //! JSON; the source stores that text and later sends it to the target
 //! verbatim, so the relay never re-encodes a row on the delivery path.
 
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
+#![deny(clippy::unreachable, clippy::todo, clippy::unimplemented)]
+
 use std::collections::BTreeSet;
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
+use super::json::ValueError;
 use super::limits::{MAX_EFFECTS_PER_ROW, MAX_KEY_BYTES, MAX_ROW_BYTES, MAX_VALUE_BYTES, SEQ_MAX};
 use super::name::Name;
 
@@ -23,6 +27,7 @@ pub struct JsonValue(Box<RawValue>);
 
 impl JsonValue {
     /// Encodes `value` compactly (object keys sorted, as serde_json orders them).
+    #[allow(clippy::expect_used, reason = "serde_json serialises any Value, and its output is JSON")]
     pub fn from_value(value: &serde_json::Value) -> JsonValue {
         let text = serde_json::to_string(value).expect("a Value always serialises");
         JsonValue(RawValue::from_string(text).expect("serde_json output is valid JSON"))
@@ -81,6 +86,13 @@ pub enum RowError {
     /// The encoded row is over [`MAX_ROW_BYTES`] and cannot fit a target
     /// batch; carries its length.
     RowTooLarge(u32),
+    /// The value put at `key` is not acceptable JSON (see [`super::json`]).
+    Value {
+        /// The key whose value it is.
+        key: String,
+        /// What is wrong with the value.
+        error: ValueError,
+    },
 }
 
 impl RowError {
@@ -94,6 +106,7 @@ impl RowError {
             RowError::ValueTooLarge(_) => "value_too_large",
             RowError::DuplicateKey(_) => "duplicate_key",
             RowError::RowTooLarge(_) => "row_too_large",
+            RowError::Value { error, .. } => error.code(),
         }
     }
 }
@@ -116,6 +129,7 @@ impl fmt::Display for RowError {
             RowError::RowTooLarge(n) => {
                 write!(f, "row encodes to {n} bytes; one target batch holds rows of at most {MAX_ROW_BYTES}")
             }
+            RowError::Value { key, error } => write!(f, "value of key {key:?}: {error}"),
         }
     }
 }
@@ -166,6 +180,7 @@ impl Effects {
 
     /// Validates and encodes the body that the outbox stores and the target
     /// receives.
+    #[allow(clippy::expect_used, reason = "strings and raw JSON values always serialise")]
     pub fn encode(&self) -> Result<String, RowError> {
         self.validate()?;
         let body = serde_json::to_string(self).expect("effects always serialise");

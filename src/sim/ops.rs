@@ -8,8 +8,8 @@ use std::collections::BTreeMap;
 use super::{name, Sim};
 use crate::core::dedup::{decide, next_prune_ms, validate_key, DEFAULT_DISCARD_HORIZON_MS, PRUNE_BATCH_ROWS};
 use crate::core::{
-    content_digest, plan_enqueue, Capacity, Dedup, DedupRecord, EnqueueRefusal, EnqueueRow, Name,
-    RelayPolicy, ScanState, StoredRow, DEFAULT_MAX_QUEUED_BYTES, DEFAULT_MAX_QUEUED_ROWS,
+    content_digest, Capacity, Dedup, DedupRecord, EnqueueRefusal, EnqueueRow, Name, RelayPolicy, ScanState,
+    StoredRow, DEFAULT_MAX_QUEUED_BYTES, DEFAULT_MAX_QUEUED_ROWS,
 };
 
 /// A source's operating settings.
@@ -85,7 +85,8 @@ impl Sim {
     ) -> Result<Enqueued, EnqueueRefusal> {
         let s = name(source);
         let now = self.now_ms();
-        let digest = key.map(|_| content_digest(&rows));
+        let encoded = crate::core::encode_rows(&rows)?;
+        let digest = key.map(|_| content_digest(&encoded));
         if let Some(k) = key {
             validate_key(k).map_err(EnqueueRefusal::Key)?;
             let src = self.source_mut(&s);
@@ -101,7 +102,7 @@ impl Sim {
         }
         let src = self.source_mut(&s);
         let capacity = src.capacity();
-        let plan = match plan_enqueue(src.os, now, &rows, &capacity) {
+        let plan = match crate::core::plan_encoded(src.os, now, &encoded, &capacity) {
             Ok(p) => p,
             Err(e) => {
                 src.rejected_full += u64::from(matches!(e, crate::core::EnqueueError::OutboxFull { .. }));

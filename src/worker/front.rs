@@ -5,10 +5,14 @@
 //! `/apply` is deliberately not routed: only sources reach it, through the
 //! DO binding.
 
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
+#![deny(clippy::unreachable, clippy::todo, clippy::unimplemented)]
+
 use worker::{Env, Method, Request, RequestInit, Response};
 
 use super::config::RelayConfig;
 use super::http::{check_bearer, json, read_body, HttpError};
+use super::routes::{FrontRoute, SourceOp, TargetOp};
 use super::{SOURCE_BINDING, TARGET_BINDING, TOKEN_SECRET};
 use crate::core::Name;
 
@@ -28,67 +32,22 @@ pub async fn handle(mut req: Request, env: &Env) -> Result<Response, HttpError> 
     authorize(&req, env)?;
     let url = req.url().map_err(|e| HttpError::bad_request("bad_url", e.to_string()))?;
     let method = req.method();
-    let segments: Vec<&str> = url.path().trim_matches('/').split('/').collect();
-    let query = url.query().map(|q| format!("?{q}")).unwrap_or_default();
-    match (method.clone(), segments.as_slice()) {
-        (Method::Get, ["v1", "health"]) => health(env),
-        (Method::Post, ["v1", "sources", s, "enqueue"]) => {
-            let body = read_body(&mut req).await?;
-            forward(env, SOURCE_BINDING, s, Method::Post, "/enqueue", Some(body)).await
+    match FrontRoute::parse(method.as_ref(), &url)? {
+        FrontRoute::Health => health(env),
+        FrontRoute::Source(source, op) => {
+            let body = match op {
+                SourceOp::Enqueue | SourceOp::Faults => Some(read_body(&mut req).await?),
+                _ => None,
+            };
+            forward(env, SOURCE_BINDING, &source, method, &op.path(), body).await
         }
-        (Method::Get, ["v1", "sources", s, "status"]) => {
-            forward(env, SOURCE_BINDING, s, Method::Get, "/status", None).await
+        FrontRoute::Target(target, op) => {
+            let body = match op {
+                TargetOp::Faults => Some(read_body(&mut req).await?),
+                _ => None,
+            };
+            forward(env, TARGET_BINDING, &target, method, &op.path(), body).await
         }
-        (Method::Get, ["v1", "sources", s, "watermark"]) => {
-            forward(env, SOURCE_BINDING, s, Method::Get, "/watermark", None).await
-        }
-        (Method::Get, ["v1", "sources", s, "delivered-through", seq]) => {
-            let path = format!(
-                "/delivered-through?seq={}",
-                seq.parse::<u64>().map_err(|_| {
-                    HttpError::bad_request("invalid_seq", format!("{seq:?} is not a sequence number"))
-                })?
-            );
-            forward(env, SOURCE_BINDING, s, Method::Get, &path, None).await
-        }
-        (Method::Post, ["v1", "sources", s, "faults"]) => {
-            let body = read_body(&mut req).await?;
-            forward(env, SOURCE_BINDING, s, Method::Post, "/faults", Some(body)).await
-        }
-        (Method::Get, ["v1", "sources", s, "parked"]) => {
-            forward(env, SOURCE_BINDING, s, Method::Get, "/parked", None).await
-        }
-        (Method::Get, ["v1", "sources", s, "parked", t]) => {
-            let t = valid(t)?;
-            forward(env, SOURCE_BINDING, s, Method::Get, &format!("/parked/{t}{query}"), None).await
-        }
-        (Method::Post, ["v1", "sources", s, "parked", t, action])
-            if matches!(*action, "redrive" | "discard") =>
-        {
-            let t = valid(t)?;
-            forward(env, SOURCE_BINDING, s, Method::Post, &format!("/parked/{t}/{action}"), None).await
-        }
-        (Method::Get, ["v1", "targets", t, "status"]) => {
-            forward(env, TARGET_BINDING, t, Method::Get, "/status", None).await
-        }
-        (Method::Delete, ["v1", "targets", t, "watermarks", s]) => {
-            let s = valid(s)?;
-            forward(env, TARGET_BINDING, t, Method::Delete, &format!("/watermarks/{s}"), None).await
-        }
-        (Method::Get, ["v1", "targets", t, "keys"]) => {
-            forward(env, TARGET_BINDING, t, Method::Get, &format!("/keys{query}"), None).await
-        }
-        (Method::Get, ["v1", "targets", t, "watermarks"]) => {
-            forward(env, TARGET_BINDING, t, Method::Get, "/watermarks", None).await
-        }
-        (Method::Post, ["v1", "targets", t, "faults"]) => {
-            let body = read_body(&mut req).await?;
-            forward(env, TARGET_BINDING, t, Method::Post, "/faults", Some(body)).await
-        }
-        (Method::Get, ["v1", "targets", t, "log"]) => {
-            forward(env, TARGET_BINDING, t, Method::Get, &format!("/log{query}"), None).await
-        }
-        _ => Err(HttpError::new(404, "no_route", format!("no route for {method} {}", url.path()))),
     }
 }
 
@@ -105,21 +64,15 @@ fn health(env: &Env) -> Result<Response, HttpError> {
     .map_err(|e| HttpError::internal(e.to_string()))
 }
 
-/// Validates a name taken from the path.
-fn valid(name: &str) -> Result<Name, HttpError> {
-    Name::new(name).map_err(|e| HttpError::bad_request("invalid_name", format!("{name:?}: {e}")))
-}
-
 /// Sends a request to the Durable Object `name` in `binding`.
 pub(crate) async fn forward(
     env: &Env,
     binding: &str,
-    name: &str,
+    name: &Name,
     method: Method,
     path: &str,
     body: Option<String>,
 ) -> Result<Response, HttpError> {
-    let name = valid(name)?;
     let internal = |e: worker::Error| HttpError::internal(e.to_string());
     let namespace = env.durable_object(binding).map_err(internal)?;
     let stub = namespace.id_from_name(name.as_str()).map_err(internal)?.get_stub().map_err(internal)?;

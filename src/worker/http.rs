@@ -1,6 +1,9 @@
 //! HTTP plumbing: JSON replies, the `{ "error": { "code", "message" } }`
 //! body every refusal carries, bounded body reads, and bearer-token checks.
 
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
+#![deny(clippy::unreachable, clippy::todo, clippy::unimplemented)]
+
 use serde::Serialize;
 use worker::{Request, Response};
 
@@ -70,6 +73,16 @@ pub fn json<T: Serialize>(value: &T) -> worker::Result<Response> {
     Ok(Response::ok(text)?.with_headers(json_headers()))
 }
 
+/// Writes JSON `text` into the output as a value, not as a string, digit for
+/// digit. Use it on stored JSON text, and serialise such types only with
+/// `serde_json::to_string`: going through `serde_json::Value` (as the
+/// `json!` macro does) would re-read every number as an f64, and its
+/// `json!` would panic on a number past f64's range.
+pub fn verbatim_json<S: serde::Serializer>(text: &str, s: S) -> Result<S::Ok, S::Error> {
+    let raw = serde_json::value::RawValue::from_string(text.to_owned()).map_err(serde::ser::Error::custom)?;
+    raw.serialize(s)
+}
+
 /// Turns a handler's result into a response.
 pub fn respond(result: Result<Response, HttpError>) -> worker::Result<Response> {
     match result {
@@ -98,15 +111,19 @@ pub async fn read_body(req: &mut Request) -> Result<String, HttpError> {
     String::from_utf8(bytes).map_err(|_| HttpError::bad_request("invalid_utf8", "body is not UTF-8"))
 }
 
-/// Parses a JSON body into `T`, naming the problem on failure.
+/// Deepest nesting a control body (test faults, operator options) may have:
+/// they are flat objects.
+pub const MAX_CONTROL_BODY_DEPTH: u32 = 4;
+
+/// Parses a small JSON control body into `T`, naming the problem on failure.
 pub fn parse_json<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, HttpError> {
-    if text.trim().is_empty() {
-        return Err(HttpError::bad_request("empty_body", "request body is empty; expected JSON"));
+    Ok(crate::core::decode_json(text, MAX_CONTROL_BODY_DEPTH)?)
+}
+
+impl From<crate::core::RequestError> for HttpError {
+    fn from(e: crate::core::RequestError) -> Self {
+        HttpError::bad_request(e.code(), e.to_string())
     }
-    serde_json::from_str(text).map_err(|e| {
-        let code = if e.is_syntax() || e.is_eof() { "malformed_json" } else { "invalid_request" };
-        HttpError::bad_request(code, e.to_string())
-    })
 }
 
 /// Compares two byte strings in time that depends only on their lengths.

@@ -17,6 +17,9 @@
 //! relay_apply_log (source, seq)                          -- test-only, see ApplyLog
 //! ```
 
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
+#![deny(clippy::unreachable, clippy::todo, clippy::unimplemented)]
+
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
@@ -79,8 +82,19 @@ pub struct Watermark {
 pub struct KeyValue {
     /// The key.
     pub key: String,
-    /// Its JSON value, as text.
+    /// Its value's canonical JSON text; it serialises as that JSON value
+    /// itself, verbatim, so numbers keep every digit.
+    #[serde(serialize_with = "super::http::verbatim_json")]
     pub value: String,
+}
+
+/// One page of a key listing.
+#[derive(Serialize)]
+pub struct KeysPage {
+    /// The keys, ascending.
+    pub keys: Vec<KeyValue>,
+    /// The `after` of the next page, when this one is full.
+    pub next: Option<String>,
 }
 
 /// A target's applied state over its Durable Object's SQLite storage.

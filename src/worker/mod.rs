@@ -14,6 +14,7 @@ pub mod inbox;
 pub mod outbox;
 pub mod parking;
 pub mod relay;
+pub mod routes;
 pub mod source_do;
 pub mod storage;
 pub mod target_do;

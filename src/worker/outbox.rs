@@ -25,6 +25,9 @@
 //! parked rows; each is changed only in the transaction that moves rows. A
 //! target with `parked = 1` has no rows in `relay_outbox`.
 
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
+#![deny(clippy::unreachable, clippy::todo, clippy::unimplemented)]
+
 use std::cell::Cell;
 use std::collections::BTreeSet;
 
@@ -34,9 +37,9 @@ use worker::SqlStorageValue;
 use super::storage::{int, Db, StoreError};
 use crate::core::dedup::{validate_key, DEFAULT_DEDUP_HORIZON_MS, DEFAULT_DISCARD_HORIZON_MS};
 use crate::core::{
-    begin, content_digest, decide, plan_enqueue, Capacity, Checkpoint, Dedup, DedupRecord, EnqueueError,
-    EnqueueRefusal, EnqueueRow, Fire, FireReport, FireStart, Head, Name, RelayBudget, RelayPolicy, StoredRow,
-    DEFAULT_MAX_QUEUED_BYTES, DEFAULT_MAX_QUEUED_ROWS,
+    begin, content_digest, decide, encode_rows, plan_encoded, Capacity, Checkpoint, Dedup, DedupRecord,
+    EnqueueError, EnqueueRefusal, EnqueueRow, Fire, FireReport, FireStart, Head, Name, RelayBudget,
+    RelayPolicy, StoredRow, DEFAULT_MAX_QUEUED_BYTES, DEFAULT_MAX_QUEUED_ROWS,
 };
 
 const COMPONENT: &str = "relay_source";
@@ -316,11 +319,12 @@ impl Outbox {
         rows: &[EnqueueRow],
     ) -> Result<Enqueued, EnqueueFailure> {
         let state = self.state()?;
+        let encoded = encode_rows(rows)?;
         let digest = match key {
             None => None,
             Some(k) => {
                 validate_key(k).map_err(|e| EnqueueFailure::Refused(EnqueueRefusal::Key(e)))?;
-                let digest = content_digest(rows);
+                let digest = content_digest(&encoded);
                 match decide(self.dedup_record(k)?.as_ref(), &digest, now_ms, self.settings.dedup_horizon_ms)
                 {
                     Dedup::Fresh => Some(digest),
@@ -337,7 +341,7 @@ impl Outbox {
                 }
             }
         };
-        let plan = plan_enqueue(state.os, now_ms, rows, &self.capacity(&state)).inspect_err(|e| {
+        let plan = plan_encoded(state.os, now_ms, &encoded, &self.capacity(&state)).inspect_err(|e| {
             if matches!(e, EnqueueError::OutboxFull { .. }) {
                 let mut p = self.pending.get();
                 p.rejected_full += 1;
@@ -357,7 +361,7 @@ impl Outbox {
             let record = DedupRecord {
                 key: k.into(),
                 digest: d,
-                first_seq: plan.rows[0].seq,
+                first_seq: plan.rows.first().map_or(0, |r| r.seq),
                 rows: plan.rows.len() as u32,
                 at_ms: now_ms,
             };
@@ -490,13 +494,13 @@ impl Outbox {
             at_ms: u64,
             bytes: u32,
         }
-        let meta: Vec<Meta> = self.db.rows(
+        let mut meta: Vec<Meta> = self.db.rows(
             "SELECT seq, target, at_ms, bytes FROM relay_outbox WHERE seq > ? AND seq <= ? ORDER BY seq LIMIT ?",
             vec![int(w.after), int(w.through), int(u64::from(w.probe_rows()))],
         )?;
         let sizes: Vec<(u64, u32)> = meta.iter().map(|m| (m.seq, m.bytes)).collect();
         let (take, exhausted) = w.take(&sizes);
-        let meta = &meta[..take];
+        meta.truncate(take);
         let through = begun.bodies_through(meta.iter().map(|m| (m.seq, m.target.as_str())));
         let mut bodies = match through {
             None => Vec::new(),

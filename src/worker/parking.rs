@@ -2,6 +2,9 @@
 //! discard) and the horizon pruning of dedup records and discarded rows.
 //! Every action is idempotent: repeating it changes nothing more.
 
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
+#![deny(clippy::unreachable, clippy::todo, clippy::unimplemented)]
+
 use serde::{Deserialize, Serialize};
 use worker::SqlStorageValue;
 
@@ -41,8 +44,20 @@ pub struct ParkedRow {
     pub seq: u64,
     /// Commit-time clock reading, ms.
     pub at_ms: u64,
-    /// Encoded effects.
+    /// Encoded effects (JSON: `{"puts":[[key, value]..],"deletes":[..]}`).
+    #[serde(rename = "effects", alias = "body", serialize_with = "super::http::verbatim_json")]
     pub body: String,
+}
+
+/// One page of a parked target's rows.
+#[derive(Serialize)]
+pub struct ParkedPage<'a> {
+    /// The target.
+    pub target: &'a str,
+    /// Its parked rows, ascending.
+    pub rows: Vec<ParkedRow>,
+    /// The `after` of the next page, when this one is full.
+    pub next: Option<u64>,
 }
 
 /// What an operator action did.

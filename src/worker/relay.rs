@@ -68,7 +68,7 @@ impl DoTargets {
         let stub = self.namespace.id_from_name(target.as_str())?.get_stub()?;
         let mut init = RequestInit::new();
         init.with_method(Method::Post).with_body(Some(body.into()));
-        let req = Request::new_with_init(&format!("https://relay-target/apply?target={target}"), &init)?;
+        let req = Request::new_with_init("https://relay-target/apply", &init)?;
         let mut resp = stub.fetch_with_request(req).await?;
         let status = resp.status_code();
         let text = resp.text().await?;

@@ -9,7 +9,7 @@
 //! | --- | --- | --- |
 //! | `POST /enqueue` | `{"rows":[{"target","puts":[[k,v]..],"deletes":[k..]}]}` | `{"seqs":[..],"os":N,"queued_rows":N}` |
 //! | `GET /status` | | backlog, `rs`, alarm, counters, last alarm |
-//! | `GET /delivered-through?seq=N` | | `{"seq":N,"delivered":bool}` |
+//! | `GET /delivered-through/{seq}` | | `{"seq":N,"delivered":bool}` |
 //! | `GET /watermark` | | `{"relay_watermark":ms,"now_ms":ms}` |
 //! | `GET /parked` | | parked and failing targets: reason, rows, first and last failure |
 //! | `GET /parked/{target}?after=&limit=` | | parked rows, ascending |
@@ -21,6 +21,9 @@
 //! answer the original sequences with `"duplicate":true`; other rows under
 //! the same key get 409. A full outbox answers 429 with `Retry-After`.
 
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
+#![deny(clippy::unreachable, clippy::todo, clippy::unimplemented)]
+
 use std::cell::{Cell, OnceCell};
 
 use serde::Deserialize;
@@ -31,12 +34,13 @@ use super::config::RelayConfig;
 use super::http::{json, parse_json, read_body, respond, HttpError};
 use super::outbox::SourceFaults;
 use super::outbox::{EnqueueFailure, Outbox, SourceState};
-use super::parking::MAX_PARKED_ROWS_PER_PAGE;
+use super::parking::ParkedPage;
 use super::relay::{lagging, run_alarm, AlarmError, AlarmSummary, DoTargets};
+use super::routes::SourceOp;
 use super::storage::{Db, StoreError};
 use super::{METRICS_BINDING, TARGET_BINDING};
 use crate::core::{
-    delivered_through, relay_watermark, EnqueueError, EnqueueRefusal, EnqueueRow, JsonValue, Name, ScanState,
+    decode_enqueue, delivered_through, relay_watermark, EnqueueError, EnqueueRefusal, Name, ScanState,
     BACKPRESSURE_RETRY_AFTER_S,
 };
 
@@ -61,26 +65,6 @@ pub struct RelaySource {
     db: Db,
     outbox: OnceCell<Outbox>,
     alarm: Cell<AlarmCache>,
-}
-
-/// An enqueue request body.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct EnqueueBody {
-    rows: Vec<WireRow>,
-    #[serde(default)]
-    idempotency_key: Option<String>,
-}
-
-/// A row as sent, before its target name is validated.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct WireRow {
-    target: String,
-    #[serde(default)]
-    puts: Vec<(String, JsonValue)>,
-    #[serde(default)]
-    deletes: Vec<String>,
 }
 
 #[derive(Deserialize)]
@@ -148,33 +132,32 @@ impl RelaySource {
 
     async fn route(&self, req: &mut Request) -> Result<Response, HttpError> {
         let url = req.url().map_err(|e| HttpError::bad_request("bad_url", e.to_string()))?;
-        let method = req.method().to_string();
-        match (method.as_str(), url.path()) {
-            ("POST", "/enqueue") => self.enqueue(req).await,
-            ("GET", "/status") => self.status().await,
-            ("GET", "/delivered-through") => self.delivered_through(&url),
-            ("GET", "/watermark") => {
+        let internal = |e: worker::Error| HttpError::internal(e.to_string());
+        match SourceOp::from_url(req.method().as_ref(), &url)? {
+            SourceOp::Enqueue => self.enqueue(req).await,
+            SourceOp::Status => self.status().await,
+            SourceOp::DeliveredThrough(seq) => self.delivered_through(seq),
+            SourceOp::Watermark => {
                 let now = now_ms();
                 let head = self.outbox()?.head().map_err(store_error)?;
                 json(&serde_json::json!({"relay_watermark": relay_watermark(head, now), "now_ms": now}))
-                    .map_err(|e| HttpError::internal(e.to_string()))
+                    .map_err(internal)
             }
-            ("POST", "/faults") => self.set_faults(req).await,
-            ("GET", "/parked") => {
+            SourceOp::Faults => self.set_faults(req).await,
+            SourceOp::ParkedTargets => {
                 let targets = self.outbox()?.target_reports().map_err(store_error)?;
-                json(&serde_json::json!({ "targets": targets }))
-                    .map_err(|e| HttpError::internal(e.to_string()))
+                json(&serde_json::json!({ "targets": targets })).map_err(internal)
             }
-            ("GET", p) if p.starts_with("/parked/") => self.parked_rows(&p["/parked/".len()..], &url),
-            ("POST", p) if p.starts_with("/parked/") => self.operate(&p["/parked/".len()..]).await,
-            (m, p) => Err(HttpError::new(404, "no_route", format!("no route for {m} {p} on a source"))),
+            SourceOp::ParkedRows { target, after, limit } => self.parked_rows(&target, after, limit),
+            SourceOp::Redrive(target) => self.operate(&target, "redrive").await,
+            SourceOp::Discard(target) => self.operate(&target, "discard").await,
         }
     }
 
     async fn enqueue(&self, req: &mut Request) -> Result<Response, HttpError> {
         let _ = self.name()?;
-        let body: EnqueueBody = parse_json(&read_body(req).await?)?;
-        let rows = validate_rows(body.rows)?;
+        let body = decode_enqueue(&read_body(req).await?)?;
+        let rows = body.rows;
         let outbox = self.outbox()?;
         self.load_alarm().await?;
         // No await from here until the alarm is armed: the rows, the new
@@ -198,43 +181,22 @@ impl RelaySource {
     }
 
     /// `GET /parked/{target}`: a page of the target's parked rows.
-    fn parked_rows(&self, target: &str, url: &worker::Url) -> Result<Response, HttpError> {
-        let target =
-            Name::new(target).map_err(|e| HttpError::bad_request("invalid_target", e.to_string()))?;
-        let after = query_u64(url, "after")?.unwrap_or(0);
-        let limit = query_u64(url, "limit")?.unwrap_or(u64::from(MAX_PARKED_ROWS_PER_PAGE));
-        if limit == 0 || limit > u64::from(MAX_PARKED_ROWS_PER_PAGE) {
-            return Err(HttpError::bad_request(
-                "invalid_limit",
-                format!("limit must be 1..={MAX_PARKED_ROWS_PER_PAGE}"),
-            ));
-        }
-        let rows = self.outbox()?.parked_rows(target.as_str(), after, limit as u32).map_err(store_error)?;
-        let next = (rows.len() as u64 == limit).then(|| rows.last().map(|r| r.seq)).flatten();
-        json(&serde_json::json!({ "target": target, "rows": rows, "next": next }))
+    fn parked_rows(&self, target: &Name, after: u64, limit: u32) -> Result<Response, HttpError> {
+        let rows = self.outbox()?.parked_rows(target.as_str(), after, limit).map_err(store_error)?;
+        let next = (rows.len() as u64 == u64::from(limit)).then(|| rows.last().map(|r| r.seq)).flatten();
+        json(&ParkedPage { target: target.as_str(), rows, next })
             .map_err(|e| HttpError::internal(e.to_string()))
     }
 
     /// `POST /parked/{target}/redrive|discard`: idempotent, audited.
-    async fn operate(&self, rest: &str) -> Result<Response, HttpError> {
-        let (target, action) = rest
-            .split_once('/')
-            .ok_or_else(|| HttpError::new(404, "no_route", format!("no action in /parked/{rest}")))?;
-        let target =
-            Name::new(target).map_err(|e| HttpError::bad_request("invalid_target", e.to_string()))?;
+    async fn operate(&self, target: &Name, action: &'static str) -> Result<Response, HttpError> {
         let outbox = self.outbox()?;
         // Loaded first, so the redrive and its arming share one turn.
         self.load_alarm().await?;
-        let outcome = match action {
-            "redrive" => outbox.redrive(target.as_str()),
-            "discard" => outbox.discard(target.as_str(), now_ms()),
-            other => {
-                return Err(HttpError::new(
-                    404,
-                    "no_route",
-                    format!("no action {other:?}; use redrive or discard"),
-                ))
-            }
+        let outcome = if action == "redrive" {
+            outbox.redrive(target.as_str())
+        } else {
+            outbox.discard(target.as_str(), now_ms())
         }
         .map_err(store_error)?;
         worker::console_log!(
@@ -369,13 +331,12 @@ impl RelaySource {
             self.alarm.set(AlarmCache::None);
             self.arm(0).await?;
         }
-        let status = self.status_body(&name, &state, now).map_err(store_error)?;
-        let mut status = serde_json::to_value(status).map_err(|e| HttpError::internal(e.to_string()))?;
+        let mut status = self.status_body(&name, &state, now).map_err(store_error)?;
         let alarm_at = if rearmed { Some(now) } else { stored_alarm.map(|t| t.max(0) as u64) };
-        status["alarm_at_ms"] = serde_json::json!(alarm_at);
-        status["rearmed"] = serde_json::json!(rearmed);
-        status["budget"] = serde_json::json!(config.budget);
-        status["settings"] = serde_json::json!(config.settings);
+        status.insert("alarm_at_ms".into(), serde_json::json!(alarm_at));
+        status.insert("rearmed".into(), serde_json::json!(rearmed));
+        status.insert("budget".into(), serde_json::json!(config.budget));
+        status.insert("settings".into(), serde_json::json!(config.settings));
         json(&status).map_err(internal)
     }
 
@@ -385,7 +346,7 @@ impl RelaySource {
         name: &Name,
         state: &SourceState,
         now: u64,
-    ) -> Result<serde_json::Value, StoreError> {
+    ) -> Result<serde_json::Map<String, serde_json::Value>, StoreError> {
         let outbox = self.outbox().map_err(|e| StoreError::Sql(e.message))?;
         let head = outbox.head()?;
         let rs = state.rs.as_deref().map(ScanState::decode);
@@ -397,41 +358,46 @@ impl RelaySource {
         let capacity = outbox.capacity(state);
         let written = state.sql_rows_written + outbox.unwritten_counts().0;
         let per_row = (state.delivered_rows > 0).then(|| written as f64 / state.delivered_rows as f64);
-        let mut body = serde_json::to_value(state).map_err(|e| StoreError::Sql(e.to_string()))?;
-        body["source"] = serde_json::json!(name);
-        body["rs"] = serde_json::json!(scan);
-        body["rs_corrupt"] = serde_json::json!(matches!(rs, Some(Err(_))));
+        let serde_json::Value::Object(mut body) =
+            serde_json::to_value(state).map_err(|e| StoreError::Sql(e.to_string()))?
+        else {
+            return Err(StoreError::Sql("the state row did not serialise to an object".into()));
+        };
+        body.insert("source".into(), serde_json::json!(name));
+        body.insert("rs".into(), serde_json::json!(scan));
+        body.insert("rs_corrupt".into(), serde_json::json!(matches!(rs, Some(Err(_)))));
         let last: Option<serde_json::Value> =
             state.last_alarm.as_deref().and_then(|t| serde_json::from_str(t).ok());
-        body["last_alarm"] = serde_json::json!(last);
-        body["oldest_row_age_ms"] = serde_json::json!(head.map(|h| now.saturating_sub(h.at_ms)));
-        body["lag_exceeded"] = serde_json::json!(head.is_some_and(|h| lagging(h.at_ms, now)));
-        body["blocked_targets"] = serde_json::json!(scan.map_or_else(Vec::new, |s| s.blocked));
-        body["parked_targets"] =
-            serde_json::json!(parked.into_iter().collect::<std::collections::BTreeMap<_, _>>());
-        body["failing_targets"] =
-            serde_json::json!(failing.into_iter().collect::<std::collections::BTreeMap<_, _>>());
-        body["capacity"] = serde_json::json!({
-            "rows": capacity.rows, "bytes": capacity.bytes, "max_rows": capacity.max_rows,
-            "max_bytes": capacity.max_bytes, "percent_full": capacity.percent_full(),
-        });
-        body["subrequests"] = serde_json::json!(state.calls);
+        body.insert("last_alarm".into(), serde_json::json!(last));
+        body.insert("oldest_row_age_ms".into(), serde_json::json!(head.map(|h| now.saturating_sub(h.at_ms))));
+        body.insert("lag_exceeded".into(), serde_json::json!(head.is_some_and(|h| lagging(h.at_ms, now))));
+        body.insert("blocked_targets".into(), serde_json::json!(scan.map_or_else(Vec::new, |s| s.blocked)));
+        body.insert(
+            "parked_targets".into(),
+            serde_json::json!(parked.into_iter().collect::<std::collections::BTreeMap<_, _>>()),
+        );
+        body.insert(
+            "failing_targets".into(),
+            serde_json::json!(failing.into_iter().collect::<std::collections::BTreeMap<_, _>>()),
+        );
+        body.insert(
+            "capacity".into(),
+            serde_json::json!({
+                "rows": capacity.rows, "bytes": capacity.bytes, "max_rows": capacity.max_rows,
+                "max_bytes": capacity.max_bytes, "percent_full": capacity.percent_full(),
+            }),
+        );
+        body.insert("subrequests".into(), serde_json::json!(state.calls));
         let (writes, hits, full) = outbox.unwritten_counts();
-        body["dedup_hits"] = serde_json::json!(state.dedup_hits + hits);
-        body["rejected_full"] = serde_json::json!(state.rejected_full + full);
-        body["sql_rows_written"] = serde_json::json!(state.sql_rows_written + writes);
-        body["sql_rows_written_per_delivered_row"] = serde_json::json!(per_row);
-        body["dedup_records"] = serde_json::json!(outbox.dedup_records()?);
+        body.insert("dedup_hits".into(), serde_json::json!(state.dedup_hits + hits));
+        body.insert("rejected_full".into(), serde_json::json!(state.rejected_full + full));
+        body.insert("sql_rows_written".into(), serde_json::json!(state.sql_rows_written + writes));
+        body.insert("sql_rows_written_per_delivered_row".into(), serde_json::json!(per_row));
+        body.insert("dedup_records".into(), serde_json::json!(outbox.dedup_records()?));
         Ok(body)
     }
 
-    fn delivered_through(&self, url: &worker::Url) -> Result<Response, HttpError> {
-        let seq = url
-            .query_pairs()
-            .find(|(k, _)| k == "seq")
-            .and_then(|(_, v)| v.parse::<u64>().ok())
-            .filter(|s| *s <= crate::core::SEQ_MAX)
-            .ok_or_else(|| HttpError::bad_request("invalid_seq", "query parameter seq must be 0..=2^53-1"))?;
+    fn delivered_through(&self, seq: u64) -> Result<Response, HttpError> {
         let outbox = self.outbox()?;
         let os = outbox.state().map_err(store_error)?.os;
         let head = outbox.head().map_err(store_error)?;
@@ -453,18 +419,6 @@ impl RelaySource {
     }
 }
 
-/// Validates target names, naming the row that is wrong.
-fn validate_rows(rows: Vec<WireRow>) -> Result<Vec<EnqueueRow>, HttpError> {
-    rows.into_iter()
-        .enumerate()
-        .map(|(i, r)| {
-            let target = Name::new(r.target)
-                .map_err(|e| HttpError::bad_request("invalid_target", format!("rows[{i}].target: {e}")))?;
-            Ok(EnqueueRow { target, puts: r.puts, deletes: r.deletes })
-        })
-        .collect()
-}
-
 /// The HTTP form of an enqueue refusal; a full outbox adds `Retry-After`.
 pub fn refusal(e: EnqueueRefusal) -> HttpError {
     let error = HttpError::new(e.status(), e.code(), e.to_string());
@@ -473,15 +427,5 @@ pub fn refusal(e: EnqueueRefusal) -> HttpError {
             error.retry_after(BACKPRESSURE_RETRY_AFTER_S)
         }
         _ => error,
-    }
-}
-
-/// An optional whole-number query parameter.
-fn query_u64(url: &worker::Url, key: &str) -> Result<Option<u64>, HttpError> {
-    match url.query_pairs().find(|(k, _)| k == key) {
-        None => Ok(None),
-        Some((_, v)) => v.parse::<u64>().map(Some).map_err(|_| {
-            HttpError::bad_request("invalid_query", format!("{key}={v:?} is not a whole number"))
-        }),
     }
 }

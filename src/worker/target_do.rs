@@ -13,6 +13,9 @@
 //! | `GET /log?source=` | test-only: applied sequences in order |
 //! | `/bench/...` | benchmark builds only (feature `bench`, `RELAY_BENCH=on`): see `super::bench::target` |
 
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
+#![deny(clippy::unreachable, clippy::todo, clippy::unimplemented)]
+
 use std::cell::OnceCell;
 
 use serde::Deserialize;
@@ -20,7 +23,8 @@ use worker::{durable_object, wasm_bindgen, DurableObject, Env, Request, Response
 
 use super::config::RelayConfig;
 use super::http::{json, parse_json, read_body, respond, HttpError};
-use super::inbox::{ApplyFailure, ApplyLog, Inbox, TargetFaults, MAX_KEYS_PER_PAGE};
+use super::inbox::{ApplyFailure, ApplyLog, Inbox, KeysPage, TargetFaults};
+use super::routes::TargetOp;
 use super::storage::Db;
 use crate::core::NoHook;
 
@@ -67,10 +71,6 @@ impl DurableObject for RelayTarget {
     }
 }
 
-fn query(url: &worker::Url, key: &str) -> Option<String> {
-    url.query_pairs().find(|(k, _)| k == key).map(|(_, v)| v.into_owned())
-}
-
 impl RelayTarget {
     fn inbox(&self) -> Result<&Inbox, HttpError> {
         if let Some(i) = self.inbox.get() {
@@ -97,79 +97,42 @@ impl RelayTarget {
             let arrivals = super::bench::target::arrivals(&self.bench, inbox.db())?;
             return super::bench::target::route(inbox, arrivals, req, &method, url.path()).await;
         }
-        match (method.as_str(), url.path()) {
-            ("POST", "/apply") => {
-                let body = read_body(req).await?;
-                if self.faults_enabled()? {
-                    let delay = inbox.faults().map_err(|e| HttpError::internal(e.to_string()))?.delay_ms;
-                    if delay > 0 {
-                        worker::Delay::from(std::time::Duration::from_millis(delay)).await;
-                    }
-                }
-                #[cfg(feature = "bench")]
-                if super::bench::flag::enabled(&self.env)? {
-                    // Benchmark runs log every applied row with its arrival time.
-                    let arrivals = super::bench::target::arrivals(&self.bench, inbox.db())?;
-                    let hook = super::bench::target::ArrivalHook::new(arrivals);
-                    let reply = inbox.apply_body(&body, &hook).map_err(ApplyFailure::http)?;
-                    return json(&reply).map_err(internal);
-                }
-                let result = if self.faults_enabled()? {
-                    inbox.apply_body(&body, &ApplyLog { db: inbox.db().clone() })
-                } else {
-                    inbox.apply_body(&body, &NoHook)
-                };
-                let reply = result.map_err(ApplyFailure::http)?;
-                json(&reply).map_err(internal)
-            }
-            ("GET", "/keys") => {
-                let limit = match query(&url, "limit") {
-                    None => MAX_KEYS_PER_PAGE,
-                    Some(l) => {
-                        l.parse().ok().filter(|n| (1..=MAX_KEYS_PER_PAGE).contains(n)).ok_or_else(|| {
-                            HttpError::bad_request(
-                                "invalid_limit",
-                                format!("limit must be 1..={MAX_KEYS_PER_PAGE}"),
-                            )
-                        })?
-                    }
-                };
-                let prefix = query(&url, "prefix").unwrap_or_default();
-                let after = query(&url, "after").unwrap_or_default();
-                let keys =
-                    inbox.keys(&prefix, &after, limit).map_err(|e| HttpError::internal(e.to_string()))?;
+        let op = TargetOp::from_url(&method, &url)?;
+        if matches!(op, TargetOp::Faults | TargetOp::Log(_)) && !self.faults_enabled()? {
+            return Err(HttpError::new(403, "faults_disabled", "test faults are off (RELAY_TEST_FAULTS)"));
+        }
+        let store = |e: super::storage::StoreError| HttpError::internal(e.to_string());
+        match op {
+            TargetOp::Apply => self.apply(req, inbox).await,
+            TargetOp::Keys { prefix, after, limit } => {
+                let keys = inbox.keys(&prefix, &after, limit).map_err(store)?;
                 let next = (keys.len() as u32 == limit).then(|| keys.last().map(|k| k.key.clone())).flatten();
-                json(&serde_json::json!({"keys": keys, "next": next})).map_err(internal)
+                json(&KeysPage { keys, next }).map_err(internal)
             }
-            ("GET", "/status") => {
-                let (rows, batches, written) =
-                    inbox.totals().map_err(|e| HttpError::internal(e.to_string()))?;
+            TargetOp::Status => {
+                let (rows, batches, written) = inbox.totals().map_err(store)?;
                 let per_row = (rows > 0).then(|| written as f64 / rows as f64);
                 json(&serde_json::json!({
                     "applied_rows": rows, "batches": batches, "sql_rows_written": written,
                     "sql_rows_written_per_applied_row": per_row,
-                    "sources": inbox.watermarks().map_err(|e| HttpError::internal(e.to_string()))?.len(),
+                    "sources": inbox.watermarks().map_err(store)?.len(),
                 }))
                 .map_err(internal)
             }
-            ("DELETE", p) if p.starts_with("/watermarks/") => {
-                let source = &p["/watermarks/".len()..];
-                let forgot =
-                    inbox.forget_watermark(source).map_err(|e| HttpError::internal(e.to_string()))?;
+            TargetOp::ForgetWatermark(source) => {
+                let forgot = inbox.forget_watermark(source.as_str()).map_err(store)?;
                 worker::console_log!(
                     "{}",
-                    serde_json::json!({"event": "relay_operator", "action": "forget_watermark", "source": source, "existed": forgot})
+                    serde_json::json!({"event": "relay_operator", "action": "forget_watermark",
+                        "source": source.as_str(), "existed": forgot})
                 );
                 json(&serde_json::json!({"source": source, "forgotten": forgot})).map_err(internal)
             }
-            ("GET", "/watermarks") => {
-                let w = inbox.watermarks().map_err(|e| HttpError::internal(e.to_string()))?;
+            TargetOp::Watermarks => {
+                let w = inbox.watermarks().map_err(store)?;
                 json(&serde_json::json!({"watermarks": w})).map_err(internal)
             }
-            ("POST", "/faults") | ("GET", "/log") if !self.faults_enabled()? => {
-                Err(HttpError::new(403, "faults_disabled", "test faults are off (RELAY_TEST_FAULTS)"))
-            }
-            ("POST", "/faults") => {
+            TargetOp::Faults => {
                 let body: FaultsBody = parse_json(&read_body(req).await?)?;
                 let reject = match (body.reject, body.permanent) {
                     (false, _) => 0,
@@ -183,15 +146,40 @@ impl RelayTarget {
                     ));
                 }
                 let faults = TargetFaults { reject, delay_ms: body.delay_ms };
-                inbox.set_faults(faults).map_err(|e| HttpError::internal(e.to_string()))?;
+                inbox.set_faults(faults).map_err(store)?;
                 json(&serde_json::json!({"ok": true})).map_err(internal)
             }
-            ("GET", "/log") => {
-                let source = query(&url, "source").unwrap_or_default();
-                let seqs = inbox.applied_log(&source).map_err(|e| HttpError::internal(e.to_string()))?;
+            TargetOp::Log(source) => {
+                let seqs = inbox.applied_log(source.as_str()).map_err(store)?;
                 json(&serde_json::json!({"source": source, "seqs": seqs})).map_err(internal)
             }
-            (m, p) => Err(HttpError::new(404, "no_route", format!("no route for {m} {p} on a target"))),
         }
+    }
+
+    /// `POST /apply`: a source's batch.
+    async fn apply(&self, req: &mut Request, inbox: &Inbox) -> Result<Response, HttpError> {
+        let internal = |e: worker::Error| HttpError::internal(e.to_string());
+        let body = read_body(req).await?;
+        if self.faults_enabled()? {
+            let delay = inbox.faults().map_err(|e| HttpError::internal(e.to_string()))?.delay_ms;
+            if delay > 0 {
+                worker::Delay::from(std::time::Duration::from_millis(delay)).await;
+            }
+        }
+        #[cfg(feature = "bench")]
+        if super::bench::flag::enabled(&self.env)? {
+            // Benchmark runs log every applied row with its arrival time.
+            let arrivals = super::bench::target::arrivals(&self.bench, inbox.db())?;
+            let hook = super::bench::target::ArrivalHook::new(arrivals);
+            let reply = inbox.apply_body(&body, &hook).map_err(ApplyFailure::http)?;
+            return json(&reply).map_err(internal);
+        }
+        let result = if self.faults_enabled()? {
+            inbox.apply_body(&body, &ApplyLog { db: inbox.db().clone() })
+        } else {
+            inbox.apply_body(&body, &NoHook)
+        };
+        let reply = result.map_err(ApplyFailure::http)?;
+        json(&reply).map_err(internal)
     }
 }

@@ -27,6 +27,9 @@ export async function freePort() {
   });
 }
 
+/** How long one HTTP call to the relay may take before the test fails. */
+const REQUEST_TIMEOUT_MS = 60_000;
+
 export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 /** Waits until `pred()` is truthy, polling; throws naming `what` on timeout. */
@@ -83,7 +86,8 @@ export class Relay {
   async api(method, path, body, { token = TOKEN, raw = false } = {}) {
     const headers = {};
     if (token !== null) headers.authorization = `Bearer ${token}`;
-    const init = { method, headers };
+    // A hung isolate (a wasm panic aborts it) must fail the test, not stall it.
+    const init = { method, headers, signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS) };
     if (body !== undefined) init.body = raw ? body : JSON.stringify(body);
     const res = await fetch(this.base + path, init);
     const text = await res.text();
@@ -91,7 +95,7 @@ export class Relay {
     try {
       parsed = JSON.parse(text);
     } catch {}
-    return { status: res.status, body: parsed, headers: res.headers };
+    return { status: res.status, body: parsed, headers: res.headers, text };
   }
 
   async enqueue(source, rows) {
@@ -128,6 +132,11 @@ export class Relay {
       await sleep(200);
     }
     throw new Error(`${source} did not drain: ${JSON.stringify(s)}`);
+  }
+
+  /** Lines of the Worker's output that show a Rust panic or a wasm trap. */
+  panics() {
+    return this.output.split("\n").filter((l) => /panicked at|RuntimeError: unreachable|Rust panic/.test(l));
   }
 
   /** Every per-alarm summary the relay logged so far. */

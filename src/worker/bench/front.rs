@@ -27,17 +27,20 @@ pub async fn handle(mut req: Request, env: &Env) -> Result<Response, HttpError> 
     let url = req.url().map_err(|e| HttpError::bad_request("bad_url", e.to_string()))?;
     let method = req.method();
     let segments: Vec<&str> = url.path().trim_matches('/').split('/').collect();
+    let name = |n: &str| {
+        crate::core::Name::new(n).map_err(|e| HttpError::bad_request("invalid_name", format!("{n:?}: {e}")))
+    };
     match (method.clone(), segments.as_slice()) {
         (Method::Post, ["v1", "bench", mode @ ("direct" | "queue"), s, "enqueue"]) => {
             let body = read_body(&mut req).await?;
             let path = format!("/{mode}");
-            forward(env, BENCH_SOURCE_BINDING, s, Method::Post, &path, Some(body)).await
+            forward(env, BENCH_SOURCE_BINDING, &name(s)?, Method::Post, &path, Some(body)).await
         }
         (Method::Get, ["v1", "bench", "sources", s, "status"]) => {
-            forward(env, BENCH_SOURCE_BINDING, s, Method::Get, "/status", None).await
+            forward(env, BENCH_SOURCE_BINDING, &name(s)?, Method::Get, "/status", None).await
         }
         (Method::Get, ["v1", "bench", "targets", t, "stats"]) => {
-            forward(env, TARGET_BINDING, t, Method::Get, "/bench/stats", None).await
+            forward(env, TARGET_BINDING, &name(t)?, Method::Get, "/bench/stats", None).await
         }
         _ => Err(HttpError::new(404, "no_route", format!("no route for {method} {}", url.path()))),
     }
