@@ -35,8 +35,8 @@ use worker::{
 
 use super::wire::{call_apply, encode_apply, QueueRow};
 use super::{flag, BENCH_MAX_IN_FLIGHT, BENCH_QUEUE_BINDING};
-use crate::core::{plan_enqueue, Capacity, EnqueueRow, StoredRow};
-use crate::worker::http::{json, parse_json, read_body, respond, HttpError};
+use crate::core::{plan_enqueue, Capacity, StoredRow};
+use crate::worker::http::{json, read_body, respond, HttpError};
 use crate::worker::storage::{int, Db, StoreError};
 use crate::worker::TARGET_BINDING;
 
@@ -70,12 +70,6 @@ pub struct BenchSource {
     env: Env,
     db: Db,
     ready: OnceCell<()>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct EnqueueBody {
-    rows: Vec<EnqueueRow>,
 }
 
 /// What one request did, added to the counters.
@@ -159,7 +153,7 @@ impl BenchSource {
     /// Validates the body and allocates its sequences (one row written).
     async fn allocate(&self, req: &mut Request) -> Result<Vec<StoredRow>, HttpError> {
         let _ = self.name()?;
-        let body: EnqueueBody = parse_json(&read_body(req).await?)?;
+        let body = crate::core::decode_enqueue(&read_body(req).await?)?;
         #[derive(Deserialize)]
         struct Os {
             os: u64,

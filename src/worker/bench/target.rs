@@ -32,7 +32,7 @@ use worker::{Request, Response, SqlStorageValue};
 
 use super::wire::{BenchApply, BenchReply, MAX_BENCH_APPLY_ROWS};
 use crate::core::{ApplyRow, Effects, Name, RelayHook};
-use crate::worker::http::{json, parse_json, read_body, HttpError};
+use crate::worker::http::{json, read_body, HttpError};
 use crate::worker::inbox::Inbox;
 use crate::worker::storage::{int, Db, StoreError};
 
@@ -264,7 +264,8 @@ pub fn apply(inbox: &Inbox, arrivals: &Arrivals, body: &str) -> Result<BenchRepl
         1 => return Err(unavailable("test fault: target rejects calls".into())),
         _ => return Err(HttpError::new(422, "malformed", "test fault: target rejects calls as invalid")),
     }
-    let call: BenchApply = parse_json(body)?;
+    use crate::core::json::{BATCH_ENVELOPE_DEPTH, MAX_VALUE_DEPTH};
+    let call: BenchApply = crate::core::decode_json(body, MAX_VALUE_DEPTH + BATCH_ENVELOPE_DEPTH)?;
     if call.rows.is_empty() || call.rows.len() > MAX_BENCH_APPLY_ROWS as usize {
         return Err(HttpError::bad_request(
             "invalid_request",
