@@ -7,7 +7,7 @@
 //   npm run bench -- --render DIR   (redraw report.md and chart.svg from DIR/results.json)
 //
 // Builds the benchmark variant of the Worker (cargo feature "bench", into
-// build/bench), measures the production Worker's upload size and the
+// build/test), measures the production Worker's upload size and the
 // core's native plan-and-settle cost, then runs every workload against
 // every system, each run on a fresh workerd. Writes results.json,
 // report.md and chart.svg into DIR (default results/<timestamp>). Exits
@@ -110,7 +110,7 @@ function uploadSize() {
 
 /** The native core benchmark's JSON. */
 function coreBench(quick) {
-  const args = ["run", "--quiet", "--release", "--features", "sim", "--example", "core_bench", "--", "--json"];
+  const args = ["run", "--quiet", "--release", "-p", "durable-relay", "--features", "sim", "--example", "core_bench", "--", "--json"];
   if (quick) args.push("--quick");
   const out = execFileSync("cargo", args, { cwd: ROOT, encoding: "utf8", stdio: ["ignore", "pipe", "inherit"] });
   return JSON.parse(out.trim().split("\n").at(-1));
@@ -174,13 +174,13 @@ async function main() {
   if (!systems.length || !workloads.length) throw new Error("nothing selected");
 
   if (opts.build) {
-    say("building the benchmark Worker (scripts/build-bench-worker: feature bench, into build/bench)");
-    execFileSync(join(ROOT, "scripts", "build-bench-worker"), { cwd: ROOT, stdio: ["ignore", "ignore", "inherit"] });
+    say("building the test Worker (scripts/build-worker test: features testing and bench, into build/test)");
+    execFileSync(join(ROOT, "scripts", "build-worker"), ["test"], { cwd: ROOT, stdio: ["ignore", "ignore", "inherit"] });
   }
   say("measuring the production upload (wrangler deploy --dry-run, which builds it with scripts/build-worker)");
   const upload = uploadSize();
   say(`upload ${upload.upload_kib} KiB, gzip ${upload.gzip_kib} KiB`);
-  say("native core benchmark (cargo run --release --features sim --example core_bench)");
+  say("native core benchmark (cargo run --release -p durable-relay --features sim --example core_bench)");
   const core = coreBench(opts.quick);
 
   const progress = new Progress();

@@ -41,7 +41,7 @@ export async function startBenchWorker({ vars = {} } = {}) {
   const config = join(ROOT, "bench", "wrangler.toml");
   let worker;
   try {
-    worker = await startWrangler({ config, vars: { RELAY_TOKEN: TOKEN, ...vars }, persistDir });
+    worker = await startWrangler({ configs: [config], vars: { RELAY_TOKEN: TOKEN, ...vars }, persistDir });
   } catch (e) {
     rmSync(persistDir, { recursive: true, force: true });
     throw e;

@@ -27,6 +27,7 @@ test("the Free preset drains 400 distinct targets in alarms of 16 subrequests", 
     assert.ok(calls.every((c) => c <= 16), "8 targets x 2 fires");
     assert.equal(s.subrequests, 400, "one call per distinct target");
     assert.equal(s.delivered_rows, 400);
+    assert.deepEqual(await relay.audit(), [], "the relay's own audit");
   } finally {
     await relay.stop();
   }
@@ -45,6 +46,7 @@ test("an override past 50 calls is capped at 50 subrequests per alarm", async ()
     assert.equal(Math.max(...calls), 50, "the cap binds");
     assert.ok(alarms.every((a) => a.subrequest_cap === 50));
     assert.equal(s.delivered_rows, 600);
+    assert.deepEqual(await relay.audit(), [], "the relay's own audit");
   } finally {
     await relay.stop();
   }

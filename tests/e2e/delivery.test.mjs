@@ -1,7 +1,7 @@
 // Delivery through real workerd: enqueue over the front door, alarm-driven
 // fires, DO-to-DO apply calls, and the faults the issue names.
 
-import { test, before, after } from "node:test";
+import { test, before, after, afterEach } from "node:test";
 import assert from "node:assert/strict";
 import { Relay, put, sleep, until } from "./harness.mjs";
 
@@ -11,6 +11,11 @@ before(async () => {
 });
 after(async () => {
   await relay?.stop();
+});
+// After every test: the relay's own audit of each outbox's tables and each
+// target's watermarks against its apply log.
+afterEach(async () => {
+  assert.deepEqual(await relay.audit(), [], "the relay's own audit");
 });
 
 

@@ -6,7 +6,7 @@
 // captured so tests can read the relay's per-alarm JSON log lines.
 
 import { spawn } from "node:child_process";
-import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join, dirname } from "node:path";
@@ -50,23 +50,34 @@ export class Relay {
     this.persistDir = persistDir;
     this.base = `http://127.0.0.1:${port}`;
     this.output = "";
+    /** Generated configs to delete when the instance stops. */
+    this.tempFiles = [];
+    /** Source and target names this instance has been asked about, for `audit`. */
+    this.seen = { sources: new Set(), targets: new Set() };
     child.stdout.on("data", (d) => (this.output += d.toString()));
     child.stderr.on("data", (d) => (this.output += d.toString()));
   }
 
   /**
-   * Starts an instance; `vars` become `--var` flags; `extraToml` is appended
-   * to a copy of wrangler.toml (written beside it, so paths still resolve).
+   * Starts the reference Worker. `build` picks the wasm build ("test", with
+   * the fault routes and apply log; "prod", exactly as deployed); `vars`
+   * are merged over the test defaults (a value of `undefined` removes one);
+   * `extraToml` is appended to the config; `before` lists configs of other
+   * Workers to run in the same session ahead of the relay (the first one is
+   * served on the port), so they can bind the relay by `script_name`;
+   * `ready` is the path that answers 200 once the session is up;
+   * `firstVars` are `--var`s for the first Worker of such a session.
    */
-  static async start({ vars = {}, persistDir, extraToml } = {}) {
+  static async start({ vars = {}, persistDir, extraToml = "", build = "test", before = [], ready, firstVars = {} } = {}) {
     persistDir ??= mkdtempSync(join(tmpdir(), "relay-e2e-"));
-    const allVars = { RELAY_ENV: "test", RELAY_TEST_FAULTS: "on", RELAY_TOKEN: TOKEN, ...vars };
-    let config;
-    if (extraToml) {
-      config = join(ROOT, `.wrangler-e2e-${process.pid}-${Date.now()}.toml`);
-      writeFileSync(config, readFileSync(join(ROOT, "wrangler.toml"), "utf8") + "\n" + extraToml + "\n");
-    }
-    return startWrangler({ config, vars: allVars, persistDir });
+    const config = writeRelayConfig({ vars, extraToml, build });
+    const configs = [...before, config];
+    const relay = await startWrangler({ configs, persistDir, ready, vars: firstVars }).catch((e) => {
+      rmSync(config, { force: true });
+      throw e;
+    });
+    relay.tempFiles.push(config);
+    return relay;
   }
 
   /** SIGKILLs the whole process group (wrangler and workerd). */
@@ -80,10 +91,12 @@ export class Relay {
   async stop() {
     this.kill();
     for (let i = 0; i < 100 && this.child.exitCode === null && this.child.signalCode === null; i++) await sleep(50);
+    for (const f of this.tempFiles) rmSync(f, { force: true });
   }
 
   /** An HTTP call with the token; returns { status, body } (body parsed when JSON). */
   async api(method, path, body, { token = TOKEN, raw = false } = {}) {
+    this.remember(path, body);
     const headers = {};
     if (token !== null) headers.authorization = `Bearer ${token}`;
     // A hung isolate (a wasm panic aborts it) must fail the test, not stall it.
@@ -96,6 +109,32 @@ export class Relay {
       parsed = JSON.parse(text);
     } catch {}
     return { status: res.status, body: parsed, headers: res.headers, text };
+  }
+
+  /** Notes the valid source and target names a request names. */
+  remember(path, body) {
+    const valid = (n) => /^[A-Za-z0-9._:-]{1,64}$/.test(n) && !/^\.+$/.test(n);
+    const m = String(path).match(/^\/v1\/(sources|targets)\/([^/?]+)/);
+    if (m && valid(m[2])) this.seen[m[1]].add(m[2]);
+    for (const row of (body && typeof body === "object" && Array.isArray(body.rows) ? body.rows : [])) {
+      if (row && typeof row.target === "string" && valid(row.target)) this.seen.targets.add(row.target);
+    }
+  }
+
+  /**
+   * Runs the relay's own audit (test builds) on every source and target this
+   * instance was asked about: each outbox's invariants on its tables, and
+   * each target's watermarks against its apply log. Returns the breaches.
+   */
+  async audit() {
+    const breaches = [];
+    for (const [kind, names] of [["sources", this.seen.sources], ["targets", this.seen.targets]]) {
+      for (const name of names) {
+        const r = await this.api("GET", `/v1/${kind}/${name}/audit`);
+        if (r.status !== 200 || !r.body.ok) breaches.push(`${kind}/${name}: ${r.text}`);
+      }
+    }
+    return breaches;
   }
 
   async enqueue(source, rows) {
@@ -157,32 +196,68 @@ export class Relay {
 /** Starts tried when a port picked as free was taken before wrangler bound it. */
 const PORT_ATTEMPTS = 4;
 /** How long `wrangler dev` may take to answer its first request. */
-const READY_TIMEOUT_MS = 180_000;
+const READY_TIMEOUT_MS = Number(process.env.RELAY_E2E_READY_MS ?? 180_000);
+
+/** The variables every test relay runs with, unless a test overrides them. */
+const TEST_VARS = { RELAY_ENV: "test", RELAY_TEST_FAULTS: "on", RELAY_TOKEN: TOKEN };
 
 /**
- * Spawns `wrangler dev` (with `config`, default wrangler.toml) on free ports
- * with `vars` and `persistDir`, and resolves with a `Relay` once
- * `/v1/health` answers. Another process can take a port between our
- * picking it and wrangler binding it; then it starts again on others.
+ * Writes a config for the reference Worker, derived from wrangler.toml (so
+ * bindings and migrations stay the same): `main` points at `build/<build>`,
+ * there is no build command (the suite builds once), and `[vars]` holds the
+ * test variables. Written into .e2e/ (git-ignored), away from the
+ * developer's .dev.vars, which would override its [vars].
  */
-export async function startWrangler({ config, vars, persistDir }) {
+export function writeRelayConfig({ vars = {}, extraToml = "", build = "test" } = {}) {
+  const all = { ...TEST_VARS, ...vars };
+  if (build === "prod") delete all.RELAY_TEST_FAULTS;
+  const lines = [];
+  let section = "";
+  for (const line of readFileSync(join(ROOT, "wrangler.toml"), "utf8").split("\n")) {
+    const header = line.match(/^\[+([^\]]+)\]+/);
+    if (header) section = header[1];
+    if (section === "build") continue;
+    if (section === "vars") {
+      if (header) {
+        lines.push("[vars]");
+        for (const [k, v] of Object.entries(all)) if (v !== undefined) lines.push(`${k} = ${JSON.stringify(String(v))}`);
+      }
+      continue;
+    }
+    lines.push(line.startsWith("main = ") ? `main = "../build/${build}/entry.mjs"` : line);
+  }
+  mkdirSync(join(ROOT, ".e2e"), { recursive: true });
+  const path = join(ROOT, ".e2e", `relay-${process.pid}-${Date.now()}-${Math.random().toString(36).slice(2, 8)}.toml`);
+  writeFileSync(path, lines.join("\n") + "\n" + extraToml + "\n");
+  return path;
+}
+
+/**
+ * Spawns `wrangler dev` with `configs` (the first is served on the port) on
+ * free ports with `persistDir` and `vars` (as `--var`), and resolves with a `Relay` once `ready`
+ * answers (by default the front door's `/v1/health`). Another process can
+ * take a port between our picking it and wrangler binding it; then it
+ * starts again on others.
+ */
+export async function startWrangler({ configs, persistDir, ready = "/v1/health", vars = {} }) {
   for (let attempt = 1; ; attempt++) {
     try {
-      return await startOnce({ config, vars, persistDir });
+      return await startOnce({ configs, persistDir, ready, vars });
     } catch (e) {
       if (attempt >= PORT_ATTEMPTS || !/Address already in use/.test(String(e.message))) throw e;
     }
   }
 }
 
-async function startOnce({ config, vars, persistDir }) {
+async function startOnce({ configs, persistDir, ready, vars }) {
   const port = await freePort();
   const inspector = await freePort();
   const args = [
     "dev", "--port", String(port), "--ip", "127.0.0.1", "--inspector-port", String(inspector),
     "--persist-to", persistDir, "--show-interactive-dev-session=false",
   ];
-  if (config) args.push("--config", config);
+  for (const config of configs) args.push("--config", config);
+  // --var reaches the first config's Worker; multi-Worker sessions set [vars].
   for (const [k, v] of Object.entries(vars)) args.push("--var", `${k}:${v}`);
   // Run wrangler with this Node (22, from node_modules) whatever PATH says.
   const wrangler = join(ROOT, "node_modules", "wrangler", "bin", "wrangler.js");
@@ -198,7 +273,7 @@ async function startOnce({ config, vars, persistDir }) {
   while (Date.now() < deadline) {
     if (child.exitCode !== null) throw new Error(`wrangler exited:\n${relay.output}`);
     try {
-      const r = await relay.api("GET", "/v1/health");
+      const r = await relay.api("GET", ready);
       if (r.status === 200) return relay;
     } catch {}
     await sleep(250);

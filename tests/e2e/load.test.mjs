@@ -69,6 +69,7 @@ test("load: concurrent enqueuers with a target parked and redriven mid-run; ever
     assert.equal(applied + parkedRows, accepted);
     assert.equal(s.parked_rows, parkedRows);
     assert.equal(s.delivered_rows, applied);
+    assert.deepEqual(await relay.audit(), [], "the relay's own audit");
   } finally {
     await relay.stop();
   }

@@ -2,7 +2,7 @@
 // parking (after failed cycles and on a permanent error), redrive,
 // discard, backpressure, watermark forgetting, and the status figures.
 
-import { test, before, after } from "node:test";
+import { test, before, after, afterEach } from "node:test";
 import assert from "node:assert/strict";
 import { Relay, put, sleep, until } from "./harness.mjs";
 
@@ -18,6 +18,11 @@ before(async () => {
 });
 after(async () => {
   await relay?.stop();
+});
+// After every test: the relay's own audit of each outbox's tables and each
+// target's watermarks against its apply log.
+afterEach(async () => {
+  assert.deepEqual(await relay.audit(), [], "the relay's own audit");
 });
 
 

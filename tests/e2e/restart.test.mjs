@@ -46,6 +46,7 @@ test("a relay killed mid-drain resumes on restart, losing nothing and applying n
     assert.equal(after.queued_rows, 0);
     assert.equal(after.enqueued_rows, n);
     for (const [t, seqs] of sent) assert.deepEqual(await relay.log(t, src), seqs, `target ${t}`);
+    assert.deepEqual(await relay.audit(), [], "the relay's own audit");
   } finally {
     await relay.stop();
   }

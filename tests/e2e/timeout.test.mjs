@@ -20,6 +20,7 @@ test("a call that times out after the target applied is redelivered harmlessly",
     assert.deepEqual(await relay.log("slow-t", src), [seqs[0], seqs[2]], "applied once each");
     assert.equal(s.delivered_rows, 3);
     assert.ok(relay.alarmLogs().some((a) => a.source === src && a.rows_delivered === 2 && a.rows_applied === 0));
+    assert.deepEqual(await relay.audit(), [], "the relay's own audit");
   } finally {
     await relay.stop();
   }

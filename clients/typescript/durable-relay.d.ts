@@ -1,0 +1,259 @@
+// Types for callers of durable-relay from JavaScript and TypeScript Workers:
+// the rows you enqueue, the replies, the status, the error codes, and the
+// typed RPC entrypoint `RelayRpc` of the reference Worker. Bind it with a
+// service binding (`entrypoint = "RelayRpc"`) and type the binding as
+// `Service<RelayRpc>`; or bind the `RelaySource` class by `script_name` and
+// speak its fetch protocol (the same JSON).
+//
+// Integers are JavaScript numbers: sequences stay within 2^53 - 1. A put's
+// value is any JSON value; the relay carries its text exactly (numbers digit
+// for digit), but a JavaScript reader parses it into a double.
+
+import { WorkerEntrypoint } from "cloudflare:workers";
+
+/** Any JSON value. */
+export type JsonValue = null | boolean | number | string | JsonValue[] | { [key: string]: JsonValue };
+
+type JsonScalar = null | boolean | number | string;
+type Json1 = JsonScalar | JsonScalar[] | { [key: string]: JsonScalar };
+type Json2 = JsonScalar | Json1[] | { [key: string]: Json1 };
+/**
+ * A JSON value in what the relay returns over RPC. Workers RPC's type
+ * mapping cannot follow the recursive `JsonValue` ("excessively deep"), so
+ * results spell out three levels; deeper values are typed `JsonValue` at
+ * the third level's leaves by a cast on your side.
+ */
+export type JsonResult = JsonScalar | Json2[] | { [key: string]: Json2 };
+
+/** One row: puts and deletes for one target partition, applied in order there. */
+export interface Row {
+  /** The target partition: 1 to 64 characters of A-Z a-z 0-9 . _ : - */
+  target: string;
+  /** Keys to set, each with a JSON value. */
+  puts?: [key: string, value: JsonValue][];
+  /** Keys to remove. */
+  deletes?: string[];
+}
+
+/** Options of an enqueue. */
+export interface EnqueueOptions {
+  /** 1 to 128 bytes: the same key and rows again answer the original sequences. */
+  idempotencyKey?: string;
+}
+
+/** What an enqueue did. */
+export interface Enqueued {
+  /** The sequences the rows were given (the original ones for a duplicate). */
+  seqs: number[];
+  /** The source's last allocated sequence afterwards. */
+  os: number;
+  /** Whether this repeated an earlier keyed enqueue and wrote nothing. */
+  duplicate: boolean;
+  /** Rows waiting at the source afterwards (queued plus parked). */
+  queued_rows: number;
+}
+
+/** A parked or failing target, as a source reports it. */
+export interface TargetReport {
+  target: string;
+  failed_cycles: number;
+  parked: boolean;
+  reason: string | null;
+  first_failure_ms: number | null;
+  last_failure_ms: number | null;
+  last_error: string | null;
+  /** Parked rows (not discarded). */
+  rows: number;
+}
+
+/** One parked row. */
+export interface ParkedRow {
+  seq: number;
+  at_ms: number;
+  effects: { puts: [string, JsonResult][]; deletes: string[] };
+}
+
+/** A page of a parked target's rows. */
+export interface ParkedPage {
+  target: string;
+  rows: ParkedRow[];
+  /** The `after` of the next page, when this one is full. */
+  next: number | null;
+}
+
+/** What a redrive or discard did. */
+export interface ActionOutcome {
+  rows: number;
+  was_parked: boolean;
+}
+
+/** A fire budget. */
+export interface RelayBudget {
+  rows_per_fire: number;
+  targets_per_fire: number;
+  calls_per_target: number;
+  fires_per_alarm: number;
+  subrequests_per_alarm: number;
+  batch_rows: number;
+}
+
+/** The `rs` scan cycle. */
+export interface ScanState {
+  v: number;
+  generation: number;
+  cycle_end: number;
+  cursor: number;
+  blocked: string[];
+  idle_fires: number;
+}
+
+/** What one alarm did (the `relay_alarm` log line, and a status's `last_alarm`). */
+export interface AlarmSummary {
+  source: string;
+  fires: number;
+  subrequests: number;
+  targets_called: number;
+  rows_applied: number;
+  rows_delivered: number;
+  conflicts: number;
+  lag_exceeded: boolean;
+  duration_ms: number;
+  next_in_ms: number | null;
+  subrequest_cap: number;
+  started_at_ms: number;
+  pruned: number;
+  queued_rows: number;
+  queued_bytes: number;
+  parked_rows: number;
+  oldest_row_age_ms: number | null;
+  /** Targets parked: [target, rows moved, reason]. */
+  parked: [string, number, string][];
+  metrics_written: boolean;
+}
+
+/** A source's status (`GET /status`, `RelayRpc.status`). */
+export interface SourceStatus {
+  source: string;
+  os: number;
+  queued_rows: number;
+  queued_bytes: number;
+  parked_rows: number;
+  parked_bytes: number;
+  enqueued_rows: number;
+  delivered_rows: number;
+  alarms: number;
+  fires: number;
+  subrequests: number;
+  conflicts: number;
+  dedup_hits: number;
+  rejected_full: number;
+  lag_breaches: number;
+  sql_rows_written: number;
+  sql_rows_written_per_delivered_row: number | null;
+  rs: ScanState | null;
+  rs_corrupt: boolean;
+  blocked_targets: string[];
+  parked_targets: { [target: string]: number };
+  failing_targets: { [target: string]: number };
+  oldest_row_age_ms: number | null;
+  lag_exceeded: boolean;
+  relay_watermark: number;
+  capacity: { rows: number; bytes: number; max_rows: number; max_bytes: number; percent_full: number };
+  dedup_records: number;
+  discarded_rows: number;
+  last_prune_ms: number;
+  last_alarm: AlarmSummary | null;
+  alarm_at_ms: number | null;
+  rearmed: boolean;
+  config: {
+    alarm: { budget: RelayBudget; max_in_flight: number };
+    settings: {
+      policy: { park_after_failed_cycles: number | null };
+      max_rows: number;
+      max_bytes: number;
+      dedup_horizon_ms: number;
+      discard_horizon_ms: number;
+    };
+  };
+}
+
+/** Every code an error can carry (the HTTP API's `error.code`). */
+export type ErrorCode =
+  | "empty_body"
+  | "malformed_json"
+  | "invalid_request"
+  | "invalid_utf8"
+  | "unreadable_body"
+  | "body_too_large"
+  | "no_rows"
+  | "too_many_rows"
+  | "request_too_large"
+  | "invalid_target"
+  | "invalid_name"
+  | "row_without_effects"
+  | "too_many_effects"
+  | "empty_key"
+  | "key_too_long"
+  | "value_too_large"
+  | "value_too_deep"
+  | "invalid_value"
+  | "duplicate_object_key"
+  | "lone_surrogate"
+  | "duplicate_key"
+  | "row_too_large"
+  | "sequence_exhausted"
+  | "outbox_full"
+  | "invalid_idempotency_key"
+  | "idempotency_conflict"
+  | "aborted"
+  | "invalid_seq"
+  | "invalid_limit"
+  | "invalid_query"
+  | "no_route"
+  | "bad_url"
+  | "unauthorized"
+  | "unnamed_source"
+  | "invalid_source"
+  | "malformed_batch"
+  | "empty_batch"
+  | "batch_too_large"
+  | "bad_sequence"
+  | "bad_row"
+  | "hook_refused"
+  | "unavailable"
+  | "bad_configuration"
+  | "internal"
+  | "faults_disabled"
+  | "invalid_delay";
+
+/**
+ * What `RelayRpc` throws. Over Workers RPC the error arrives as an `Error`
+ * (not an instance of this class) with these properties kept, when both
+ * Workers have a compatibility date of 2026-04-21 or later: branch on
+ * `code`, never on `instanceof`. The message also starts with the code.
+ */
+export interface RelayError extends Error {
+  name: "RelayError";
+  code: ErrorCode;
+  /** The HTTP status the same refusal has on the HTTP API. */
+  status: number;
+  /** Seconds to wait before retrying (with `outbox_full`). */
+  retryAfterS?: number;
+}
+
+/** The reference Worker's RPC entrypoint (`entrypoint = "RelayRpc"`). */
+export interface RelayRpcMethods {
+  enqueue(source: string, rows: Row[], options?: EnqueueOptions): Promise<Enqueued>;
+  status(source: string): Promise<SourceStatus>;
+  deliveredThrough(source: string, seq: number): Promise<boolean>;
+  relayWatermark(source: string): Promise<number>;
+  parkedTargets(source: string): Promise<TargetReport[]>;
+  parkedRows(source: string, target: string, page?: { after?: number; limit?: number }): Promise<ParkedPage>;
+  redrive(source: string, target: string): Promise<ActionOutcome>;
+  discard(source: string, target: string): Promise<ActionOutcome>;
+}
+
+/** `RelayRpcMethods` as a WorkerEntrypoint class, for `Service<RelayRpc>` (the interface below
+ * merges the methods into the class). */
+export declare abstract class RelayRpc extends WorkerEntrypoint {}
+export interface RelayRpc extends RelayRpcMethods {}

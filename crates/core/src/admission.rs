@@ -1,0 +1,184 @@
+//! Admitting an enqueue: the whole decision a shell applies, made once here.
+//!
+//! Given what the shell read (`os`, occupancy, the parked targets, the
+//! dedup record stored under the request's key), [`admit`] decides in this
+//! order, and nothing is written unless it returns [`Admission::Append`]:
+//!
+//! 1. validate and encode the rows (every row limit, every value);
+//! 2. validate the idempotency key, digest the encoded rows and compare
+//!    with the stored record: the same content answers the original
+//!    sequences ([`Admission::Duplicate`], even when the outbox is full),
+//!    other content under a live key is a conflict;
+//! 3. check the backpressure bounds and sequence space, then assign
+//!    sequences;
+//! 4. split the rows: those for a parked target go to the parked list,
+//!    behind its older rows, so nothing newer overtakes them.
+
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
+#![deny(clippy::unreachable, clippy::todo, clippy::unimplemented)]
+
+use std::collections::BTreeSet;
+
+use crate::dedup::{content_digest, decide, validate_key, Dedup, DedupRecord};
+use crate::enqueue::{encode_rows, plan_encoded, Capacity, EnqueuePlan, EnqueueRefusal, EnqueueRow};
+use crate::row::StoredRow;
+
+/// What a shell read before an enqueue.
+#[derive(Clone, Copy, Debug)]
+pub struct AdmissionInput<'a> {
+    /// The source's last allocated sequence.
+    pub os: u64,
+    /// Commit-time clock reading, ms since the epoch.
+    pub now_ms: u64,
+    /// The request's idempotency key, if any.
+    pub key: Option<&'a str>,
+    /// The dedup record stored under `key`, if any.
+    pub record: Option<&'a DedupRecord>,
+    /// How long keys are remembered, ms.
+    pub dedup_horizon_ms: u64,
+    /// Occupancy and backpressure bounds.
+    pub capacity: Capacity,
+    /// Names of the targets that are parked now.
+    pub parked: &'a BTreeSet<String>,
+}
+
+/// What to do with an enqueue.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Admission {
+    /// The same key and content were accepted before: answer with these
+    /// sequences and write nothing.
+    Duplicate {
+        /// The original sequences.
+        seqs: Vec<u64>,
+    },
+    /// Write these rows and the new `os`.
+    Append(AppendPlan),
+}
+
+/// Rows to write, split by where they go.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AppendPlan {
+    /// Every row with its sequence, and the new `os`.
+    pub plan: EnqueuePlan,
+    /// The rows for targets that are not parked: into the outbox.
+    pub queued: Vec<StoredRow>,
+    /// The rows for parked targets: into the parked list.
+    pub parked: Vec<StoredRow>,
+    /// The dedup record to store (keyed enqueues only).
+    pub record: Option<DedupRecord>,
+}
+
+impl AppendPlan {
+    /// Body bytes of `rows`.
+    pub fn bytes(rows: &[StoredRow]) -> u64 {
+        rows.iter().map(|r| r.body.len() as u64).sum()
+    }
+}
+
+/// Decides an enqueue; see the module doc for the order of the checks.
+pub fn admit(input: &AdmissionInput<'_>, rows: &[EnqueueRow]) -> Result<Admission, EnqueueRefusal> {
+    let encoded = encode_rows(rows)?;
+    let mut digest = None;
+    if let Some(key) = input.key {
+        validate_key(key).map_err(EnqueueRefusal::Key)?;
+        let d = content_digest(&encoded);
+        match decide(input.record, &d, input.now_ms, input.dedup_horizon_ms) {
+            Dedup::Duplicate(seqs) => return Ok(Admission::Duplicate { seqs }),
+            Dedup::Conflict => return Err(EnqueueRefusal::Conflict { key: key.to_owned() }),
+            Dedup::Fresh => digest = Some(d),
+        }
+    }
+    let plan = plan_encoded(input.os, input.now_ms, &encoded, &input.capacity)?;
+    let (parked, queued): (Vec<StoredRow>, Vec<StoredRow>) =
+        plan.rows.iter().cloned().partition(|r| input.parked.contains(&r.target));
+    let record = match (input.key, digest, plan.rows.first()) {
+        (Some(key), Some(digest), Some(first)) => Some(DedupRecord {
+            key: key.to_owned(),
+            digest,
+            first_seq: first.seq,
+            rows: u32::try_from(plan.rows.len()).unwrap_or(u32::MAX),
+            at_ms: input.now_ms,
+        }),
+        _ => None,
+    };
+    Ok(Admission::Append(AppendPlan { plan, queued, parked, record }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::enqueue::EnqueueError;
+    use crate::name::Name;
+    use serde_json::json;
+
+    fn row(target: &str, v: i64) -> EnqueueRow {
+        EnqueueRow::new(Name::new(target).unwrap(), vec![("k".into(), json!(v))], vec![])
+    }
+
+    fn input<'a>(
+        key: Option<&'a str>,
+        record: Option<&'a DedupRecord>,
+        parked: &'a BTreeSet<String>,
+    ) -> AdmissionInput<'a> {
+        AdmissionInput {
+            os: 10,
+            now_ms: 5_000,
+            key,
+            record,
+            dedup_horizon_ms: 60_000,
+            capacity: Capacity::with_defaults(0, 0),
+            parked,
+        }
+    }
+
+    fn append(a: Admission) -> AppendPlan {
+        match a {
+            Admission::Append(p) => p,
+            other => panic!("expected an append, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn rows_for_a_parked_target_go_behind_its_parked_rows() {
+        let parked: BTreeSet<String> = ["down".to_owned()].into();
+        let p = append(
+            admit(&input(None, None, &parked), &[row("up", 1), row("down", 2), row("up", 3)]).unwrap(),
+        );
+        assert_eq!(p.plan.seqs(), vec![11, 12, 13]);
+        assert_eq!(p.queued.iter().map(|r| r.seq).collect::<Vec<_>>(), vec![11, 13]);
+        assert_eq!(p.parked.iter().map(|r| r.seq).collect::<Vec<_>>(), vec![12]);
+        assert_eq!(p.record, None);
+    }
+
+    #[test]
+    fn a_keyed_enqueue_records_its_key_and_a_repeat_is_a_duplicate_even_when_full() {
+        let none = BTreeSet::new();
+        let rows = [row("t", 1), row("t", 2)];
+        let first = append(admit(&input(Some("k"), None, &none), &rows).unwrap());
+        let record = first.record.clone().unwrap();
+        assert_eq!((record.first_seq, record.rows, record.at_ms), (11, 2, 5_000));
+        let mut full = input(Some("k"), Some(&record), &none);
+        full.capacity = Capacity { rows: 10, bytes: 0, max_rows: 10, max_bytes: 1 << 20 };
+        assert_eq!(admit(&full, &rows).unwrap(), Admission::Duplicate { seqs: vec![11, 12] });
+        assert_eq!(
+            admit(&full, &[row("t", 9)]).unwrap_err(),
+            EnqueueRefusal::Conflict { key: "k".into() },
+            "other content under a live key"
+        );
+        full.key = None;
+        assert!(matches!(
+            admit(&full, &rows).unwrap_err(),
+            EnqueueRefusal::Invalid(EnqueueError::OutboxFull { .. })
+        ));
+    }
+
+    #[test]
+    fn invalid_rows_are_refused_before_the_key_is_looked_at() {
+        let none = BTreeSet::new();
+        let bad = EnqueueRow::new(Name::new("t").unwrap(), vec![], vec![]);
+        let e = admit(&input(Some(""), None, &none), &[bad]).unwrap_err();
+        assert_eq!(e.code(), "row_without_effects");
+        let e = admit(&input(Some(""), None, &none), &[row("t", 1)]).unwrap_err();
+        assert_eq!(e.code(), "invalid_idempotency_key");
+    }
+}

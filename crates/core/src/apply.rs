@@ -1,0 +1,330 @@
+//! The target side, without I/O: which rows of a batch are duplicates, which
+//! to apply, the new watermark, and the hook that adds effects to the same
+//! atomic apply. Also the batch's wire form, shared by both sides.
+//!
+//! A target keeps one watermark per source (`rh`): the highest source
+//! sequence it has applied. Rows at or below it are duplicates. Because a
+//! batch is ascending and the watermark is a threshold, the duplicates are
+//! always a prefix of the batch.
+
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
+#![deny(clippy::unreachable, clippy::todo, clippy::unimplemented)]
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::fire::TargetCall;
+use crate::json::nesting_depth;
+use crate::limits::{
+    BATCH_ENVELOPE_DEPTH, MAX_BATCH_BYTES, MAX_BATCH_EFFECTS, MAX_BATCH_ROWS, MAX_VALUE_DEPTH, SEQ_MAX,
+};
+use crate::name::Name;
+use crate::row::{Effects, QueuedRow};
+
+/// One row in a target batch.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApplyRow {
+    /// The source sequence.
+    pub seq: u64,
+    /// What to apply.
+    pub effects: Effects,
+}
+
+/// A batch from one source to one target: the body of the apply call.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApplyRequest {
+    /// The sending source; names the watermark.
+    pub source: Name,
+    /// Rows, strictly ascending by `seq`.
+    pub rows: Vec<ApplyRow>,
+}
+
+/// The target's answer to an apply call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApplyReply {
+    /// The target's watermark for the source after the call.
+    pub watermark: u64,
+    /// Rows applied by this call.
+    pub applied: u32,
+    /// Rows skipped as duplicates.
+    pub duplicates: u32,
+}
+
+/// Encodes the batch for `call` from the fire's rows, embedding each stored
+/// body verbatim: `{"source":..,"rows":[{"seq":N,"effects":BODY},..]}`.
+/// `rows` are the fire's window, which holds every row of every call the
+/// fire hands out (the fire's own state, not caller bytes).
+#[allow(clippy::expect_used, reason = "a call's rows are in the fire's window: the engine built both")]
+pub fn encode_request(source: &Name, call: &TargetCall, rows: &[QueuedRow]) -> String {
+    let mut out = String::with_capacity(call.bytes as usize + 64);
+    // A name's alphabet needs no JSON escapes.
+    out.push_str(r#"{"source":""#);
+    out.push_str(source.as_str());
+    out.push_str(r#"","rows":["#);
+    let mut window = rows.iter();
+    for (n, seq) in call.seqs.iter().enumerate() {
+        let row = window.find(|r| r.seq == *seq).expect("every call row is in the window, ascending");
+        assert_eq!(row.target, call.target, "row {seq} belongs to another target");
+        if n > 0 {
+            out.push(',');
+        }
+        out.push_str(r#"{"seq":"#);
+        out.push_str(&seq.to_string());
+        out.push_str(r#","effects":"#);
+        out.push_str(&row.body);
+        out.push('}');
+    }
+    out.push_str("]}");
+    out
+}
+
+/// Why a target refuses a batch. All are permanent: resending the same
+/// batch cannot succeed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ApplyError {
+    /// The batch did not decode.
+    Malformed(String),
+    /// The batch has no rows.
+    Empty,
+    /// The batch is over a batch limit; names the limit.
+    TooLarge(&'static str),
+    /// A sequence is zero, past [`SEQ_MAX`], or not above its predecessor.
+    BadSequence(u64),
+    /// A row's effects break a row limit.
+    BadRow(u64, String),
+    /// The hook refused the batch.
+    Hook(String),
+}
+
+impl ApplyError {
+    /// Stable machine-readable code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            ApplyError::Malformed(_) => "malformed_batch",
+            ApplyError::Empty => "empty_batch",
+            ApplyError::TooLarge(_) => "batch_too_large",
+            ApplyError::BadSequence(_) => "bad_sequence",
+            ApplyError::BadRow(..) => "bad_row",
+            ApplyError::Hook(_) => "hook_rejected",
+        }
+    }
+}
+
+impl fmt::Display for ApplyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ApplyError::Malformed(e) => write!(f, "batch does not decode: {e}"),
+            ApplyError::Empty => write!(f, "batch has no rows"),
+            ApplyError::TooLarge(limit) => write!(f, "batch exceeds {limit}"),
+            ApplyError::BadSequence(s) => {
+                write!(f, "sequence {s} is out of range or not ascending")
+            }
+            ApplyError::BadRow(s, e) => write!(f, "row {s}: {e}"),
+            ApplyError::Hook(e) => write!(f, "hook rejected the batch: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for ApplyError {}
+
+/// Decodes and validates a batch body.
+pub fn decode_request(body: &str) -> Result<ApplyRequest, ApplyError> {
+    // Framing is a small fraction of a batch; a body far past the limit is
+    // refused before it is parsed.
+    if body.len() > 2 * MAX_BATCH_BYTES as usize {
+        return Err(ApplyError::TooLarge("MAX_BATCH_BYTES"));
+    }
+    let depth = nesting_depth(body);
+    if depth > MAX_VALUE_DEPTH + BATCH_ENVELOPE_DEPTH {
+        return Err(ApplyError::Malformed(format!("batch nests {depth} levels deep")));
+    }
+    let request: ApplyRequest =
+        serde_json::from_str(body).map_err(|e| ApplyError::Malformed(e.to_string()))?;
+    validate_request(&request)?;
+    Ok(request)
+}
+
+/// Checks a batch against the batch and row limits and sequence order.
+pub fn validate_request(request: &ApplyRequest) -> Result<(), ApplyError> {
+    if request.rows.is_empty() {
+        return Err(ApplyError::Empty);
+    }
+    if request.rows.len() > MAX_BATCH_ROWS as usize {
+        return Err(ApplyError::TooLarge("MAX_BATCH_ROWS"));
+    }
+    let effects = request.rows.iter().fold(0u32, |sum, r| sum.saturating_add(r.effects.count()));
+    if effects > MAX_BATCH_EFFECTS {
+        return Err(ApplyError::TooLarge("MAX_BATCH_EFFECTS"));
+    }
+    let mut previous = 0;
+    for row in &request.rows {
+        if row.seq == 0 || row.seq > SEQ_MAX || row.seq <= previous {
+            return Err(ApplyError::BadSequence(row.seq));
+        }
+        previous = row.seq;
+        row.effects.validate().map_err(|e| ApplyError::BadRow(row.seq, e.to_string()))?;
+    }
+    Ok(())
+}
+
+/// What a target does with a validated batch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ApplyPlan {
+    /// Leading rows at or below the watermark: skipped.
+    pub duplicates: usize,
+    /// The watermark after applying the rest. Equal to the old one when
+    /// everything was a duplicate, so that case writes nothing.
+    pub watermark: u64,
+}
+
+impl ApplyPlan {
+    /// Rows to apply: those after the duplicate prefix.
+    pub fn to_apply<'a>(&self, request: &'a ApplyRequest) -> &'a [ApplyRow] {
+        request.rows.get(self.duplicates..).unwrap_or_default()
+    }
+
+    /// The reply for this plan.
+    pub fn reply(&self, request: &ApplyRequest) -> ApplyReply {
+        ApplyReply {
+            watermark: self.watermark,
+            applied: (request.rows.len() - self.duplicates) as u32,
+            duplicates: self.duplicates as u32,
+        }
+    }
+}
+
+/// Plans applying `request` at a target whose watermark for its source is
+/// `watermark`. The request must have passed [`validate_request`].
+pub fn plan_apply(watermark: u64, request: &ApplyRequest) -> ApplyPlan {
+    let duplicates = request.rows.iter().take_while(|r| r.seq <= watermark).count();
+    let last = request.rows.last().map_or(0, |r| r.seq);
+    let plan = ApplyPlan { duplicates, watermark: watermark.max(last) };
+    assert!(plan.watermark >= watermark, "a watermark never moves back");
+    plan
+}
+
+/// Adds effects to a target's apply, inside the same atomic block. Called only when at least one row is new, with the
+/// new rows. Added effects must tolerate the batch being delivered again
+/// after a lost reply (they are not repeated: the watermark skips it, but
+/// the hook must not assume it ran for every delivery attempt). An error
+/// rejects this target's batch and nothing else.
+pub trait RelayHook {
+    /// Effects to apply after the rows' own, atomically with them.
+    fn extra_effects(&self, source: &Name, rows: &[ApplyRow]) -> Result<Effects, String>;
+}
+
+/// The default hook: adds nothing.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoHook;
+
+impl RelayHook for NoHook {
+    fn extra_effects(&self, _: &Name, _: &[ApplyRow]) -> Result<Effects, String> {
+        Ok(Effects::default())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::row::JsonValue;
+
+    fn row(seq: u64) -> ApplyRow {
+        ApplyRow {
+            seq,
+            effects: Effects {
+                puts: vec![(format!("k{seq}"), JsonValue::from_value(&seq.into()))],
+                deletes: vec![],
+            },
+        }
+    }
+
+    fn request(seqs: &[u64]) -> ApplyRequest {
+        ApplyRequest { source: Name::new("s").unwrap(), rows: seqs.iter().map(|s| row(*s)).collect() }
+    }
+
+    #[test]
+    fn rows_at_or_below_the_watermark_are_duplicates() {
+        let r = request(&[3, 5, 9]);
+        let plan = plan_apply(5, &r);
+        assert_eq!(plan, ApplyPlan { duplicates: 2, watermark: 9 });
+        assert_eq!(plan.to_apply(&r), &r.rows[2..]);
+        assert_eq!(plan.reply(&r), ApplyReply { watermark: 9, applied: 1, duplicates: 2 });
+    }
+
+    #[test]
+    fn an_all_duplicate_batch_keeps_the_watermark() {
+        let r = request(&[3, 5]);
+        assert_eq!(plan_apply(7, &r), ApplyPlan { duplicates: 2, watermark: 7 });
+        assert_eq!(plan_apply(0, &r), ApplyPlan { duplicates: 0, watermark: 5 });
+    }
+
+    #[test]
+    fn batches_must_ascend_and_stay_in_range() {
+        assert_eq!(validate_request(&request(&[])), Err(ApplyError::Empty));
+        assert_eq!(validate_request(&request(&[2, 2])), Err(ApplyError::BadSequence(2)));
+        assert_eq!(validate_request(&request(&[3, 1])), Err(ApplyError::BadSequence(1)));
+        assert_eq!(validate_request(&request(&[0])), Err(ApplyError::BadSequence(0)));
+        assert_eq!(validate_request(&request(&[SEQ_MAX + 1])), Err(ApplyError::BadSequence(SEQ_MAX + 1)));
+        assert!(validate_request(&request(&[1, SEQ_MAX])).is_ok());
+    }
+
+    #[test]
+    fn batch_row_count_is_checked_at_and_past_the_limit() {
+        let seqs: Vec<u64> = (1..=u64::from(MAX_BATCH_ROWS)).collect();
+        assert!(validate_request(&request(&seqs)).is_ok());
+        let seqs: Vec<u64> = (1..=u64::from(MAX_BATCH_ROWS) + 1).collect();
+        assert_eq!(validate_request(&request(&seqs)), Err(ApplyError::TooLarge("MAX_BATCH_ROWS")));
+    }
+
+    #[test]
+    fn an_encoded_batch_stays_within_its_counted_bytes() {
+        use crate::fire::TargetCall;
+        use crate::limits::BATCH_HEADER_BYTES;
+        use crate::row::QueuedRow;
+        let name = Name::new("t".repeat(crate::MAX_NAME_BYTES as usize)).unwrap();
+        let rows: Vec<QueuedRow> = (0..3)
+            .map(|i| {
+                let body = format!(r#"{{"puts":[["k",{i}]],"deletes":[]}}"#);
+                let seq = SEQ_MAX - 2 + i;
+                QueuedRow {
+                    seq,
+                    target: name.clone(),
+                    at_ms: 0,
+                    bytes: body.len() as u32,
+                    effects: 1,
+                    body,
+                    sendable: true,
+                }
+            })
+            .collect();
+        let bytes = rows.iter().map(|r| r.bytes + crate::BATCH_ROW_FRAMING_BYTES).sum();
+        let call =
+            TargetCall { group: 0, target: name.clone(), seqs: rows.iter().map(|r| r.seq).collect(), bytes };
+        let wire = encode_request(&name, &call, &rows);
+        assert!(
+            wire.len() as u32 <= bytes + BATCH_HEADER_BYTES,
+            "{} > {}",
+            wire.len(),
+            bytes + BATCH_HEADER_BYTES
+        );
+        assert_eq!(decode_request(&wire).unwrap().rows.len(), 3);
+    }
+
+    #[test]
+    fn malformed_and_unknown_fields_are_refused() {
+        assert!(matches!(decode_request("{"), Err(ApplyError::Malformed(_))));
+        assert!(matches!(decode_request(r#"{"source":"s","rows":[],"x":1}"#), Err(ApplyError::Malformed(_))));
+        assert!(matches!(
+            decode_request(r#"{"source":"bad name","rows":[]}"#),
+            Err(ApplyError::Malformed(_))
+        ));
+        assert!(matches!(
+            decode_request(r#"{"source":"s","rows":[{"seq":1,"effects":{}}]}"#),
+            Err(ApplyError::BadRow(1, _))
+        ));
+    }
+}

@@ -1,0 +1,525 @@
+//! Unit tests for fire planning and settling, driving the engine directly
+//! with hand-made windows and call outcomes.
+
+use super::*;
+
+const NOW: u64 = 1_000_000;
+
+fn n(s: &str) -> Name {
+    Name::new(s).unwrap()
+}
+
+fn stored(seq: u64, target: &str) -> StoredRow {
+    StoredRow {
+        seq,
+        target: target.into(),
+        at_ms: NOW,
+        body: format!(r#"{{"puts":[["k{seq}",{seq}]],"deletes":[]}}"#),
+    }
+}
+
+fn budget(targets: u32, calls: u32) -> RelayBudget {
+    RelayBudget { targets_per_fire: targets, calls_per_target: calls, ..RelayBudget::default() }
+}
+
+fn start(os: u64, rs: Option<&ScanState>, b: RelayBudget) -> FireStart {
+    FireStart {
+        source: n("src"),
+        os,
+        rs_text: rs.map(|s| s.encode()),
+        now_ms: NOW,
+        budget: b,
+        calls_left: b.calls_per_fire(),
+        policy: RelayPolicy::default(),
+        failing: Default::default(),
+    }
+}
+
+/// A fire over `rows` (all of the cycle), from a fresh cycle at `os`.
+fn fire(rows: &[StoredRow], b: RelayBudget) -> Fire {
+    let os = rows.last().map_or(0, |r| r.seq);
+    fire_from(rows, os, None, b)
+}
+
+fn fire_from(rows: &[StoredRow], os: u64, rs: Option<&ScanState>, b: RelayBudget) -> Fire {
+    let begun = begin(start(os, rs, b)).unwrap();
+    let in_window: Vec<StoredRow> = rows
+        .iter()
+        .filter(|r| r.seq > begun.window.after && r.seq <= begun.window.through)
+        .cloned()
+        .collect();
+    let sizes: Vec<(u64, u32)> = in_window
+        .iter()
+        .take(begun.window.probe_rows() as usize)
+        .map(|r| (r.seq, r.body.len() as u32))
+        .collect();
+    let (take, exhausted) = begun.window.take(&sizes);
+    Fire::new(begun, &in_window[..take], exhausted)
+}
+
+fn ok(call: &TargetCall) -> CallOutcome {
+    CallOutcome::Applied { watermark: *call.seqs.last().unwrap(), applied: call.seqs.len() as u32 }
+}
+
+fn failed() -> CallOutcome {
+    CallOutcome::Failed(Failure::Transient("down".into()))
+}
+
+/// Fails calls to `bad`, answers the rest.
+fn fail_only(bad: &str) -> impl FnMut(&TargetCall) -> CallOutcome + '_ {
+    move |c| {
+        if c.target.as_str() == bad {
+            failed()
+        } else {
+            ok(c)
+        }
+    }
+}
+
+/// Runs every round, answering each call with `answer`.
+fn drive(f: &mut Fire, mut answer: impl FnMut(&TargetCall) -> CallOutcome) -> Vec<TargetCall> {
+    let mut all = Vec::new();
+    loop {
+        let calls = f.next_calls();
+        if calls.is_empty() {
+            return all;
+        }
+        for c in &calls {
+            let o = answer(c);
+            f.record(c, o);
+        }
+        all.extend(calls);
+    }
+}
+
+fn deleted(s: &Settlement) -> Vec<u64> {
+    s.checkpoint.deletes.iter().flat_map(|r| r.first..=r.last).collect()
+}
+
+#[test]
+fn absent_rs_starts_a_cycle_at_os() {
+    let b = begin(start(7, None, RelayBudget::default())).unwrap();
+    assert!(b.new_cycle);
+    assert_eq!((b.scan.cursor, b.scan.cycle_end), (0, 7));
+    assert_eq!((b.window.after, b.window.through), (0, 7));
+    assert_eq!(b.window.rows_max, 4 * DEFAULT_ROWS_PER_FIRE);
+}
+
+#[test]
+fn active_rs_continues_and_complete_rs_restarts() {
+    let mut active = ScanState::new_cycle(7, None);
+    active.cursor = 3;
+    active.blocked = vec![n("t")];
+    let b = begin(start(9, Some(&active), RelayBudget::default())).unwrap();
+    assert!(!b.new_cycle);
+    assert_eq!((b.window.after, b.window.through), (3, 7));
+    let mut done = active.clone();
+    done.cursor = 7;
+    let b = begin(start(9, Some(&done), RelayBudget::default())).unwrap();
+    assert!(b.new_cycle);
+    assert_eq!((b.scan.cursor, b.scan.cycle_end), (0, 9));
+    assert!(b.scan.blocked.is_empty());
+}
+
+#[test]
+fn corrupt_rs_restarts_the_cycle_and_is_replaced_under_a_guard() {
+    let mut st = start(4, None, RelayBudget::default());
+    st.rs_text = Some("garbage".into());
+    let b = begin(st).unwrap();
+    assert!(b.new_cycle && b.corrupt_rs.is_some());
+    let rows: Vec<_> = (1..=4).map(|s| stored(s, "t")).collect();
+    let mut f = Fire::new(b, &rows, true);
+    drive(&mut f, ok);
+    let s = f.settle();
+    assert_eq!(s.checkpoint.rs_expected.as_deref(), Some("garbage"));
+    assert!(s.report.corrupt_rs);
+    assert_eq!(deleted(&s), vec![1, 2, 3, 4]);
+}
+
+#[test]
+fn window_is_cut_by_rows_and_bytes_but_always_takes_one_row() {
+    let q = WindowQuery { after: 0, through: 100, rows_max: 3, bytes_max: 10 };
+    assert_eq!(q.probe_rows(), 4);
+    assert_eq!(q.take(&[(1, 2), (2, 2), (3, 2), (4, 2)]), (3, false));
+    assert_eq!(q.take(&[(1, 2), (2, 2)]), (2, true));
+    assert_eq!(q.take(&[(1, 50), (2, 1)]), (1, false));
+    assert_eq!(q.take(&[(1, 4), (2, 6), (3, 1)]), (2, false));
+    assert_eq!(q.take(&[(1, 4), (2, 7)]), (1, false));
+    assert_eq!(q.take(&[]), (0, true));
+}
+
+#[test]
+fn targets_are_called_in_first_sequence_order_with_their_rows_ascending() {
+    let rows = [stored(1, "b"), stored(2, "a"), stored(3, "b"), stored(4, "c"), stored(5, "a")];
+    let mut f = fire(&rows, RelayBudget::default());
+    let calls = f.next_calls();
+    let got: Vec<(&str, Vec<u64>)> = calls.iter().map(|c| (c.target.as_str(), c.seqs.clone())).collect();
+    assert_eq!(got, vec![("b", vec![1, 3]), ("a", vec![2, 5]), ("c", vec![4])]);
+}
+
+#[test]
+fn a_delivered_cycle_deletes_everything_completes_and_idles() {
+    let rows: Vec<_> = (1..=5).map(|s| stored(s, if s % 2 == 0 { "a" } else { "b" })).collect();
+    let mut f = fire(&rows, RelayBudget::default());
+    drive(&mut f, ok);
+    let s = f.settle();
+    assert_eq!(deleted(&s), vec![1, 2, 3, 4, 5]);
+    assert_eq!(s.checkpoint.deletes.len(), 1, "one range for a fully delivered window");
+    assert!(s.scan.is_complete());
+    assert_eq!(s.wake, Wake::Idle { os_read: 5 });
+    assert_eq!(s.wake.delay_ms(5), None);
+    assert_eq!(s.wake.delay_ms(6), Some(0), "a row appended since the read keeps the alarm");
+    assert_eq!(s.report.rows_delivered, 5);
+    assert_eq!(s.report.rows_applied, 5);
+}
+
+#[test]
+fn reaching_the_target_budget_pauses_before_the_next_target_without_blocking_it() {
+    let rows = [stored(1, "a"), stored(2, "b"), stored(3, "a"), stored(4, "c")];
+    let mut f = fire(&rows, budget(1, 2));
+    let calls = drive(&mut f, ok);
+    assert_eq!(calls.len(), 1);
+    assert_eq!(calls[0].target.as_str(), "a");
+    let s = f.settle();
+    assert_eq!(s.scan.cursor, 1, "cursor stops before b's first row");
+    assert!(s.scan.blocked.is_empty(), "b is paused, not blocked");
+    assert_eq!(deleted(&s), vec![1, 3], "a's row past the pause is delivered and deleted");
+    assert_eq!(s.wake, Wake::Now);
+}
+
+#[test]
+fn a_failed_target_is_blocked_and_passed_while_others_deliver() {
+    let rows = [stored(1, "bad"), stored(2, "good"), stored(3, "bad"), stored(4, "good")];
+    let mut f = fire(&rows, RelayBudget::default());
+    drive(&mut f, fail_only("bad"));
+    let s = f.settle();
+    assert_eq!(s.scan.blocked, vec![n("bad")]);
+    assert_eq!(deleted(&s), vec![2, 4]);
+    assert!(s.scan.is_complete());
+    assert_eq!(s.report.failed.len(), 1);
+    assert_eq!(s.wake, Wake::Now, "delivered rows: go again (a new cycle retries bad)");
+}
+
+#[test]
+fn blocked_targets_are_skipped_for_the_rest_of_the_cycle() {
+    let mut rs = ScanState::new_cycle(4, None);
+    rs.cursor = 1;
+    rs.blocked = vec![n("bad")];
+    let rows = [stored(1, "bad"), stored(2, "bad"), stored(3, "good"), stored(4, "bad")];
+    let mut f = fire_from(&rows, 4, Some(&rs), RelayBudget::default());
+    let calls = drive(&mut f, ok);
+    assert_eq!(calls.iter().map(|c| c.target.as_str()).collect::<Vec<_>>(), vec!["good"]);
+    let s = f.settle();
+    assert_eq!(deleted(&s), vec![3]);
+    assert!(s.scan.is_complete());
+    assert_eq!(s.scan.blocked, vec![n("bad")]);
+    assert!(matches!(s.wake, Wake::Now));
+}
+
+/// Settles a fire over `failing` rows to distinct failing targets followed
+/// by one row to a healthy target.
+fn failures_then_healthy(failing: u64) -> Settlement {
+    let mut rows: Vec<_> = (1..=failing).map(|s| stored(s, &format!("t{s:02}"))).collect();
+    rows.push(stored(failing + 1, "healthy"));
+    let mut f = fire(&rows, budget(64, 1));
+    drive(&mut f, |c| if c.target.as_str() == "healthy" { ok(c) } else { failed() });
+    f.settle()
+}
+
+#[test]
+fn the_thirty_third_distinct_failure_ends_the_cycle_and_keeps_its_row() {
+    let s = failures_then_healthy(33);
+    assert!(s.report.overflow);
+    assert_eq!(s.scan.blocked.len(), MAX_BLOCKED_TARGETS);
+    assert!(!s.scan.is_blocked(&n("t33")), "the 33rd failure is not recorded");
+    assert!(s.scan.is_complete(), "terminal marker");
+    assert_eq!(deleted(&s), vec![34], "the 33rd row stays; the delivered later row leaves");
+}
+
+#[test]
+fn thirty_two_failures_fit_the_blocked_set() {
+    let s = failures_then_healthy(32);
+    assert!(!s.report.overflow);
+    assert_eq!(s.scan.blocked.len(), MAX_BLOCKED_TARGETS);
+    assert_eq!(deleted(&s), vec![33]);
+}
+
+#[test]
+fn batches_are_cut_at_the_row_limit_and_the_second_call_continues() {
+    let rows: Vec<_> = (1..=5).map(|s| stored(s, "a")).collect();
+    let b = RelayBudget { batch_rows: 2, ..budget(4, 2) };
+    let mut f = fire(&rows, b);
+    let calls = drive(&mut f, ok);
+    assert_eq!(calls.iter().map(|c| c.seqs.clone()).collect::<Vec<_>>(), vec![vec![1, 2], vec![3, 4]]);
+    let s = f.settle();
+    assert_eq!(s.scan.cursor, 4, "cursor stops at a's first unattempted row");
+    assert!(!s.scan.is_complete());
+    assert_eq!(deleted(&s), vec![1, 2, 3, 4]);
+    assert_eq!(s.wake, Wake::Now);
+}
+
+#[test]
+fn batches_are_cut_at_the_byte_limit_without_splitting_a_row() {
+    // Nine 60 KB values: a row just over half a batch.
+    let value = format!("{:?}", "x".repeat(60_000));
+    let puts: Vec<String> = (0..9).map(|i| format!("[\"k{i}\",{value}]")).collect();
+    let body = format!(r#"{{"puts":[{}],"deletes":[]}}"#, puts.join(","));
+    assert!(body.len() > MAX_BATCH_BYTES as usize / 2);
+    let mk = |seq| StoredRow { seq, target: "a".into(), at_ms: NOW, body: body.clone() };
+    let rows = [mk(1), mk(2), mk(3)];
+    let mut f = fire(&rows, budget(4, 3));
+    let calls = drive(&mut f, ok);
+    let sizes: Vec<usize> = calls.iter().map(|c| c.seqs.len()).collect();
+    assert_eq!(sizes, vec![1, 1, 1], "two half-limit rows plus framing exceed one batch");
+    assert!(calls.iter().all(|c| c.bytes <= MAX_BATCH_BYTES));
+}
+
+#[test]
+fn batches_are_cut_at_the_effect_limit() {
+    let keys: Vec<String> = (0..64).map(|i| format!("[\"k{i}\",1]")).collect();
+    let body = format!(r#"{{"puts":[{}],"deletes":[]}}"#, keys.join(","));
+    let rows: Vec<_> =
+        (1..=65).map(|seq| StoredRow { seq, target: "a".into(), at_ms: NOW, body: body.clone() }).collect();
+    let mut f = fire(&rows, budget(4, 2));
+    let calls = drive(&mut f, ok);
+    assert_eq!(calls[0].seqs.len() as u32, MAX_BATCH_EFFECTS / 64);
+    assert_eq!(calls[1].seqs.len(), 1);
+}
+
+#[test]
+fn a_duplicate_only_group_costs_a_call_but_no_target_slot() {
+    let rows = [stored(1, "dup"), stored(2, "a"), stored(3, "b")];
+    let mut f = fire(&rows, budget(1, 2));
+    let first = f.next_calls();
+    assert_eq!(first.len(), 1);
+    assert_eq!(first[0].target.as_str(), "dup");
+    f.record(&first[0], CallOutcome::Applied { watermark: 1, applied: 0 });
+    let second = f.next_calls();
+    assert_eq!(second.iter().map(|c| c.target.as_str()).collect::<Vec<_>>(), vec!["a"]);
+    f.record(&second[0], ok(&second[0]));
+    assert!(f.next_calls().is_empty(), "a holds the only slot now");
+    let s = f.settle();
+    assert_eq!(deleted(&s), vec![1, 2]);
+    assert_eq!(s.scan.cursor, 2, "paused before b");
+    assert_eq!(s.report.calls, 2);
+}
+
+#[test]
+fn a_watermark_past_the_batch_delivers_rows_never_sent() {
+    let rows: Vec<_> = (1..=4).map(|s| stored(s, "a")).collect();
+    let b = RelayBudget { batch_rows: 1, ..budget(4, 1) };
+    let mut f = fire(&rows, b);
+    let calls = f.next_calls();
+    assert_eq!(calls[0].seqs, vec![1]);
+    f.record(&calls[0], CallOutcome::Applied { watermark: 3, applied: 0 });
+    assert!(f.next_calls().is_empty());
+    let s = f.settle();
+    assert_eq!(deleted(&s), vec![1, 2, 3]);
+    assert_eq!(s.scan.cursor, 3);
+}
+
+#[test]
+fn a_watermark_short_of_the_batch_parks_the_target() {
+    let rows: Vec<_> = (1..=3).map(|s| stored(s, "a")).collect();
+    let mut f = fire(&rows, RelayBudget::default());
+    let calls = f.next_calls();
+    f.record(&calls[0], CallOutcome::Applied { watermark: 1, applied: 1 });
+    let s = f.settle();
+    assert_eq!(deleted(&s), vec![1]);
+    assert!(s.scan.blocked.is_empty(), "parked, not blocked");
+    assert_eq!(s.report.parked.len(), 1);
+    assert_eq!(s.report.rows_parked, 2);
+    assert!(s.scan.is_complete());
+}
+
+/// A fire over one row each for "bad" and "good", where "bad" fails with
+/// `failure` after `failed_before` failed cycles under `policy`.
+fn park_case(failure: Failure, failed_before: u32, policy: RelayPolicy) -> Settlement {
+    let rows = [stored(1, "bad"), stored(2, "good"), stored(3, "bad")];
+    let mut st = start(3, None, RelayBudget::default());
+    st.policy = policy;
+    if failed_before > 0 {
+        st.failing.insert(n("bad"), failed_before);
+    }
+    let mut f = Fire::new(begin(st).unwrap(), &rows, true);
+    drive(&mut f, |c| if c.target.as_str() == "bad" { CallOutcome::Failed(failure.clone()) } else { ok(c) });
+    f.settle()
+}
+
+#[test]
+fn a_permanent_error_parks_the_target_at_once() {
+    let s = park_case(Failure::Permanent("invalid".into()), 0, RelayPolicy::default());
+    assert_eq!(s.report.parked.iter().map(|(t, _)| t.as_str()).collect::<Vec<_>>(), vec!["bad"]);
+    assert!(s.report.parked[0].1.contains("invalid"));
+    assert_eq!(s.report.rows_parked, 2);
+    assert!(s.scan.blocked.is_empty());
+    assert!(s.scan.is_complete());
+    assert_eq!(s.wake, Wake::Idle { os_read: 3 }, "every window row left: delivered or parked");
+}
+
+#[test]
+fn transient_failures_park_only_after_the_policy_run_of_failed_cycles() {
+    let policy = RelayPolicy { park_after_failed_cycles: Some(3) };
+    let s = park_case(Failure::Transient("down".into()), 1, policy);
+    assert!(s.report.parked.is_empty(), "second failed cycle of three");
+    assert_eq!(s.scan.blocked, vec![n("bad")]);
+    let s = park_case(Failure::Transient("down".into()), 2, policy);
+    assert_eq!(s.report.parked.len(), 1, "third failed cycle parks");
+    assert!(s.report.parked[0].1.contains("3 consecutive cycles"));
+    let s = park_case(Failure::Transient("down".into()), 50, RelayPolicy::default());
+    assert!(s.report.parked.is_empty(), "the default never parks for transient failures");
+}
+
+#[test]
+fn a_target_that_takes_a_batch_again_is_reported_recovered() {
+    let rows = [stored(1, "was-bad")];
+    let mut st = start(1, None, RelayBudget::default());
+    st.failing.insert(n("was-bad"), 2);
+    let mut f = Fire::new(begin(st).unwrap(), &rows, true);
+    drive(&mut f, ok);
+    assert_eq!(f.settle().report.recovered, vec![n("was-bad")]);
+}
+
+#[test]
+fn a_corrupt_row_stops_the_fire_after_the_decodable_prefix() {
+    let mut rows: Vec<_> = (1..=4).map(|s| stored(s, "a")).collect();
+    rows[2].body = "{not json".into();
+    let mut f = fire(&rows, RelayBudget::default());
+    let calls = drive(&mut f, ok);
+    assert_eq!(calls[0].seqs, vec![1, 2]);
+    let s = f.settle();
+    assert_eq!(deleted(&s), vec![1, 2]);
+    assert_eq!(s.scan.cursor, 2);
+    assert!(!s.scan.is_complete());
+    assert_eq!(s.report.corrupt.as_ref().map(|c| c.0), Some(3));
+    // The next fire sees the corrupt row first, delivers nothing and backs off.
+    let rs = s.scan.clone();
+    let mut f = fire_from(&rows[2..], 4, Some(&rs), RelayBudget::default());
+    assert!(drive(&mut f, ok).is_empty());
+    let s = f.settle();
+    assert!(deleted(&s).is_empty());
+    assert_eq!(s.scan.cursor, 2);
+    assert!(matches!(s.wake, Wake::After { .. }));
+}
+
+#[test]
+fn a_fire_that_delivers_nothing_backs_off_and_the_streak_doubles() {
+    let rows = [stored(1, "bad")];
+    let mut rs: Option<ScanState> = None;
+    let mut delays = Vec::new();
+    for _ in 0..4 {
+        let mut f = fire_from(&rows, 1, rs.as_ref(), RelayBudget::default());
+        drive(&mut f, |_| failed());
+        let s = f.settle();
+        let Wake::After { delay_ms } = s.wake else { panic!("expected back-off") };
+        delays.push(delay_ms);
+        rs = Some(s.scan);
+    }
+    assert_eq!(delays, vec![1_000, 2_000, 4_000, 8_000]);
+    let mut f = fire_from(&rows, 1, rs.as_ref(), RelayBudget::default());
+    drive(&mut f, ok);
+    let s = f.settle();
+    assert_eq!(s.scan.idle_fires, 0, "a delivering fire resets the streak");
+}
+
+#[test]
+fn scanning_past_blocked_rows_mid_cycle_waits_only_the_base_back_off() {
+    let rows: Vec<_> = (1..=10).map(|s| stored(s, &format!("bad{}", s % 2))).collect();
+    let b = RelayBudget { rows_per_fire: 1, ..RelayBudget::default() };
+    let mut f = fire(&rows, b);
+    drive(&mut f, |_| failed());
+    let s = f.settle();
+    assert_eq!(s.scan.cursor, 4, "window of four rows");
+    assert_eq!(s.wake, Wake::After { delay_ms: RETRY_BACKOFF_MS });
+    assert_eq!(s.scan.idle_fires, 0);
+}
+
+#[test]
+fn every_checkpoint_is_guarded_by_the_rs_it_read_and_bumps_the_generation() {
+    let mut rs = ScanState::new_cycle(2, None);
+    rs.generation = 41;
+    rs.cursor = 2;
+    let rows = [stored(1, "a"), stored(2, "a"), stored(3, "a")];
+    let mut f = fire_from(&rows, 3, Some(&rs), RelayBudget::default());
+    drive(&mut f, ok);
+    let s = f.settle();
+    assert_eq!(s.checkpoint.rs_expected, Some(rs.encode()));
+    assert_eq!(s.scan.generation, 42);
+    assert_eq!(ScanState::decode(&s.checkpoint.rs_new).unwrap(), s.scan);
+}
+
+#[test]
+fn delete_ranges_never_span_an_undelivered_row() {
+    let rows = [stored(1, "a"), stored(2, "bad"), stored(3, "a"), stored(4, "a")];
+    let mut f = fire(&rows, RelayBudget::default());
+    drive(&mut f, fail_only("bad"));
+    let s = f.settle();
+    assert_eq!(
+        s.checkpoint.deletes,
+        vec![
+            DeleteRange { first: 1, last: 1, rows: 1, bytes: 32 },
+            DeleteRange { first: 3, last: 4, rows: 2, bytes: 64 }
+        ]
+    );
+}
+
+#[test]
+fn calls_never_exceed_the_alarm_allowance() {
+    let rows: Vec<_> = (1..=20).map(|s| stored(s, &format!("t{s}"))).collect();
+    let mut st = start(20, None, budget(16, 2));
+    st.calls_left = 5;
+    let begun = begin(st).unwrap();
+    let mut f = Fire::new(begun, &rows, true);
+    let calls = drive(&mut f, ok);
+    assert_eq!(calls.len(), 5);
+    let s = f.settle();
+    assert_eq!(s.scan.cursor, 5);
+    assert_eq!(s.report.calls, 5);
+}
+
+#[test]
+fn an_alarm_stops_when_a_fire_waits_or_its_budget_is_spent() {
+    let mut run = AlarmRun::new(RelayBudget::FREE).unwrap();
+    assert_eq!(run.next_fire(), Some(32));
+    let report = FireReport { calls: 16, ..FireReport::default() };
+    run.committed(&report, Wake::Now);
+    assert_eq!(run.next_fire(), Some(16));
+    run.committed(&report, Wake::Now);
+    assert_eq!(run.next_fire(), None, "two fires on Free");
+    let mut run = AlarmRun::new(RelayBudget::PAID).unwrap();
+    run.committed(&FireReport::default(), Wake::After { delay_ms: 5 });
+    assert_eq!(run.next_fire(), None);
+    assert_eq!(run.final_wake(), Wake::After { delay_ms: 5 });
+}
+
+#[test]
+fn rows_no_call_can_reach_need_no_body() {
+    let mut rows: Vec<_> = (1..=40).map(|s| stored(s, &format!("t{s:02}"))).collect();
+    rows.push(stored(41, "t01"));
+    let b = budget(8, 2); // 16 calls: at most 16 distinct targets
+    let begun = begin(start(41, None, b)).unwrap();
+    let through = begun.bodies_through(rows.iter().map(|r| (r.seq, r.target.as_str())));
+    assert_eq!(through, Some(41), "a later row of a selectable target still needs its body");
+    let without_41 = begun.bodies_through(rows[..40].iter().map(|r| (r.seq, r.target.as_str())));
+    assert_eq!(without_41, Some(16));
+    // The shell may drop bodies past that point; the fire still delivers.
+    let hollow: Vec<_> = rows[..40]
+        .iter()
+        .map(|r| if r.seq > 16 { StoredRow { body: String::new(), ..r.clone() } } else { r.clone() })
+        .collect();
+    let mut f = Fire::new(begun, &hollow, true);
+    let calls = drive(&mut f, ok);
+    assert_eq!(calls.len(), 8);
+    let s = f.settle();
+    assert_eq!(deleted(&s), (1..=8).collect::<Vec<_>>());
+    assert!(s.report.corrupt.is_none(), "missing bodies past the point are not corruption");
+}
+
+#[test]
+fn blocked_targets_need_no_body() {
+    let mut rs = ScanState::new_cycle(3, None);
+    rs.blocked = vec![n("bad")];
+    let rows = [stored(1, "bad"), stored(2, "good"), stored(3, "bad")];
+    let begun = begin(start(3, Some(&rs), RelayBudget::default())).unwrap();
+    assert_eq!(begun.bodies_through(rows.iter().map(|r| (r.seq, r.target.as_str()))), Some(2));
+}

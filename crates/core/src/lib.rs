@@ -1,0 +1,52 @@
+//! The relay engine, with no I/O: rows and limits, the `rs` scan state, fire
+//! planning and settling, the target-side apply rules, enqueue admission,
+//! the alarm rules and the persisted encodings. Nothing here awaits or
+//! touches storage: shells (the `durable-relay` library's store and driver,
+//! over Durable Object SQLite in workerd and over a native SQLite in the
+//! simulator) read, call targets, and feed the results back in. This crate
+//! has no `worker` dependency, so the compiler keeps it that way.
+//!
+//! Every limit and default is in [`limits`].
+
+#![deny(unsafe_code)]
+
+pub mod admission;
+pub mod alarm;
+pub mod apply;
+pub mod dedup;
+pub mod enqueue;
+pub mod fire;
+pub mod json;
+pub mod limits;
+pub mod name;
+pub mod request;
+pub mod row;
+pub mod scan;
+pub mod schedule;
+pub mod settle;
+pub mod watermark;
+
+pub use admission::{admit, Admission, AdmissionInput, AppendPlan};
+pub use alarm::{AlarmRun, AlarmTotals};
+pub use apply::{
+    decode_request, encode_request, plan_apply, ApplyError, ApplyPlan, ApplyReply, ApplyRequest, ApplyRow,
+    NoHook, RelayHook,
+};
+pub use dedup::{content_digest, decide, Dedup, DedupRecord, KeyError};
+pub use enqueue::{
+    encode_rows, plan_encoded, plan_enqueue, Capacity, EncodedRows, EnqueueError, EnqueuePlan,
+    EnqueueRefusal, EnqueueRow,
+};
+pub use fire::{begin, Begun, CallOutcome, Failure, Fire, FireStart, RelayPolicy, TargetCall, WindowQuery};
+pub use json::ValueError;
+pub use limits::*;
+pub use name::{Name, NameError};
+pub use request::{decode_enqueue, decode_json, EnqueueRequest, RequestError};
+pub use row::{CorruptRow, Effects, JsonValue, QueuedRow, RowError, StoredRow};
+pub use scan::{CorruptScan, ScanState};
+pub use schedule::{AlarmKnown, PrunePlan};
+pub use settle::{Checkpoint, DeleteRange, FireReport, Settlement, TargetChanges, Wake};
+pub use watermark::{delivered_through, owed_head, relay_watermark, Head};
+
+#[cfg(test)]
+mod fire_tests;

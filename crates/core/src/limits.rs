@@ -1,0 +1,372 @@
+//! Every limit the relay enforces, as a named constant, and the per-fire budget.
+//!
+//! Every limit and every default lives here, in one place. Names end in
+//! their unit. The Worker presets (`WORKER_*`) keep their established names
+//! and values; every limit is documented in the README's "Limits" table and
+//! tested at and past its edge. A limit that is not here is not enforced.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// Largest sequence number the relay will allocate: JavaScript's
+/// `Number.MAX_SAFE_INTEGER`, so a sequence survives a round trip through JSON
+/// in a JS caller and through SQLite's INTEGER as bound by workerd.
+pub const SEQ_MAX: u64 = (1 << 53) - 1;
+
+/// Most distinct failing targets one scan cycle remembers. The
+/// 33rd distinct failure ends the cycle early and keeps its row.
+pub const MAX_BLOCKED_TARGETS: usize = 32;
+
+/// Rows older than this raise the lag metric.
+pub const RELAY_LAG_BOUND_MS: u64 = 60_000;
+
+/// Worker Paid relay targets attempted per fire.
+pub const WORKER_PAID_RELAY_TARGETS: u32 = 32;
+/// Worker Free relay targets attempted per fire.
+pub const WORKER_FREE_RELAY_TARGETS: u32 = 8;
+/// Worker Paid relay fires per alarm.
+pub const WORKER_PAID_RELAY_FIRES: u32 = 8;
+/// Worker Free relay fires per alarm.
+pub const WORKER_FREE_RELAY_FIRES: u32 = 2;
+/// Target calls allowed per target per fire. With one call per
+/// batch, the second call carries a target's next batch in the same fire.
+pub const WORKER_RELAY_CALLS_PER_TARGET: u32 = 2;
+/// Subrequests one invocation may make on Workers Free. DO calls count.
+pub const WORKER_FREE_SUBREQUESTS: u32 = 50;
+/// Subrequests one invocation may make on Workers Paid (the default cap).
+pub const WORKER_PAID_SUBREQUESTS: u32 = 10_000;
+
+/// Default base rows per fire.
+pub const DEFAULT_ROWS_PER_FIRE: u32 = 256;
+/// Default targets per fire outside the Worker presets.
+pub const DEFAULT_TARGETS_PER_FIRE: u32 = 16;
+/// A fire inspects at most this many times its row budget.
+pub const WINDOW_ROWS_PER_BUDGET_ROW: u32 = 4;
+/// Upper bound for a configured row budget: the window (4x) stays far below
+/// what one isolate can decode within its 128 MB.
+pub const MAX_ROWS_PER_FIRE: u32 = 4_096;
+/// Upper bound for a configured target budget.
+pub const MAX_TARGETS_PER_FIRE: u32 = 1_024;
+/// Upper bound for configured calls per target per fire.
+pub const MAX_CALLS_PER_TARGET: u32 = 16;
+/// Upper bound for configured fires per alarm: an alarm must finish well
+/// inside its 15-minute wall clock.
+pub const MAX_FIRES_PER_ALARM: u32 = 64;
+
+/// Bytes of row bodies one fire reads. Keeps a fire's decoded window well
+/// inside an isolate's 128 MB even when rows approach [`MAX_ROW_BYTES`].
+/// The first row is always read, so a fire reads at most this plus one row.
+pub const MAX_FIRE_BYTES: u32 = 4 * 1024 * 1024;
+
+/// Rows in one target call. Twice the base row budget, so one call carries
+/// at least 256 rows whenever a backlog to one target allows it.
+pub const MAX_BATCH_ROWS: u32 = 512;
+/// Encoded bytes in one target call (row bodies plus per-row framing).
+pub const MAX_BATCH_BYTES: u32 = 1024 * 1024;
+/// Effects (puts plus deletes) in one target call: the target applies them
+/// in one synchronous block, one statement each.
+pub const MAX_BATCH_EFFECTS: u32 = 4_096;
+/// Framing added per row in a target call, counted against
+/// [`MAX_BATCH_BYTES`]: `{"seq":N,"effects":` and `}` plus a comma is at most
+/// 36 bytes for a 16-digit `N`; 40 leaves room.
+pub const BATCH_ROW_FRAMING_BYTES: u32 = 40;
+/// Framing of a whole target call: `{"source":"<name>","rows":[` and `]}`.
+pub const BATCH_HEADER_BYTES: u32 = 96;
+
+/// Bytes in one key (UTF-8).
+pub const MAX_KEY_BYTES: u32 = 512;
+/// Bytes in one value's compact JSON encoding.
+pub const MAX_VALUE_BYTES: u32 = 64 * 1024;
+/// Puts plus deletes in one row.
+pub const MAX_EFFECTS_PER_ROW: u32 = 64;
+/// Bytes in one row's encoded body. A row of this size plus its framing
+/// fits one target batch, so every accepted row can be delivered.
+pub const MAX_ROW_BYTES: u32 = MAX_BATCH_BYTES - BATCH_ROW_FRAMING_BYTES;
+/// Rows in one enqueue request.
+pub const MAX_ROWS_PER_ENQUEUE: u32 = 256;
+/// Encoded row bytes in one enqueue request.
+pub const MAX_ENQUEUE_BYTES: u32 = 1024 * 1024;
+
+/// Back-off after the first fire that delivers nothing.
+pub const RETRY_BACKOFF_MS: u64 = 1_000;
+/// Longest back-off; consecutive idle fires double the wait up to here.
+pub const RETRY_BACKOFF_MAX_MS: u64 = 60_000;
+
+// ---- names, keys and values -------------------------------------------------
+
+/// Longest partition name, in bytes.
+pub const MAX_NAME_BYTES: u32 = 64;
+
+/// Deepest nesting of arrays and objects inside one value: `1` is depth 0,
+/// `[1]` depth 1. Far beyond real documents, and it keeps every envelope the
+/// relay wraps around a value (an enqueue adds 5 levels, a target batch 6)
+/// well inside serde_json's fixed recursion limit of 128.
+pub const MAX_VALUE_DEPTH: u32 = 64;
+
+/// Nesting an enqueue request adds around a value:
+/// `{"rows":[{"puts":[["k", value]]}]}`.
+pub const ENQUEUE_ENVELOPE_DEPTH: u32 = 5;
+
+/// Nesting a target batch adds around a value:
+/// `{"rows":[{"effects":{"puts":[["k", value]]}}]}`.
+pub const BATCH_ENVELOPE_DEPTH: u32 = 6;
+
+// ---- admission: idempotency and backpressure --------------------------------
+
+/// Longest idempotency key, in bytes.
+pub const MAX_IDEMPOTENCY_KEY_BYTES: u32 = 128;
+
+/// Default bound on rows waiting at a source (queued plus parked).
+pub const DEFAULT_MAX_QUEUED_ROWS: u64 = 100_000;
+
+/// Default bound on body bytes waiting at a source (queued plus parked).
+pub const DEFAULT_MAX_QUEUED_BYTES: u64 = 128 * 1024 * 1024;
+
+/// Largest configurable bound on waiting rows.
+pub const MAX_QUEUED_ROWS_LIMIT: u64 = 10_000_000;
+
+/// Largest configurable bound on waiting bytes: 4 GiB, well inside a
+/// Durable Object's 10 GB.
+pub const MAX_QUEUED_BYTES_LIMIT: u64 = 4 * 1024 * 1024 * 1024;
+
+/// `Retry-After` sent with a 429, in seconds.
+pub const BACKPRESSURE_RETRY_AFTER_S: u32 = 5;
+
+// ---- retention: dedup records and discarded rows ----------------------------
+
+/// How long keys are remembered by default: 24 hours.
+pub const DEFAULT_DEDUP_HORIZON_MS: u64 = 24 * 60 * 60 * 1_000;
+
+/// Shortest configurable horizon (dedup or discard): one second, short
+/// enough for tests to watch a key expire.
+pub const MIN_DEDUP_HORIZON_MS: u64 = 1_000;
+
+/// Longest configurable horizon (dedup or discard): 30 days.
+pub const MAX_DEDUP_HORIZON_MS: u64 = 30 * 24 * 60 * 60 * 1_000;
+
+/// Expired records deleted per prune step; an alarm runs at most
+/// [`PRUNE_STEPS_PER_ALARM`] steps.
+pub const PRUNE_BATCH_ROWS: u32 = 500;
+
+/// Prune steps per alarm, bounding its work.
+pub const PRUNE_STEPS_PER_ALARM: u32 = 4;
+
+/// An idle source wakes to prune at most this often, so records expiring
+/// at many different times cost one alarm per interval, not one each.
+pub const PRUNE_INTERVAL_MS: u64 = 60 * 60 * 1_000;
+
+/// How long discarded parked rows are kept (for audit) by default: 7 days.
+pub const DEFAULT_DISCARD_HORIZON_MS: u64 = 7 * 24 * 60 * 60 * 1_000;
+
+// ---- the Worker shell: requests, pages, target calls ---------------------------
+
+/// Largest request body the relay reads, in bytes. An enqueue of
+/// [`MAX_ENQUEUE_BYTES`] of rows fits with room for JSON spacing and escapes.
+pub const MAX_REQUEST_BYTES: u32 = 2 * 1024 * 1024;
+/// Deepest nesting a control body (test faults, operator options) may
+/// have: they are flat objects.
+pub const MAX_CONTROL_BODY_DEPTH: u32 = 4;
+/// Most parked rows one page returns.
+pub const MAX_PARKED_ROWS_PER_PAGE: u32 = 500;
+/// Most keys one listing returns.
+pub const MAX_KEYS_PER_PAGE: u32 = 1_000;
+/// Default and recommended concurrent target calls in one fire: Workers
+/// allow six simultaneous outgoing connections per invocation.
+pub const DEFAULT_MAX_IN_FLIGHT: u32 = 6;
+/// Upper bound for a configured in-flight limit.
+pub const MAX_IN_FLIGHT: u32 = 32;
+/// How long one target call may take by default before the fire counts it
+/// failed. The call may still apply afterwards; the target's watermark makes
+/// the redelivery harmless, exactly as for a lost reply.
+pub const DEFAULT_CALL_TIMEOUT_MS: u64 = 30_000;
+/// Shortest configurable call timeout.
+pub const MIN_CALL_TIMEOUT_MS: u64 = 100;
+/// Longest configurable call timeout: an alarm has 15 minutes in all.
+pub const MAX_CALL_TIMEOUT_MS: u64 = 120_000;
+/// Largest configurable `park_after_failed_cycles`.
+pub const MAX_PARK_AFTER_FAILED_CYCLES: u32 = 1_000;
+/// How long the platform waits before retrying an alarm whose handler
+/// threw (it retries a few times with growing waits, then drops the alarm).
+pub const PLATFORM_ALARM_RETRY_MS: u64 = 2_000;
+
+const _: () = assert!(MAX_ROW_BYTES + BATCH_ROW_FRAMING_BYTES <= MAX_BATCH_BYTES);
+const _: () = assert!(MAX_NAME_BYTES + 32 <= BATCH_HEADER_BYTES);
+const _: () = assert!(MAX_EFFECTS_PER_ROW <= MAX_BATCH_EFFECTS);
+const _: () = assert!(MAX_ROW_BYTES <= MAX_FIRE_BYTES);
+const _: () = assert!(RETRY_BACKOFF_MS <= RETRY_BACKOFF_MAX_MS);
+
+/// Work one source may do per fire and per alarm.
+///
+/// Invariant: every field is within its documented range (see
+/// [`RelayBudget::validate`]); the engine asserts it on entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RelayBudget {
+    /// Base rows per fire; a fire inspects at most four times this many.
+    /// Range 1..=[`MAX_ROWS_PER_FIRE`].
+    pub rows_per_fire: u32,
+    /// Distinct targets a fire may apply rows to. Reaching it pauses the
+    /// cursor before the next target without blocking it.
+    /// Range 1..=[`MAX_TARGETS_PER_FIRE`].
+    pub targets_per_fire: u32,
+    /// Calls one target may receive in one fire (one batch each, in order).
+    /// Range 1..=[`MAX_CALLS_PER_TARGET`].
+    pub calls_per_target: u32,
+    /// Fires one alarm runs at most. Range 1..=[`MAX_FIRES_PER_ALARM`].
+    pub fires_per_alarm: u32,
+    /// Hard cap on target calls in one alarm invocation, whatever the other
+    /// fields allow. Range 1..=[`WORKER_PAID_SUBREQUESTS`].
+    pub subrequests_per_alarm: u32,
+    /// Rows per target call. Range 1..=[`MAX_BATCH_ROWS`].
+    pub batch_rows: u32,
+}
+
+/// A budget field outside its range.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BudgetError {
+    /// The offending field's name.
+    pub field: &'static str,
+    /// The value given.
+    pub value: u32,
+    /// The largest value allowed (the smallest is always 1).
+    pub max: u32,
+}
+
+impl fmt::Display for BudgetError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} must be within 1..={}, got {}", self.field, self.max, self.value)
+    }
+}
+
+impl std::error::Error for BudgetError {}
+
+impl RelayBudget {
+    /// Workers Free: 8 targets x 2 fires x 2 calls = 32 calls, under 50.
+    pub const FREE: RelayBudget = RelayBudget {
+        rows_per_fire: DEFAULT_ROWS_PER_FIRE,
+        targets_per_fire: WORKER_FREE_RELAY_TARGETS,
+        calls_per_target: WORKER_RELAY_CALLS_PER_TARGET,
+        fires_per_alarm: WORKER_FREE_RELAY_FIRES,
+        subrequests_per_alarm: WORKER_FREE_SUBREQUESTS,
+        batch_rows: MAX_BATCH_ROWS,
+    };
+
+    /// Workers Paid: 32 targets x 8 fires x 2 calls = 512 calls per alarm.
+    pub const PAID: RelayBudget = RelayBudget {
+        rows_per_fire: DEFAULT_ROWS_PER_FIRE,
+        targets_per_fire: WORKER_PAID_RELAY_TARGETS,
+        calls_per_target: WORKER_RELAY_CALLS_PER_TARGET,
+        fires_per_alarm: WORKER_PAID_RELAY_FIRES,
+        subrequests_per_alarm: WORKER_PAID_SUBREQUESTS,
+        batch_rows: MAX_BATCH_ROWS,
+    };
+
+    /// Checks every field against its range.
+    pub fn validate(&self) -> Result<(), BudgetError> {
+        let fields = [
+            ("rows_per_fire", self.rows_per_fire, MAX_ROWS_PER_FIRE),
+            ("targets_per_fire", self.targets_per_fire, MAX_TARGETS_PER_FIRE),
+            ("calls_per_target", self.calls_per_target, MAX_CALLS_PER_TARGET),
+            ("fires_per_alarm", self.fires_per_alarm, MAX_FIRES_PER_ALARM),
+            ("subrequests_per_alarm", self.subrequests_per_alarm, WORKER_PAID_SUBREQUESTS),
+            ("batch_rows", self.batch_rows, MAX_BATCH_ROWS),
+        ];
+        for (field, value, max) in fields {
+            if value == 0 || value > max {
+                return Err(BudgetError { field, value, max });
+            }
+        }
+        Ok(())
+    }
+
+    /// Rows a fire inspects at most: four times the base budget.
+    pub fn window_rows(&self) -> u32 {
+        self.rows_per_fire.saturating_mul(WINDOW_ROWS_PER_BUDGET_ROW)
+    }
+
+    /// Target calls one fire may make, before the alarm-wide cap.
+    pub fn calls_per_fire(&self) -> u32 {
+        self.targets_per_fire.saturating_mul(self.calls_per_target)
+    }
+
+    /// Target calls one alarm may make: the smaller of what its fires allow
+    /// and the subrequest cap.
+    pub fn calls_per_alarm(&self) -> u32 {
+        self.calls_per_fire().saturating_mul(self.fires_per_alarm).min(self.subrequests_per_alarm)
+    }
+}
+
+impl Default for RelayBudget {
+    /// Seed defaults outside a Worker: 256 rows, 16 targets, 2 calls each.
+    fn default() -> Self {
+        RelayBudget {
+            rows_per_fire: DEFAULT_ROWS_PER_FIRE,
+            targets_per_fire: DEFAULT_TARGETS_PER_FIRE,
+            calls_per_target: WORKER_RELAY_CALLS_PER_TARGET,
+            fires_per_alarm: WORKER_PAID_RELAY_FIRES,
+            subrequests_per_alarm: WORKER_PAID_SUBREQUESTS,
+            batch_rows: MAX_BATCH_ROWS,
+        }
+    }
+}
+
+/// Back-off before the next fire after `idle_fires` consecutive fires that
+/// delivered nothing (1 for the first): doubles from [`RETRY_BACKOFF_MS`]
+/// up to [`RETRY_BACKOFF_MAX_MS`].
+pub fn retry_backoff_ms(idle_fires: u32) -> u64 {
+    let doublings = idle_fires.saturating_sub(1).min(16);
+    RETRY_BACKOFF_MS.saturating_mul(1u64 << doublings).min(RETRY_BACKOFF_MAX_MS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn presets_are_valid_and_free_stays_within_fifty_calls() {
+        RelayBudget::FREE.validate().unwrap();
+        RelayBudget::PAID.validate().unwrap();
+        RelayBudget::default().validate().unwrap();
+        assert_eq!(RelayBudget::FREE.calls_per_alarm(), 32);
+        assert!(RelayBudget::FREE.calls_per_alarm() <= WORKER_FREE_SUBREQUESTS);
+        assert_eq!(RelayBudget::PAID.calls_per_alarm(), 512);
+    }
+
+    #[test]
+    fn budget_fields_are_checked_at_and_past_their_edges() {
+        let mut b = RelayBudget::PAID;
+        b.targets_per_fire = MAX_TARGETS_PER_FIRE;
+        assert!(b.validate().is_ok());
+        b.targets_per_fire = MAX_TARGETS_PER_FIRE + 1;
+        assert_eq!(b.validate().unwrap_err().field, "targets_per_fire");
+        b.targets_per_fire = 0;
+        assert_eq!(b.validate().unwrap_err().field, "targets_per_fire");
+        let mut b = RelayBudget::PAID;
+        b.batch_rows = MAX_BATCH_ROWS + 1;
+        assert_eq!(b.validate().unwrap_err().field, "batch_rows");
+        b.batch_rows = MAX_BATCH_ROWS;
+        b.rows_per_fire = MAX_ROWS_PER_FIRE + 1;
+        assert_eq!(b.validate().unwrap_err().field, "rows_per_fire");
+        b.rows_per_fire = MAX_ROWS_PER_FIRE;
+        b.calls_per_target = MAX_CALLS_PER_TARGET + 1;
+        assert_eq!(b.validate().unwrap_err().field, "calls_per_target");
+        b.calls_per_target = 1;
+        b.fires_per_alarm = MAX_FIRES_PER_ALARM + 1;
+        assert_eq!(b.validate().unwrap_err().field, "fires_per_alarm");
+        b.fires_per_alarm = 1;
+        b.subrequests_per_alarm = WORKER_PAID_SUBREQUESTS + 1;
+        assert_eq!(b.validate().unwrap_err().field, "subrequests_per_alarm");
+        b.subrequests_per_alarm = 1;
+        assert!(b.validate().is_ok());
+    }
+
+    #[test]
+    fn backoff_doubles_from_base_and_caps() {
+        assert_eq!(retry_backoff_ms(0), RETRY_BACKOFF_MS);
+        assert_eq!(retry_backoff_ms(1), RETRY_BACKOFF_MS);
+        assert_eq!(retry_backoff_ms(2), 2 * RETRY_BACKOFF_MS);
+        assert_eq!(retry_backoff_ms(3), 4 * RETRY_BACKOFF_MS);
+        assert_eq!(retry_backoff_ms(7), RETRY_BACKOFF_MAX_MS);
+        assert_eq!(retry_backoff_ms(u32::MAX), RETRY_BACKOFF_MAX_MS);
+    }
+}

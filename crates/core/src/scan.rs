@@ -1,0 +1,175 @@
+//! The persisted relay scan cycle, `rs`, and its encoding.
+//!
+//! A cycle covers the outbox up to `cycle_end`, the `os` snapshot taken when
+//! it started. Rows appended later wait for the next cycle. While a cycle is
+//! active (`cursor < cycle_end`), every undelivered row with `seq <= cursor`
+//! has its target in `blocked`. A completed marker (`cursor == cycle_end`)
+//! makes the next fire start a new cycle from the head with nothing blocked.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::limits::{MAX_BLOCKED_TARGETS, SEQ_MAX};
+use crate::name::Name;
+
+/// Version tag of the persisted encoding.
+const RS_VERSION: u32 = 1;
+
+/// One source's scan cycle.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScanState {
+    /// Encoding version; always [`RS_VERSION`].
+    pub v: u32,
+    /// Incremented by every checkpoint, so a guard on the encoded value sees
+    /// any checkpoint that happened since it was read, even one that left
+    /// the cursor where it was. Invariant: `generation <= SEQ_MAX`.
+    pub generation: u64,
+    /// The `os` snapshot taken when this cycle started.
+    /// Invariant: `cycle_end <= SEQ_MAX`.
+    pub cycle_end: u64,
+    /// Last inspected sequence. Invariant: `cursor <= cycle_end`.
+    pub cursor: u64,
+    /// Targets whose delivery failed this cycle.
+    /// Invariant: strictly ascending, at most [`MAX_BLOCKED_TARGETS`].
+    pub blocked: Vec<Name>,
+    /// Consecutive fires, across cycles, that delivered nothing; sets the
+    /// back-off. Reset by any fire that delivers or advances the cursor.
+    pub idle_fires: u32,
+}
+
+/// Why a persisted `rs` value was rejected.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CorruptScan(pub String);
+
+impl fmt::Display for CorruptScan {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "corrupt rs: {}", self.0)
+    }
+}
+
+impl ScanState {
+    /// A new cycle from the head, ending at `os`. Carries the generation and
+    /// idle streak over from `previous` so guards and back-off keep working.
+    pub fn new_cycle(os: u64, previous: Option<&ScanState>) -> ScanState {
+        assert!(os <= SEQ_MAX, "os {os} past SEQ_MAX");
+        ScanState {
+            v: RS_VERSION,
+            generation: previous.map_or(0, |p| p.generation),
+            cycle_end: os,
+            cursor: 0,
+            blocked: Vec::new(),
+            idle_fires: previous.map_or(0, |p| p.idle_fires),
+        }
+    }
+
+    /// A completed marker replacing `stored` (whatever its state): the next
+    /// fire starts a new cycle from the head. Operator actions that put rows
+    /// back into the outbox (redrive) write this, so rows below an active
+    /// cursor never escape the `blocked` invariant, and the new generation
+    /// makes any fire in flight lose its checkpoint guard.
+    pub fn restart_marker(stored: Option<&str>, os: u64) -> ScanState {
+        let previous = stored.and_then(|t| ScanState::decode(t).ok());
+        let mut marker = ScanState::new_cycle(os, previous.as_ref());
+        marker.cursor = os;
+        marker.generation = previous.map_or(0, |p| p.generation) + 1;
+        marker
+    }
+
+    /// Whether this is a completed (or terminal) marker.
+    pub fn is_complete(&self) -> bool {
+        self.cursor == self.cycle_end
+    }
+
+    /// Whether `target` is blocked this cycle.
+    pub fn is_blocked(&self, target: &Name) -> bool {
+        self.blocked.binary_search(target).is_ok()
+    }
+
+    /// Checks every invariant written on the fields.
+    pub fn check(&self) -> Result<(), CorruptScan> {
+        let fail = |m: String| Err(CorruptScan(m));
+        if self.v != RS_VERSION {
+            return fail(format!("version {} is not {RS_VERSION}", self.v));
+        }
+        if self.generation > SEQ_MAX || self.cycle_end > SEQ_MAX {
+            return fail("generation or cycle_end past SEQ_MAX".into());
+        }
+        if self.cursor > self.cycle_end {
+            return fail(format!("cursor {} is past cycle_end {}", self.cursor, self.cycle_end));
+        }
+        if self.blocked.len() > MAX_BLOCKED_TARGETS {
+            return fail(format!("{} blocked targets", self.blocked.len()));
+        }
+        if self.blocked.windows(2).any(|w| w[0] >= w[1]) {
+            return fail("blocked is not strictly ascending".into());
+        }
+        Ok(())
+    }
+
+    /// Encodes for storage. Panics if an invariant does not hold: the engine
+    /// never builds such a value.
+    pub fn encode(&self) -> String {
+        if let Err(e) = self.check() {
+            panic!("refusing to persist an invalid rs: {e}");
+        }
+        serde_json::to_string(self).expect("rs always serialises")
+    }
+
+    /// Decodes a stored value, checking every invariant.
+    pub fn decode(text: &str) -> Result<ScanState, CorruptScan> {
+        let state: ScanState = serde_json::from_str(text).map_err(|e| CorruptScan(e.to_string()))?;
+        state.check()?;
+        Ok(state)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(list: &[&str]) -> Vec<Name> {
+        list.iter().map(|n| Name::new(*n).unwrap()).collect()
+    }
+
+    #[test]
+    fn rs_round_trips() {
+        let mut s = ScanState::new_cycle(9, None);
+        s.cursor = 4;
+        s.blocked = names(&["a", "b"]);
+        assert_eq!(ScanState::decode(&s.encode()).unwrap(), s);
+    }
+
+    #[test]
+    fn rs_with_broken_invariants_is_corrupt() {
+        let mut s = ScanState::new_cycle(3, None);
+        s.cursor = 4;
+        let text = serde_json::to_string(&s).unwrap();
+        assert!(ScanState::decode(&text).is_err());
+        let mut s = ScanState::new_cycle(3, None);
+        s.blocked = names(&["b", "a"]);
+        assert!(ScanState::decode(&serde_json::to_string(&s).unwrap()).is_err());
+        s.blocked = names(&["a", "a"]);
+        assert!(ScanState::decode(&serde_json::to_string(&s).unwrap()).is_err());
+        assert!(ScanState::decode("not json").is_err());
+        assert!(ScanState::decode(r#"{"v":2}"#).is_err());
+    }
+
+    #[test]
+    fn rs_blocked_set_is_checked_at_and_past_its_limit() {
+        let mut s = ScanState::new_cycle(3, None);
+        s.blocked = (0..MAX_BLOCKED_TARGETS).map(|i| Name::new(format!("t{i:03}")).unwrap()).collect();
+        assert!(ScanState::decode(&s.encode()).is_ok());
+        s.blocked.push(Name::new("z").unwrap());
+        assert!(ScanState::decode(&serde_json::to_string(&s).unwrap()).is_err());
+    }
+
+    #[test]
+    #[should_panic(expected = "refusing to persist")]
+    fn encoding_an_invalid_rs_is_a_bug() {
+        let mut s = ScanState::new_cycle(1, None);
+        s.cursor = 2;
+        let _ = s.encode();
+    }
+}

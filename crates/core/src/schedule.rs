@@ -1,0 +1,163 @@
+//! When a source wakes: the rules that keep its alarm right, and the
+//! housekeeping an alarm does besides delivering (pruning expired dedup
+//! records and discarded rows). Pure; the shells keep what they know of the
+//! stored alarm in an [`AlarmKnown`] and apply these decisions.
+//!
+//! - Arming keeps an earlier alarm and brings a later one forward
+//!   ([`arm`]); it writes nothing when the alarm is already early enough.
+//! - After an alarm, the next one is due when the last fire asked, or when
+//!   an idle source must prune ([`next_alarm_at`]).
+//! - A source with owed rows and no alarm lost it (the platform drops an
+//!   alarm whose handler threw too often): a status read or an enqueue
+//!   re-arms it ([`needs_rearm`]).
+
+use crate::limits::{PRUNE_BATCH_ROWS, PRUNE_INTERVAL_MS, PRUNE_STEPS_PER_ALARM, RELAY_LAG_BOUND_MS};
+use crate::settle::Wake;
+
+/// What a shell knows of its stored alarm. The platform clears an alarm
+/// when it fires and only the relay sets one, so once loaded this is exact.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AlarmKnown {
+    /// Not loaded yet (a new instance, or after a failed write).
+    Unknown,
+    /// No alarm is set.
+    None,
+    /// An alarm is set for this time, ms since the epoch.
+    At(u64),
+}
+
+/// The alarm write needed so that an alarm is due no later than `due_ms`:
+/// `None` when the known alarm is already that early. With
+/// [`AlarmKnown::Unknown`] the shell must load first.
+pub fn arm(known: AlarmKnown, due_ms: u64) -> Option<u64> {
+    match known {
+        AlarmKnown::At(t) if t <= due_ms => None,
+        _ => Some(due_ms),
+    }
+}
+
+/// Whether a source with `owed_rows` rows (queued or parked and due for
+/// redrive) and the stored alarm `stored_alarm_ms` lost its alarm.
+pub fn needs_rearm(queued_rows: u64, stored_alarm_ms: Option<u64>) -> bool {
+    queued_rows > 0 && stored_alarm_ms.is_none()
+}
+
+/// When the next alarm is due after one that ended at `now_ms`: as the last
+/// fire's `wake` asks given the current `os`, else when an idle source must
+/// wake to prune (`prune_due_ms`), else never.
+pub fn next_alarm_at(wake: Wake, os_now: u64, now_ms: u64, prune_due_ms: Option<u64>) -> Option<u64> {
+    match wake.delay_ms(os_now) {
+        Some(delay) => Some(now_ms.saturating_add(delay)),
+        None => prune_due_ms.map(|at| at.max(now_ms)),
+    }
+}
+
+/// Whether a row committed at `at_ms` is past the lag bound at `now_ms`.
+pub fn lagging(at_ms: u64, now_ms: u64) -> bool {
+    now_ms.saturating_sub(at_ms) > RELAY_LAG_BOUND_MS
+}
+
+/// One alarm's pruning: records at or before these times have expired.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PrunePlan {
+    /// Dedup records accepted at or before this are forgotten.
+    pub dedup_before_ms: u64,
+    /// Discarded rows discarded at or before this are deleted.
+    pub discard_before_ms: u64,
+    /// Rows one step deletes at most, per kind.
+    pub batch_rows: u32,
+    /// Steps one alarm runs at most.
+    pub steps_max: u32,
+}
+
+impl PrunePlan {
+    /// The plan for an alarm at `now_ms` under the two horizons.
+    pub fn at(now_ms: u64, dedup_horizon_ms: u64, discard_horizon_ms: u64) -> PrunePlan {
+        PrunePlan {
+            dedup_before_ms: now_ms.saturating_sub(dedup_horizon_ms),
+            discard_before_ms: now_ms.saturating_sub(discard_horizon_ms),
+            batch_rows: PRUNE_BATCH_ROWS,
+            steps_max: PRUNE_STEPS_PER_ALARM,
+        }
+    }
+
+    /// Whether another step may follow one that deleted `dedup` records and
+    /// `discarded` rows: only while a batch came back full.
+    pub fn another_step(&self, step: u32, dedup: u32, discarded: u32) -> bool {
+        step + 1 < self.steps_max && (dedup >= self.batch_rows || discarded >= self.batch_rows)
+    }
+}
+
+/// Whether an alarm that pruned `pruned` rows records the prune time. Only
+/// a prune that deleted something does: an idle source's next prune wake
+/// is then spaced from the last real prune, and a prune that found nothing
+/// costs no write.
+pub fn records_prune(pruned: u64) -> bool {
+    pruned > 0
+}
+
+/// When an idle source should wake to prune, given the earliest time a
+/// record or discarded row expires: at that time, but never sooner than
+/// [`PRUNE_INTERVAL_MS`] after the last prune, so records expiring at many
+/// different times cost one alarm per interval, not one each.
+pub fn idle_prune_at(first_expiry_ms: Option<u64>, last_prune_ms: u64) -> Option<u64> {
+    first_expiry_ms.map(|due| due.max(last_prune_ms.saturating_add(PRUNE_INTERVAL_MS)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arming_keeps_an_earlier_alarm_and_brings_a_later_one_forward() {
+        assert_eq!(arm(AlarmKnown::At(100), 150), None, "already early enough: no write");
+        assert_eq!(arm(AlarmKnown::At(100), 100), None);
+        assert_eq!(arm(AlarmKnown::At(16_000), 50), Some(50), "a back-off is brought forward");
+        assert_eq!(arm(AlarmKnown::None, 50), Some(50));
+        assert_eq!(arm(AlarmKnown::Unknown, 50), Some(50));
+    }
+
+    #[test]
+    fn the_next_alarm_follows_the_wake_then_the_prune() {
+        assert_eq!(next_alarm_at(Wake::Now, 3, 1_000, Some(9_000)), Some(1_000));
+        assert_eq!(next_alarm_at(Wake::After { delay_ms: 500 }, 3, 1_000, None), Some(1_500));
+        assert_eq!(next_alarm_at(Wake::Idle { os_read: 3 }, 3, 1_000, None), None);
+        assert_eq!(next_alarm_at(Wake::Idle { os_read: 3 }, 4, 1_000, None), Some(1_000), "a row arrived");
+        assert_eq!(next_alarm_at(Wake::Idle { os_read: 3 }, 3, 1_000, Some(9_000)), Some(9_000));
+        assert_eq!(next_alarm_at(Wake::Idle { os_read: 3 }, 3, 1_000, Some(10)), Some(1_000), "overdue: now");
+    }
+
+    #[test]
+    fn idle_pruning_waits_for_expiry_and_the_interval() {
+        assert_eq!(idle_prune_at(None, 0), None);
+        assert_eq!(idle_prune_at(Some(11_000), 0), Some(PRUNE_INTERVAL_MS.max(11_000)));
+        let late = 10 * PRUNE_INTERVAL_MS;
+        assert_eq!(idle_prune_at(Some(late), 0), Some(late));
+        assert_eq!(idle_prune_at(Some(0), late), Some(late + PRUNE_INTERVAL_MS));
+    }
+
+    #[test]
+    fn pruning_steps_on_only_while_batches_come_back_full() {
+        let p = PrunePlan::at(100_000, 60_000, 10_000);
+        assert_eq!((p.dedup_before_ms, p.discard_before_ms), (40_000, 90_000));
+        assert!(p.another_step(0, p.batch_rows, 0));
+        assert!(!p.another_step(0, p.batch_rows - 1, p.batch_rows - 1));
+        assert!(!p.another_step(p.steps_max - 1, p.batch_rows, p.batch_rows), "bounded per alarm");
+        assert!(records_prune(1));
+        assert!(!records_prune(0), "a prune that found nothing writes nothing");
+    }
+
+    #[test]
+    fn a_source_with_rows_and_no_alarm_lost_it() {
+        assert!(needs_rearm(1, None));
+        assert!(!needs_rearm(1, Some(5)));
+        assert!(!needs_rearm(0, None));
+    }
+
+    #[test]
+    fn lag_is_strictly_past_the_bound() {
+        assert!(!lagging(0, RELAY_LAG_BOUND_MS));
+        assert!(lagging(0, RELAY_LAG_BOUND_MS + 1));
+        assert!(!lagging(10, 0), "a clock step back is not lag");
+    }
+}

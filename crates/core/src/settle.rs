@@ -1,0 +1,357 @@
+//! Settling a fire: the new `rs`, the delivered rows to delete, the guards
+//! the checkpoint carries, the next wake-up, and the fire's report.
+//!
+//! The cursor walks the window in sequence order. A delivered row is passed
+//! and deleted. An undelivered row whose target is blocked, or failed in this
+//! fire, is passed and its target joins `blocked`; when `blocked` is full,
+//! that row ends the cycle early (a terminal marker) and stays queued. The
+//! walk stops before the first undelivered row of a healthy target (one the
+//! target budget paused, or whose batches were cut by the call budget) and
+//! before a corrupt row. Delivered rows past the stop are deleted too: their
+//! target's watermark already covers them.
+
+use crate::fire::{Failure, Fire, GroupState};
+use crate::limits::{retry_backoff_ms, MAX_BLOCKED_TARGETS, RELAY_LAG_BOUND_MS};
+use crate::name::Name;
+use crate::scan::ScanState;
+
+/// A run of delivered rows to delete. Every window row in `first..=last`
+/// is in the run, and no other outbox row lies in that range.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DeleteRange {
+    /// First sequence in the run.
+    pub first: u64,
+    /// Last sequence in the run.
+    pub last: u64,
+    /// Rows the range holds. Guard: the shell deletes exactly this many or
+    /// aborts the checkpoint.
+    pub rows: u32,
+    /// Body bytes of those rows, for the source's queued-bytes gauge.
+    pub bytes: u64,
+}
+
+/// The guarded write that ends a fire. The shell applies it atomically or
+/// not at all.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Checkpoint {
+    /// Guard: the stored `rs` must still be exactly this (`None`: absent).
+    pub rs_expected: Option<String>,
+    /// The value to store as `rs`.
+    pub rs_new: String,
+    /// Delivered rows to delete, each range guarded by its row count.
+    pub deletes: Vec<DeleteRange>,
+}
+
+/// When the source should fire next.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Wake {
+    /// Right away: the fire delivered and rows remain.
+    Now,
+    /// After a back-off: the fire delivered nothing.
+    After {
+        /// Delay in ms.
+        delay_ms: u64,
+    },
+    /// The outbox was empty as of `os_read`: no alarm unless a row was
+    /// appended since, which the shell sees as `os` past `os_read`.
+    Idle {
+        /// The `os` the fire read.
+        os_read: u64,
+    },
+}
+
+impl Wake {
+    /// The delay before the next fire given the current `os`, or `None`
+    /// when the source may sleep.
+    pub fn delay_ms(&self, os_now: u64) -> Option<u64> {
+        match *self {
+            Wake::Now => Some(0),
+            Wake::After { delay_ms } => Some(delay_ms),
+            Wake::Idle { os_read } if os_now > os_read => Some(0),
+            Wake::Idle { .. } => None,
+        }
+    }
+}
+
+/// What a fire did, for logs, status and tests.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FireReport {
+    /// Target calls made.
+    pub calls: u32,
+    /// Distinct targets called.
+    pub targets_called: u32,
+    /// Rows the targets applied for the first time.
+    pub rows_applied: u32,
+    /// Rows deleted from the outbox as delivered (applied now or earlier).
+    pub rows_delivered: u32,
+    /// Rows inspected.
+    pub window_rows: u32,
+    /// Targets whose calls failed, with the reason, in first-sequence order
+    /// (parked ones included). Each failed a cycle: its counter goes up.
+    pub failed: Vec<(Name, Failure)>,
+    /// Targets to park now, with the reason: every queued row of theirs
+    /// moves to the parked list in this checkpoint.
+    pub parked: Vec<(Name, String)>,
+    /// Targets that took a batch while they had a failed-cycle count:
+    /// their count resets.
+    pub recovered: Vec<Name>,
+    /// Window rows that leave with the parked targets.
+    pub rows_parked: u32,
+    /// Whether the fire started a new cycle.
+    pub new_cycle: bool,
+    /// Whether the cycle is complete after this fire (including terminal).
+    pub cycle_complete: bool,
+    /// Whether a failure past [`MAX_BLOCKED_TARGETS`] ended the cycle.
+    pub overflow: bool,
+    /// The first corrupt row, which stopped the fire, and why.
+    pub corrupt: Option<(u64, String)>,
+    /// Whether the stored `rs` was corrupt and replaced.
+    pub corrupt_rs: bool,
+    /// Whether an inspected row is older than [`RELAY_LAG_BOUND_MS`].
+    pub lag_exceeded: bool,
+}
+
+/// What a settled fire changes in the source's per-target failure records;
+/// the shell applies it in the fire's checkpoint transaction.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TargetChanges {
+    /// Targets whose delivery failed (and that are not being parked): one
+    /// more consecutive failed cycle each, with the latest error.
+    pub failed: Vec<(Name, String)>,
+    /// Targets to park now, with the reason. All their queued rows move to
+    /// the parked list in the same transaction.
+    pub parked: Vec<(Name, String)>,
+    /// Targets that took a batch while they had failed cycles: their
+    /// record is forgotten.
+    pub recovered: Vec<Name>,
+}
+
+impl FireReport {
+    /// The changes to the per-target failure records this fire decided.
+    pub fn target_changes(&self) -> TargetChanges {
+        let parked = |t: &Name| self.parked.iter().any(|(p, _)| p == t);
+        TargetChanges {
+            failed: self
+                .failed
+                .iter()
+                .filter(|(t, _)| !parked(t))
+                .map(|(t, f)| (t.clone(), f.message().to_owned()))
+                .collect(),
+            parked: self.parked.clone(),
+            recovered: self.recovered.clone(),
+        }
+    }
+}
+
+/// The result of settling a fire.
+#[derive(Clone, Debug)]
+pub struct Settlement {
+    /// The guarded write to apply.
+    pub checkpoint: Checkpoint,
+    /// The scan state `checkpoint.rs_new` encodes.
+    pub scan: ScanState,
+    /// When to fire next, if the checkpoint commits.
+    pub wake: Wake,
+    /// What happened.
+    pub report: FireReport,
+}
+
+/// How the cursor walk ended.
+struct Walk {
+    scan: ScanState,
+    /// Stopped before a healthy target's undelivered row or a corrupt row.
+    interrupted: bool,
+    /// A failure found `blocked` full.
+    overflow: bool,
+}
+
+impl Fire {
+    /// Settles the fire after every call was recorded.
+    pub fn settle(self) -> Settlement {
+        assert_eq!(self.in_flight, 0, "settle with calls outstanding");
+        let walk = self.walk();
+        let mut scan = walk.scan;
+        let deleted = self.delete_ranges();
+        let rows_delivered: u32 = deleted.iter().map(|r| r.rows).sum();
+        let complete = walk.overflow || (!walk.interrupted && self.corrupt.is_none() && self.exhausted);
+        if complete {
+            scan.cursor = scan.cycle_end;
+        }
+        let start = &self.begun.scan;
+        let advanced = self.begun.new_cycle || scan.cursor != start.cursor;
+        let rows_parked = self.rows_parked();
+        let left = rows_delivered + rows_parked;
+        let wake = self.wake(&mut scan, left, complete, advanced, walk.overflow);
+        scan.generation += 1;
+        let checkpoint = Checkpoint {
+            rs_expected: self.begun.start.rs_text.clone(),
+            rs_new: scan.encode(),
+            deletes: deleted,
+        };
+        let mut report = self.report(rows_delivered, complete, walk.overflow);
+        report.rows_parked = rows_parked;
+        Settlement { checkpoint, scan, wake, report }
+    }
+
+    /// Moves the cursor over the window; see the module doc.
+    fn walk(&self) -> Walk {
+        let mut scan = self.begun.scan.clone();
+        let stop = self.stop_seq();
+        let mut walk_end = Walk { scan: scan.clone(), interrupted: false, overflow: false };
+        for (i, row) in self.rows.iter().enumerate() {
+            if stop.is_some_and(|s| row.seq >= s) {
+                walk_end.interrupted = true;
+                break;
+            }
+            if !self.delivered[i] {
+                let group = &self.groups[self.row_group[i] as usize];
+                match group.state {
+                    GroupState::Blocked | GroupState::Parked(_) => {}
+                    GroupState::Failed(_) => {
+                        if let Err(at) = scan.blocked.binary_search(&row.target) {
+                            if scan.blocked.len() == MAX_BLOCKED_TARGETS {
+                                walk_end.overflow = true;
+                                break;
+                            }
+                            scan.blocked.insert(at, row.target.clone());
+                        }
+                    }
+                    ref s => panic!("row {} of a healthy group ({s:?}) before the stop", row.seq),
+                }
+            }
+            scan.cursor = row.seq;
+        }
+        if self.corrupt.is_some() {
+            walk_end.interrupted = true;
+        }
+        walk_end.scan = scan;
+        walk_end
+    }
+
+    /// The first row the cursor must not pass: the first undelivered row of
+    /// any group that neither is blocked nor failed, or the corrupt row.
+    fn stop_seq(&self) -> Option<u64> {
+        let healthy = self.groups.iter().filter_map(|g| match g.state {
+            GroupState::Waiting | GroupState::Active if g.next < g.rows.len() => {
+                Some(self.rows[g.rows[g.next] as usize].seq)
+            }
+            _ => None,
+        });
+        healthy.chain(self.corrupt.as_ref().map(|(s, _)| *s)).min()
+    }
+
+    /// Runs of consecutive delivered window rows.
+    fn delete_ranges(&self) -> Vec<DeleteRange> {
+        let mut out: Vec<DeleteRange> = Vec::new();
+        let mut run_open = false;
+        for (i, row) in self.rows.iter().enumerate() {
+            if !self.delivered[i] {
+                run_open = false;
+                continue;
+            }
+            match out.last_mut() {
+                Some(r) if run_open => {
+                    r.last = row.seq;
+                    r.rows += 1;
+                    r.bytes += u64::from(row.bytes);
+                }
+                _ => out.push(DeleteRange {
+                    first: row.seq,
+                    last: row.seq,
+                    rows: 1,
+                    bytes: u64::from(row.bytes),
+                }),
+            }
+            run_open = true;
+        }
+        out
+    }
+
+    /// Undelivered window rows of targets being parked.
+    fn rows_parked(&self) -> u32 {
+        let parked =
+            |i: usize| matches!(self.groups[self.row_group[i] as usize].state, GroupState::Parked(_));
+        (0..self.rows.len()).filter(|&i| !self.delivered[i] && parked(i)).count() as u32
+    }
+
+    /// Decides the next wake-up and updates the idle streak. `rows_delivered`
+    /// counts every window row that left the outbox (delivered or parked).
+    fn wake(
+        &self,
+        scan: &mut ScanState,
+        rows_delivered: u32,
+        complete: bool,
+        advanced: bool,
+        overflow: bool,
+    ) -> Wake {
+        if rows_delivered > 0 {
+            scan.idle_fires = 0;
+        }
+        let os_read = self.begun.start.os;
+        let empty = complete
+            && !overflow
+            && scan.blocked.is_empty()
+            && self.corrupt.is_none()
+            && rows_delivered as usize == self.rows.len()
+            && scan.cycle_end == os_read;
+        if empty {
+            scan.idle_fires = 0;
+            return Wake::Idle { os_read };
+        }
+        if rows_delivered > 0 {
+            return Wake::Now;
+        }
+        if advanced && !complete {
+            // Scanning past blocked rows toward rows that may be healthy:
+            // wait the base back-off only.
+            return Wake::After { delay_ms: retry_backoff_ms(0) };
+        }
+        scan.idle_fires = scan.idle_fires.saturating_add(1);
+        Wake::After { delay_ms: retry_backoff_ms(scan.idle_fires) }
+    }
+
+    fn report(&self, rows_delivered: u32, complete: bool, overflow: bool) -> FireReport {
+        let now = self.begun.start.now_ms;
+        let failed = self
+            .groups
+            .iter()
+            .filter_map(|g| match &g.state {
+                GroupState::Failed(f) => Some((g.target.clone(), f.clone())),
+                GroupState::Parked(r) => Some((g.target.clone(), Failure::Permanent(r.clone()))),
+                _ => None,
+            })
+            .collect();
+        let parked = self
+            .groups
+            .iter()
+            .filter_map(|g| match &g.state {
+                GroupState::Parked(r) => Some((g.target.clone(), r.clone())),
+                _ => None,
+            })
+            .collect();
+        let failing = &self.begun.start.failing;
+        let recovered = self
+            .groups
+            .iter()
+            .filter(|g| g.applied_once && g.state == GroupState::Active && failing.contains_key(&g.target))
+            .map(|g| g.target.clone())
+            .collect();
+        FireReport {
+            calls: self.calls_made,
+            targets_called: self.groups.iter().filter(|g| g.calls > 0).count() as u32,
+            rows_applied: self.rows_applied,
+            rows_delivered,
+            window_rows: self.rows.len() as u32,
+            failed,
+            parked,
+            recovered,
+            rows_parked: 0,
+            new_cycle: self.begun.new_cycle,
+            cycle_complete: complete,
+            overflow,
+            corrupt: self.corrupt.as_ref().map(|(s, e)| (*s, e.to_string())),
+            corrupt_rs: self.begun.corrupt_rs.is_some(),
+            lag_exceeded: self.rows.iter().any(|r| now.saturating_sub(r.at_ms) > RELAY_LAG_BOUND_MS),
+        }
+    }
+}

@@ -1,0 +1,202 @@
+//! A typed client for Rust Workers that enqueue through a source's Durable
+//! Object stub: the reference relay's `RelaySource` (bound with
+//! `script_name = "durable-relay"`), or an embedder's own source object
+//! that serves [`durable::source`](crate::durable::source).
+//!
+//! ```ignore
+//! let relay = RelayClient::from_env(&env, "RELAY_SOURCE")?;
+//! let orders = relay.source("orders")?;
+//! let done = orders.enqueue(&[EnqueueRow::new(target, puts, vec![])]).await?;
+//! match orders.enqueue(&rows).await {
+//!     Err(e) if e.code == ErrorCode::OutboxFull => { /* retry after e.retry_after_s */ }
+//!     other => { other?; }
+//! }
+//! ```
+
+use std::fmt;
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use worker::{Env, Method, ObjectNamespace, Request, RequestInit, Stub};
+
+use crate::codes::ErrorCode;
+use crate::core::{EnqueueRow, Name};
+use crate::durable::source::{DeliveredThrough, WatermarkReply};
+use crate::routes::SourceOp;
+use crate::source::SourceStatus;
+use crate::store::outbox::{ActionOutcome, Enqueued, TargetReport};
+
+/// A refusal or failure, with the relay's code.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RelayError {
+    /// HTTP status (4xx: the request; 5xx: the relay or the runtime).
+    pub status: u16,
+    /// The stable code.
+    pub code: ErrorCode,
+    /// What was wrong.
+    pub message: String,
+    /// Seconds to wait before retrying, when the relay said (429).
+    pub retry_after_s: Option<u32>,
+}
+
+impl fmt::Display for RelayError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}: {}", self.status, self.code, self.message)
+    }
+}
+
+impl std::error::Error for RelayError {}
+
+impl RelayError {
+    fn runtime(e: impl fmt::Display) -> RelayError {
+        RelayError { status: 500, code: ErrorCode::Internal, message: e.to_string(), retry_after_s: None }
+    }
+}
+
+/// The relay's sources, reached through a Durable Object namespace.
+pub struct RelayClient {
+    namespace: ObjectNamespace,
+}
+
+impl RelayClient {
+    /// A client over a source class's namespace.
+    pub fn new(namespace: ObjectNamespace) -> RelayClient {
+        RelayClient { namespace }
+    }
+
+    /// A client over the namespace bound as `binding`.
+    pub fn from_env(env: &Env, binding: &str) -> Result<RelayClient, RelayError> {
+        Ok(RelayClient::new(env.durable_object(binding).map_err(RelayError::runtime)?))
+    }
+
+    /// The source named `name` (refused when the name is invalid).
+    pub fn source(&self, name: &str) -> Result<SourceClient, RelayError> {
+        let name = Name::new(name).map_err(|e| RelayError {
+            status: 400,
+            code: ErrorCode::InvalidName,
+            message: e.to_string(),
+            retry_after_s: None,
+        })?;
+        let stub = self
+            .namespace
+            .id_from_name(name.as_str())
+            .and_then(|id| id.get_stub())
+            .map_err(RelayError::runtime)?;
+        Ok(SourceClient { name, stub })
+    }
+}
+
+/// One source.
+pub struct SourceClient {
+    name: Name,
+    stub: Stub,
+}
+
+#[derive(Serialize)]
+struct EnqueueBody<'a> {
+    rows: &'a [EnqueueRow],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    idempotency_key: Option<&'a str>,
+}
+
+#[derive(Deserialize)]
+struct ErrorBody {
+    error: ErrorFields,
+}
+
+#[derive(Deserialize)]
+struct ErrorFields {
+    code: String,
+    message: String,
+}
+
+#[derive(Deserialize)]
+struct TargetsReply {
+    targets: Vec<TargetReport>,
+}
+
+impl SourceClient {
+    /// The source's name.
+    pub fn name(&self) -> &Name {
+        &self.name
+    }
+
+    /// Enqueues `rows`, atomically.
+    pub async fn enqueue(&self, rows: &[EnqueueRow]) -> Result<Enqueued, RelayError> {
+        self.send_enqueue(rows, None).await
+    }
+
+    /// Enqueues `rows` under an idempotency key: a repeat answers the
+    /// original sequences with `duplicate: true`.
+    pub async fn enqueue_keyed(&self, key: &str, rows: &[EnqueueRow]) -> Result<Enqueued, RelayError> {
+        self.send_enqueue(rows, Some(key)).await
+    }
+
+    async fn send_enqueue(&self, rows: &[EnqueueRow], key: Option<&str>) -> Result<Enqueued, RelayError> {
+        let body = serde_json::to_string(&EnqueueBody { rows, idempotency_key: key })
+            .map_err(RelayError::runtime)?;
+        self.call(SourceOp::Enqueue, Some(body)).await
+    }
+
+    /// The source's status.
+    pub async fn status(&self) -> Result<SourceStatus, RelayError> {
+        self.call(SourceOp::Status, None).await
+    }
+
+    /// Whether every row through `seq` was applied (or discarded).
+    pub async fn delivered_through(&self, seq: u64) -> Result<bool, RelayError> {
+        let reply: DeliveredThrough = self.call(SourceOp::DeliveredThrough(seq), None).await?;
+        Ok(reply.delivered)
+    }
+
+    /// The commit-time lower bound of the rows still owed.
+    pub async fn relay_watermark(&self) -> Result<u64, RelayError> {
+        let reply: WatermarkReply = self.call(SourceOp::Watermark, None).await?;
+        Ok(reply.relay_watermark)
+    }
+
+    /// Parked and failing targets.
+    pub async fn targets(&self) -> Result<Vec<TargetReport>, RelayError> {
+        let reply: TargetsReply = self.call(SourceOp::ParkedTargets, None).await?;
+        Ok(reply.targets)
+    }
+
+    /// Puts a parked target's rows back, in order.
+    pub async fn redrive(&self, target: &Name) -> Result<ActionOutcome, RelayError> {
+        self.call(SourceOp::Redrive(target.clone()), None).await
+    }
+
+    /// Drops a parked target's rows.
+    pub async fn discard(&self, target: &Name) -> Result<ActionOutcome, RelayError> {
+        self.call(SourceOp::Discard(target.clone()), None).await
+    }
+
+    async fn call<T: DeserializeOwned>(&self, op: SourceOp, body: Option<String>) -> Result<T, RelayError> {
+        let method = match op {
+            SourceOp::Enqueue | SourceOp::Faults | SourceOp::Redrive(_) | SourceOp::Discard(_) => {
+                Method::Post
+            }
+            _ => Method::Get,
+        };
+        let mut init = RequestInit::new();
+        init.with_method(method).with_body(body.map(Into::into));
+        let req = Request::new_with_init(&format!("https://relay{}", op.path()), &init)
+            .map_err(RelayError::runtime)?;
+        let mut resp = self.stub.fetch_with_request(req).await.map_err(RelayError::runtime)?;
+        let status = resp.status_code();
+        let retry_after_s = resp.headers().get("retry-after").ok().flatten().and_then(|v| v.parse().ok());
+        let text = resp.text().await.map_err(RelayError::runtime)?;
+        if status == 200 {
+            return serde_json::from_str(&text).map_err(RelayError::runtime);
+        }
+        Err(match serde_json::from_str::<ErrorBody>(&text) {
+            Ok(b) => RelayError {
+                status,
+                code: ErrorCode::parse(&b.error.code),
+                message: b.error.message,
+                retry_after_s,
+            },
+            Err(_) => RelayError { status, code: ErrorCode::Internal, message: text, retry_after_s },
+        })
+    }
+}

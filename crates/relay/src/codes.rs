@@ -1,0 +1,114 @@
+//! Every error code the relay answers with, as one enum: the `code` of
+//! every `{"error":{"code","message"}}` body, of every RPC error, and of
+//! the Rust client's [`RelayError`](crate::client::RelayError).
+
+use std::fmt;
+
+macro_rules! codes {
+    ($($variant:ident => $text:literal: $doc:literal,)*) => {
+        /// A stable machine-readable error code.
+        #[derive(Clone, Debug, PartialEq, Eq, Hash)]
+        pub enum ErrorCode {
+            $(#[doc = $doc] $variant,)*
+            /// A code this build does not know (a newer relay's).
+            Other(String),
+        }
+
+        impl ErrorCode {
+            /// Every known code.
+            pub const ALL: &'static [ErrorCode] = &[$(ErrorCode::$variant,)*];
+
+            /// The code as it appears on the wire.
+            pub fn as_str(&self) -> &str {
+                match self {
+                    $(ErrorCode::$variant => $text,)*
+                    ErrorCode::Other(s) => s,
+                }
+            }
+
+            /// The code as a `'static` string, when this build knows it.
+            pub fn as_static_str(&self) -> Option<&'static str> {
+                match self {
+                    $(ErrorCode::$variant => Some($text),)*
+                    ErrorCode::Other(_) => None,
+                }
+            }
+
+            /// The code for `text` (unknown codes become [`ErrorCode::Other`]).
+            pub fn parse(text: &str) -> ErrorCode {
+                match text {
+                    $($text => ErrorCode::$variant,)*
+                    other => ErrorCode::Other(other.to_owned()),
+                }
+            }
+        }
+    };
+}
+
+codes! {
+    EmptyBody => "empty_body": "The request body is empty.",
+    MalformedJson => "malformed_json": "The body is not JSON.",
+    InvalidRequest => "invalid_request": "The JSON has the wrong shape (a missing or unknown field, a wrong type).",
+    InvalidUtf8 => "invalid_utf8": "The body is not UTF-8.",
+    UnreadableBody => "unreadable_body": "The body could not be read.",
+    BodyTooLarge => "body_too_large": "The body is over MAX_REQUEST_BYTES (413).",
+    NoRows => "no_rows": "An enqueue without rows.",
+    TooManyRows => "too_many_rows": "More than MAX_ROWS_PER_ENQUEUE rows.",
+    RequestTooLarge => "request_too_large": "The rows encode to more than MAX_ENQUEUE_BYTES (413).",
+    InvalidTarget => "invalid_target": "A target name is invalid.",
+    InvalidName => "invalid_name": "A source or target name in the path is invalid.",
+    RowWithoutEffects => "row_without_effects": "A row with no puts and no deletes.",
+    TooManyEffects => "too_many_effects": "More than MAX_EFFECTS_PER_ROW effects in a row.",
+    EmptyKey => "empty_key": "An empty key.",
+    KeyTooLong => "key_too_long": "A key over MAX_KEY_BYTES.",
+    ValueTooLarge => "value_too_large": "A value over MAX_VALUE_BYTES.",
+    ValueTooDeep => "value_too_deep": "A value (or body) nested deeper than MAX_VALUE_DEPTH allows.",
+    InvalidValue => "invalid_value": "A value is not JSON.",
+    DuplicateObjectKey => "duplicate_object_key": "An object in a value names a key twice.",
+    LoneSurrogate => "lone_surrogate": "A string in a value holds an unpaired UTF-16 surrogate.",
+    DuplicateKey => "duplicate_key": "A row names a key twice.",
+    RowTooLarge => "row_too_large": "A row cannot fit one target batch.",
+    SequenceExhausted => "sequence_exhausted": "The source allocated its last sequence (507).",
+    OutboxFull => "outbox_full": "The outbox is at its backpressure bound (429, Retry-After).",
+    InvalidIdempotencyKey => "invalid_idempotency_key": "The idempotency key is empty or too long.",
+    IdempotencyConflict => "idempotency_conflict": "The idempotency key was used for other rows (409).",
+    Aborted => "aborted": "An embedder's own writes refused the enqueue (409).",
+    InvalidSeq => "invalid_seq": "A sequence in the path is not 0..=2^53-1.",
+    InvalidLimit => "invalid_limit": "A page limit is out of range.",
+    InvalidQuery => "invalid_query": "An unknown, repeated or out-of-range query parameter.",
+    NoRoute => "no_route": "No such route (404).",
+    BadUrl => "bad_url": "The URL did not parse.",
+    Unauthorized => "unauthorized": "A missing or wrong bearer token (401).",
+    UnnamedSource => "unnamed_source": "A source addressed by a unique id instead of a name.",
+    InvalidSource => "invalid_source": "A source object's name is invalid.",
+    MalformedBatch => "malformed_batch": "A target batch does not decode (422).",
+    EmptyBatch => "empty_batch": "A target batch without rows (422).",
+    BatchTooLarge => "batch_too_large": "A target batch over its limits (422).",
+    BadSequence => "bad_sequence": "A target batch's sequences are out of range or not ascending (422).",
+    BadRow => "bad_row": "A row in a target batch is invalid (422).",
+    HookRefused => "hook_refused": "The target's hook refused a batch (503, retried).",
+    Unavailable => "unavailable": "The target is unavailable (503, retried).",
+    BadConfiguration => "bad_configuration": "A configuration variable is invalid (500).",
+    Internal => "internal": "A storage or runtime failure (500).",
+    FaultsDisabled => "faults_disabled": "A test-only route in a build or environment without them.",
+    InvalidDelay => "invalid_delay": "A test fault delay out of range.",
+}
+
+impl fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_code_round_trips_and_unknown_codes_are_kept() {
+        for code in ErrorCode::ALL {
+            assert_eq!(&ErrorCode::parse(code.as_str()), code);
+        }
+        assert_eq!(ErrorCode::parse("from_the_future"), ErrorCode::Other("from_the_future".into()));
+    }
+}

@@ -1,0 +1,283 @@
+//! Configuration from Worker variables (`[vars]` in wrangler.toml, or
+//! `--var` on the command line). Parsing is pure, so it is tested natively.
+//!
+//! | variable | default | meaning |
+//! | --- | --- | --- |
+//! | `RELAY_PLAN` | `free` | `free` or `paid`: selects the seed preset and the subrequest cap |
+//! | `RELAY_TARGETS_PER_FIRE` | preset | targets a fire may apply to |
+//! | `RELAY_FIRES_PER_ALARM` | preset | fires per alarm |
+//! | `RELAY_CALLS_PER_TARGET` | 2 | calls per target per fire |
+//! | `RELAY_ROWS_PER_FIRE` | 256 | base rows per fire (a fire inspects 4x) |
+//! | `RELAY_BATCH_ROWS` | 512 | rows per target call |
+//! | `RELAY_SUBREQUESTS_PER_ALARM` | 50 / 10,000 | hard cap on target calls per alarm; never above the plan's |
+//! | `RELAY_MAX_IN_FLIGHT` | 6 | concurrent target calls in a fire |
+//! | `RELAY_CALL_TIMEOUT_MS` | 30,000 | a target call unanswered this long counts as failed (100..=120,000) |
+//! | `RELAY_PARK_AFTER_FAILED_CYCLES` | never | park a target after this many consecutive failed cycles (1..=1,000) |
+//! | `RELAY_MAX_QUEUED_ROWS` | 100,000 | backpressure: rows waiting (queued plus parked) |
+//! | `RELAY_MAX_QUEUED_BYTES` | 128 MiB | backpressure: body bytes waiting |
+//! | `RELAY_DEDUP_HORIZON_MS` | 24 h | how long idempotency keys are remembered |
+//! | `RELAY_DISCARD_HORIZON_MS` | 7 days | how long discarded parked rows are kept |
+//! | `RELAY_ENV` | `production` | `production` refuses the test fault switches |
+//! | `RELAY_TEST_FAULTS` | off | `on` enables the test-only fault routes (never in production) |
+
+use std::fmt;
+
+use crate::core::{
+    RelayBudget, DEFAULT_CALL_TIMEOUT_MS, DEFAULT_MAX_IN_FLIGHT, MAX_BATCH_BYTES, MAX_CALL_TIMEOUT_MS,
+    MAX_DEDUP_HORIZON_MS, MAX_IN_FLIGHT, MAX_PARK_AFTER_FAILED_CYCLES, MAX_QUEUED_BYTES_LIMIT,
+    MAX_QUEUED_ROWS_LIMIT, MIN_CALL_TIMEOUT_MS, MIN_DEDUP_HORIZON_MS, WORKER_FREE_SUBREQUESTS,
+    WORKER_PAID_SUBREQUESTS,
+};
+use crate::driver::AlarmOptions;
+use crate::source::SourceConfig;
+use crate::store::outbox::OutboxSettings;
+
+/// The Workers plan the relay budgets for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Plan {
+    /// Workers Free: 50 subrequests per invocation.
+    Free,
+    /// Workers Paid: 10,000 subrequests per invocation by default.
+    Paid,
+}
+
+impl Plan {
+    /// The plan's preset budget.
+    pub fn preset(self) -> RelayBudget {
+        match self {
+            Plan::Free => RelayBudget::FREE,
+            Plan::Paid => RelayBudget::PAID,
+        }
+    }
+
+    /// Subrequests one invocation may make on this plan.
+    pub fn subrequest_cap(self) -> u32 {
+        match self {
+            Plan::Free => WORKER_FREE_SUBREQUESTS,
+            Plan::Paid => WORKER_PAID_SUBREQUESTS,
+        }
+    }
+}
+
+/// The relay's configuration.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RelayConfig {
+    /// The plan.
+    pub plan: Plan,
+    /// The budget after overrides. Invariant: valid, and its calls per
+    /// alarm never exceed the plan's subrequest cap.
+    pub budget: RelayBudget,
+    /// Concurrent target calls per fire, 1..=[`MAX_IN_FLIGHT`].
+    pub max_in_flight: u32,
+    /// Target call timeout, ms.
+    pub call_timeout_ms: u64,
+    /// Whether the test-only fault routes are enabled.
+    pub faults: bool,
+    /// Parking, backpressure and retention.
+    pub settings: OutboxSettings,
+}
+
+/// A variable with a bad value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    /// The variable.
+    pub var: &'static str,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.var, self.message)
+    }
+}
+
+fn number(get: &impl Fn(&str) -> Option<String>, var: &'static str) -> Result<Option<u32>, ConfigError> {
+    Ok(ranged(get, var, 0, u64::from(u32::MAX))?.map(|v| v as u32))
+}
+
+/// A whole number within `min..=max`, if the variable is set.
+fn ranged(
+    get: &impl Fn(&str) -> Option<String>,
+    var: &'static str,
+    min: u64,
+    max: u64,
+) -> Result<Option<u64>, ConfigError> {
+    let Some(text) = get(var) else { return Ok(None) };
+    let v = text
+        .trim()
+        .parse::<u64>()
+        .map_err(|_| ConfigError { var, message: format!("{text:?} is not a whole number") })?;
+    if v < min || v > max {
+        return Err(ConfigError { var, message: format!("must be within {min}..={max}, got {v}") });
+    }
+    Ok(Some(v))
+}
+
+/// Parking, backpressure and retention settings.
+fn settings(get: &impl Fn(&str) -> Option<String>) -> Result<OutboxSettings, ConfigError> {
+    let mut s = OutboxSettings::default();
+    let park = ranged(get, "RELAY_PARK_AFTER_FAILED_CYCLES", 1, u64::from(MAX_PARK_AFTER_FAILED_CYCLES))?;
+    s.policy.park_after_failed_cycles = park.map(|v| v as u32);
+    if let Some(v) = ranged(get, "RELAY_MAX_QUEUED_ROWS", 1, MAX_QUEUED_ROWS_LIMIT)? {
+        s.max_rows = v;
+    }
+    let min_bytes = u64::from(MAX_BATCH_BYTES);
+    if let Some(v) = ranged(get, "RELAY_MAX_QUEUED_BYTES", min_bytes, MAX_QUEUED_BYTES_LIMIT)? {
+        s.max_bytes = v;
+    }
+    let (lo, hi) = (MIN_DEDUP_HORIZON_MS, MAX_DEDUP_HORIZON_MS);
+    if let Some(v) = ranged(get, "RELAY_DEDUP_HORIZON_MS", lo, hi)? {
+        s.dedup_horizon_ms = v;
+    }
+    if let Some(v) = ranged(get, "RELAY_DISCARD_HORIZON_MS", lo, hi)? {
+        s.discard_horizon_ms = v;
+    }
+    Ok(s)
+}
+
+impl RelayConfig {
+    /// The source's part: alarm limits and operating settings.
+    pub fn source(&self) -> SourceConfig {
+        SourceConfig {
+            alarm: AlarmOptions { budget: self.budget, max_in_flight: self.max_in_flight },
+            settings: self.settings,
+        }
+    }
+
+    /// Reads the configuration through `get` (a variable lookup).
+    pub fn from_vars(get: impl Fn(&str) -> Option<String>) -> Result<RelayConfig, ConfigError> {
+        let plan = match get("RELAY_PLAN").as_deref().map(str::trim) {
+            None | Some("free") => Plan::Free,
+            Some("paid") => Plan::Paid,
+            Some(other) => {
+                return Err(ConfigError {
+                    var: "RELAY_PLAN",
+                    message: format!("{other:?} is not free or paid"),
+                })
+            }
+        };
+        let mut budget = plan.preset();
+        let overrides: [(&'static str, &mut u32); 6] = [
+            ("RELAY_TARGETS_PER_FIRE", &mut budget.targets_per_fire),
+            ("RELAY_FIRES_PER_ALARM", &mut budget.fires_per_alarm),
+            ("RELAY_CALLS_PER_TARGET", &mut budget.calls_per_target),
+            ("RELAY_ROWS_PER_FIRE", &mut budget.rows_per_fire),
+            ("RELAY_BATCH_ROWS", &mut budget.batch_rows),
+            ("RELAY_SUBREQUESTS_PER_ALARM", &mut budget.subrequests_per_alarm),
+        ];
+        for (var, field) in overrides {
+            if let Some(v) = number(&get, var)? {
+                *field = v;
+            }
+        }
+        budget.validate().map_err(|e| ConfigError { var: "RELAY_*", message: e.to_string() })?;
+        if budget.subrequests_per_alarm > plan.subrequest_cap() {
+            return Err(ConfigError {
+                var: "RELAY_SUBREQUESTS_PER_ALARM",
+                message: format!(
+                    "{} exceeds the {:?} plan's {} subrequests per invocation",
+                    budget.subrequests_per_alarm,
+                    plan,
+                    plan.subrequest_cap()
+                ),
+            });
+        }
+        let max_in_flight = number(&get, "RELAY_MAX_IN_FLIGHT")?.unwrap_or(DEFAULT_MAX_IN_FLIGHT);
+        if max_in_flight == 0 || max_in_flight > MAX_IN_FLIGHT {
+            return Err(ConfigError {
+                var: "RELAY_MAX_IN_FLIGHT",
+                message: format!("must be within 1..={MAX_IN_FLIGHT}, got {max_in_flight}"),
+            });
+        }
+        let production = get("RELAY_ENV").is_none_or(|e| e.trim() == "production");
+        let faults = get("RELAY_TEST_FAULTS").is_some_and(|v| v.trim() == "on");
+        if faults && production {
+            return Err(ConfigError {
+                var: "RELAY_TEST_FAULTS",
+                message: "test faults are refused when RELAY_ENV is production (or unset)".into(),
+            });
+        }
+        let call_timeout_ms =
+            ranged(&get, "RELAY_CALL_TIMEOUT_MS", MIN_CALL_TIMEOUT_MS, MAX_CALL_TIMEOUT_MS)?
+                .unwrap_or(DEFAULT_CALL_TIMEOUT_MS);
+        Ok(RelayConfig { plan, budget, max_in_flight, call_timeout_ms, faults, settings: settings(&get)? })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn parse(vars: &[(&str, &str)]) -> Result<RelayConfig, ConfigError> {
+        let map: HashMap<String, String> = vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        RelayConfig::from_vars(|k| map.get(k).cloned())
+    }
+
+    #[test]
+    fn plans_select_the_seed_presets() {
+        assert_eq!(parse(&[]).unwrap().budget, RelayBudget::FREE);
+        assert_eq!(parse(&[("RELAY_PLAN", "paid")]).unwrap().budget, RelayBudget::PAID);
+        assert_eq!(parse(&[("RELAY_PLAN", "gold")]).unwrap_err().var, "RELAY_PLAN");
+    }
+
+    #[test]
+    fn overrides_apply_and_are_validated() {
+        let c = parse(&[("RELAY_TARGETS_PER_FIRE", "12"), ("RELAY_CALLS_PER_TARGET", "1")]).unwrap();
+        assert_eq!((c.budget.targets_per_fire, c.budget.calls_per_target), (12, 1));
+        assert!(parse(&[("RELAY_TARGETS_PER_FIRE", "0")]).is_err());
+        assert_eq!(parse(&[("RELAY_FIRES_PER_ALARM", "x")]).unwrap_err().var, "RELAY_FIRES_PER_ALARM");
+    }
+
+    #[test]
+    fn the_subrequest_cap_never_exceeds_the_plan_at_or_past_its_edge() {
+        assert!(parse(&[("RELAY_SUBREQUESTS_PER_ALARM", "50")]).is_ok());
+        let e = parse(&[("RELAY_SUBREQUESTS_PER_ALARM", "51")]).unwrap_err();
+        assert_eq!(e.var, "RELAY_SUBREQUESTS_PER_ALARM");
+        assert!(parse(&[("RELAY_PLAN", "paid"), ("RELAY_SUBREQUESTS_PER_ALARM", "10000")]).is_ok());
+        assert!(parse(&[("RELAY_PLAN", "paid"), ("RELAY_SUBREQUESTS_PER_ALARM", "10001")]).is_err());
+    }
+
+    #[test]
+    fn call_timeout_is_bounded() {
+        assert_eq!(parse(&[]).unwrap().call_timeout_ms, DEFAULT_CALL_TIMEOUT_MS);
+        assert!(parse(&[("RELAY_CALL_TIMEOUT_MS", "100")]).is_ok());
+        assert!(parse(&[("RELAY_CALL_TIMEOUT_MS", "99")]).is_err());
+        assert!(parse(&[("RELAY_CALL_TIMEOUT_MS", "120001")]).is_err());
+    }
+
+    #[test]
+    fn in_flight_is_bounded() {
+        assert_eq!(parse(&[]).unwrap().max_in_flight, DEFAULT_MAX_IN_FLIGHT);
+        assert!(parse(&[("RELAY_MAX_IN_FLIGHT", "32")]).is_ok());
+        assert!(parse(&[("RELAY_MAX_IN_FLIGHT", "33")]).is_err());
+        assert!(parse(&[("RELAY_MAX_IN_FLIGHT", "0")]).is_err());
+    }
+
+    #[test]
+    fn operating_settings_parse_at_and_past_their_edges() {
+        let c = parse(&[]).unwrap().settings;
+        assert_eq!(c, OutboxSettings::default());
+        assert_eq!(c.policy.park_after_failed_cycles, None, "never park by default");
+        let c = parse(&[("RELAY_PARK_AFTER_FAILED_CYCLES", "3"), ("RELAY_MAX_QUEUED_ROWS", "10")]).unwrap();
+        assert_eq!(c.settings.policy.park_after_failed_cycles, Some(3));
+        assert_eq!(c.settings.max_rows, 10);
+        assert!(parse(&[("RELAY_PARK_AFTER_FAILED_CYCLES", "0")]).is_err());
+        assert!(parse(&[("RELAY_PARK_AFTER_FAILED_CYCLES", "1000")]).is_ok());
+        assert!(parse(&[("RELAY_PARK_AFTER_FAILED_CYCLES", "1001")]).is_err());
+        assert!(parse(&[("RELAY_MAX_QUEUED_BYTES", "1048576")]).is_ok());
+        assert!(parse(&[("RELAY_MAX_QUEUED_BYTES", "1048575")]).is_err(), "must admit one full batch");
+        assert!(parse(&[("RELAY_DEDUP_HORIZON_MS", "1000")]).is_ok());
+        assert!(parse(&[("RELAY_DEDUP_HORIZON_MS", "999")]).is_err());
+        assert!(parse(&[("RELAY_DISCARD_HORIZON_MS", "2592000001")]).is_err());
+    }
+
+    #[test]
+    fn test_faults_are_refused_in_production() {
+        assert!(!parse(&[]).unwrap().faults);
+        assert!(parse(&[("RELAY_TEST_FAULTS", "on")]).is_err(), "RELAY_ENV unset means production");
+        assert!(parse(&[("RELAY_TEST_FAULTS", "on"), ("RELAY_ENV", "production")]).is_err());
+        assert!(parse(&[("RELAY_TEST_FAULTS", "on"), ("RELAY_ENV", "test")]).unwrap().faults);
+    }
+}

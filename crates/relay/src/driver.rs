@@ -1,0 +1,287 @@
+//! The one alarm driver: the sequence of an alarm, written once, over any
+//! [`Sql`] outbox and any [`Targets`]. The Durable Object runs it on its
+//! SQLite storage against target DOs; the simulator runs the same code on a
+//! native SQLite against simulated targets.
+//!
+//! An alarm runs fires while the budget lasts and the last fire asks to go
+//! on. One fire: read `os`, `rs` and the failing targets; begin (the core
+//! decides the cycle and the window); read the window; make the calls the
+//! core hands out, distinct targets concurrently (at most `max_in_flight`)
+//! and one target never concurrently with itself; settle; write the
+//! guarded checkpoint. After the fires: prune, and decide the next wake-up.
+//!
+//! Every target call is one subrequest, counted by the core against the
+//! alarm's cap; local workerd does not enforce the cap, so this count is
+//! what keeps an alarm within the Free plan's 50.
+
+use futures::stream::{self, StreamExt};
+use serde::{Deserialize, Serialize};
+
+use crate::core::schedule::next_alarm_at;
+use crate::core::{
+    begin, encode_request, AlarmRun, AlarmTotals, BudgetError, CallOutcome, Checkpoint, Fire, FireReport,
+    Name, RelayBudget, ScanState, Wake, MAX_IN_FLIGHT,
+};
+use crate::store::outbox::{Commit, Outbox};
+use crate::store::{Sql, StoreError};
+
+/// How the relay reaches a target.
+#[allow(async_fn_in_trait)]
+pub trait Targets {
+    /// Sends one apply batch (its JSON body) to `target` and reports how it
+    /// went. Never fails otherwise: a failure is an outcome.
+    async fn apply(&self, target: &Name, body: String) -> CallOutcome;
+}
+
+/// What one fire did and wrote: for logs, status, and the simulator.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FireRecord {
+    /// The core's report.
+    pub report: FireReport,
+    /// When the core asked to fire next.
+    pub wake: Wake,
+    /// The scan state the checkpoint wrote (or would have written).
+    pub scan: ScanState,
+    /// The guarded write the fire settled on.
+    pub checkpoint: Checkpoint,
+    /// How the checkpoint ended.
+    pub commit: Commit,
+}
+
+/// Watches an alarm's fires (the simulator audits after each; a shell may
+/// log). The default watches nothing.
+pub trait FireObserver {
+    /// Called after each fire's checkpoint, committed or not.
+    fn fire_settled(&self, _record: &FireRecord) {}
+}
+
+/// Watches nothing.
+pub struct NoObserver;
+
+impl FireObserver for NoObserver {}
+
+/// The limits one alarm runs under.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AlarmOptions {
+    /// Fires, targets, calls and rows.
+    pub budget: RelayBudget,
+    /// Concurrent target calls within a fire, 1..=[`MAX_IN_FLIGHT`].
+    pub max_in_flight: u32,
+}
+
+/// Why an alarm (or a fire) stopped early.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AlarmError {
+    /// Storage failed; nothing past the last committed checkpoint stands.
+    Store(StoreError),
+    /// The budget is outside its ranges (a configuration error).
+    Budget(BudgetError),
+}
+
+impl std::fmt::Display for AlarmError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AlarmError::Store(e) => e.fmt(f),
+            AlarmError::Budget(e) => write!(f, "invalid budget: {e}"),
+        }
+    }
+}
+
+impl From<StoreError> for AlarmError {
+    fn from(e: StoreError) -> Self {
+        AlarmError::Store(e)
+    }
+}
+
+impl From<BudgetError> for AlarmError {
+    fn from(e: BudgetError) -> Self {
+        AlarmError::Budget(e)
+    }
+}
+
+/// What one alarm did: the per-alarm log line and the status figures.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct AlarmSummary {
+    /// Source name.
+    pub source: String,
+    /// Fires run.
+    pub fires: u32,
+    /// Target calls made; each is one subrequest.
+    pub subrequests: u32,
+    /// Targets called, summed over fires.
+    pub targets_called: u32,
+    /// Rows applied for the first time.
+    pub rows_applied: u32,
+    /// Rows deleted as delivered.
+    pub rows_delivered: u32,
+    /// Checkpoints that lost their guard.
+    pub conflicts: u32,
+    /// Whether a row older than the lag bound was seen.
+    pub lag_exceeded: bool,
+    /// Wall-clock ms the alarm took.
+    pub duration_ms: u64,
+    /// When the next alarm is due, ms from the end of this one, if any.
+    pub next_in_ms: Option<u64>,
+    /// The subrequest cap in force.
+    pub subrequest_cap: u32,
+    /// Start time, ms since the epoch.
+    pub started_at_ms: u64,
+    /// Expired dedup records and discarded rows pruned.
+    pub pruned: u64,
+    /// Rows queued when the alarm ended.
+    pub queued_rows: u64,
+    /// Body bytes queued when the alarm ended.
+    pub queued_bytes: u64,
+    /// Rows parked when the alarm ended.
+    pub parked_rows: u64,
+    /// Age of the oldest owed row when the alarm ended, ms.
+    pub oldest_row_age_ms: Option<u64>,
+    /// Targets this alarm parked: (target, rows moved, reason).
+    pub parked: Vec<(Name, u64, String)>,
+    /// Whether the figures went to Workers Analytics Engine.
+    pub metrics_written: bool,
+}
+
+/// Given a settled fire's report and wake-up, the alarm's figures as JSON
+/// when this is the alarm's last fire (stored with its checkpoint).
+pub type AlarmFigures<'a> = dyn Fn(&FireReport, Wake) -> Option<String> + 'a;
+
+/// Runs one fire with `calls_left` calls and writes its checkpoint.
+/// `last_alarm` (JSON figures) is stored with the checkpoint.
+pub async fn fire<S: Sql>(
+    outbox: &Outbox<S>,
+    source: &Name,
+    options: &AlarmOptions,
+    calls_left: u32,
+    targets: &impl Targets,
+    now: &dyn Fn() -> u64,
+    last_alarm: Option<&AlarmFigures<'_>>,
+) -> Result<FireRecord, AlarmError> {
+    let start = outbox.fire_start(source, options.budget, calls_left, now())?;
+    let begun = begin(start)?;
+    let (window, exhausted) = outbox.read_window(&begun)?;
+    let mut fire = Fire::new(begun, &window, exhausted);
+    call_targets(&mut fire, source, options.max_in_flight, targets).await;
+    let settlement = fire.settle();
+    let figures = last_alarm.and_then(|f| f(&settlement.report, settlement.wake));
+    let commit = outbox.checkpoint(&settlement.checkpoint, &settlement.report, now(), figures.as_deref())?;
+    Ok(FireRecord {
+        report: settlement.report,
+        wake: settlement.wake,
+        scan: settlement.scan,
+        checkpoint: settlement.checkpoint,
+        commit,
+    })
+}
+
+/// Makes the fire's calls, round by round, until it hands out none.
+async fn call_targets(fire: &mut Fire, source: &Name, max_in_flight: u32, targets: &impl Targets) {
+    loop {
+        let calls = fire.next_calls();
+        if calls.is_empty() {
+            return;
+        }
+        let requests: Vec<_> = calls.iter().map(|c| (c, encode_request(source, c, fire.rows()))).collect();
+        let outcomes: Vec<_> = stream::iter(requests)
+            .map(|(call, body)| async move { (call, targets.apply(&call.target, body).await) })
+            .buffer_unordered(max_in_flight.clamp(1, MAX_IN_FLIGHT) as usize)
+            .collect()
+            .await;
+        for (call, outcome) in outcomes {
+            fire.record(call, outcome);
+        }
+    }
+}
+
+/// Runs one alarm's worth of fires for `source`, then prunes and decides the
+/// next wake-up (`next_in_ms` in the summary; the caller arms it).
+pub async fn run_alarm<S: Sql>(
+    outbox: &Outbox<S>,
+    source: &Name,
+    options: &AlarmOptions,
+    targets: &impl Targets,
+    now: &dyn Fn() -> u64,
+    observer: &impl FireObserver,
+) -> Result<AlarmSummary, AlarmError> {
+    let started = now();
+    let mut run = AlarmRun::new(options.budget)?;
+    let mut parked = Vec::new();
+    while let Some(calls_left) = run.next_fire() {
+        // The alarm's last fire stores the alarm's figures with its
+        // checkpoint, so they cost no row write of their own.
+        let figures = |report: &FireReport, wake: Wake| {
+            let mut probe = run.clone();
+            probe.committed(report, wake);
+            probe.next_fire().is_none().then(|| {
+                serde_json::to_string(&summarise(source, &probe, options, started, now(), None))
+                    .unwrap_or_default()
+            })
+        };
+        let record = fire(outbox, source, options, calls_left, targets, now, Some(&figures)).await?;
+        match &record.commit {
+            Commit::Committed { parked: p } => {
+                run.committed(&record.report, record.wake);
+                parked.extend(p.iter().cloned());
+            }
+            Commit::Conflict => run.conflicted(&record.report),
+        }
+        observer.fire_settled(&record);
+    }
+    finish(outbox, source, options, &run, started, now, parked)
+}
+
+/// After the fires: prune, read the gauges, and decide the next wake-up.
+fn finish<S: Sql>(
+    outbox: &Outbox<S>,
+    source: &Name,
+    options: &AlarmOptions,
+    run: &AlarmRun,
+    started: u64,
+    now: &dyn Fn() -> u64,
+    parked: Vec<(Name, u64, String)>,
+) -> Result<AlarmSummary, AlarmError> {
+    let pruned = outbox.prune(now())?;
+    let state = outbox.state()?;
+    let ended = now();
+    let prune_due = outbox.idle_prune_at(state.last_prune_ms)?;
+    let next_at = next_alarm_at(run.final_wake(), state.os, ended, prune_due);
+    let mut summary =
+        summarise(source, run, options, started, ended, next_at.map(|at| at.saturating_sub(ended)));
+    summary.pruned = pruned;
+    summary.queued_rows = state.queued_rows;
+    summary.queued_bytes = state.queued_bytes;
+    summary.parked_rows = state.parked_rows;
+    summary.oldest_row_age_ms = outbox.owed_head()?.map(|h| ended.saturating_sub(h.at_ms));
+    summary.parked = parked;
+    Ok(summary)
+}
+
+fn summarise(
+    source: &Name,
+    run: &AlarmRun,
+    options: &AlarmOptions,
+    started: u64,
+    ended: u64,
+    next_in_ms: Option<u64>,
+) -> AlarmSummary {
+    let t: &AlarmTotals = run.totals();
+    AlarmSummary {
+        source: source.to_string(),
+        fires: t.fires,
+        subrequests: t.calls,
+        targets_called: t.targets_called,
+        rows_applied: t.rows_applied,
+        rows_delivered: t.rows_delivered,
+        conflicts: t.conflicts,
+        lag_exceeded: t.lag_exceeded,
+        duration_ms: ended.saturating_sub(started),
+        next_in_ms: next_in_ms.or(match run.final_wake() {
+            Wake::Now => Some(0),
+            Wake::After { delay_ms } => Some(delay_ms),
+            Wake::Idle { .. } => None,
+        }),
+        subrequest_cap: options.budget.calls_per_alarm(),
+        started_at_ms: started,
+        ..AlarmSummary::default()
+    }
+}

@@ -1,0 +1,246 @@
+//! The Durable Object glue: the relay's storage, alarm and target calls on
+//! the Workers runtime. Compiled for every target so `cargo clippy` checks
+//! it natively; it runs only in workerd (wasm32).
+//!
+//! - [`DoSql`]: [`Sql`] over the object's SQLite, with `transactionSync`
+//!   (which workers-rs does not bind) for all-or-nothing writes;
+//! - [`DoAlarm`]: [`AlarmStore`] over the object's alarm;
+//! - [`DoTargets`]: [`Targets`] that are Durable Objects in one namespace,
+//!   addressed by name, each call with a timeout;
+//! - [`source`] and [`target`]: the objects' `fetch` protocols, served from
+//!   a [`Relay`] and an [`Inbox`](crate::Inbox).
+
+pub mod source;
+pub mod target;
+
+use wasm_bindgen::prelude::*;
+use wasm_bindgen::JsCast;
+use worker::{Method, ObjectNamespace, Request, RequestInit, SqlStorage, SqlStorageValue, State};
+
+use crate::core::{ApplyReply, CallOutcome, Failure, Name};
+use crate::driver::Targets;
+use crate::source::{AlarmStore, Relay, SourceConfig};
+use crate::store::{Row, Rows, Sql, SqlValue, StoreError};
+
+#[wasm_bindgen]
+extern "C" {
+    /// `ctx.storage` seen through the one method we bind ourselves.
+    #[wasm_bindgen(extends = worker::js_sys::Object)]
+    type SyncStorage;
+
+    #[wasm_bindgen(method, catch, js_name = transactionSync)]
+    fn transaction_sync(
+        this: &SyncStorage,
+        body: &mut dyn FnMut() -> Result<JsValue, JsValue>,
+    ) -> Result<JsValue, JsValue>;
+}
+
+/// A source relay on Durable Object storage.
+pub type DoRelay = Relay<DoSql, DoAlarm>;
+
+/// A Durable Object's SQLite database.
+#[derive(Clone)]
+pub struct DoSql {
+    sql: SqlStorage,
+    /// `ctx.storage`, for `transactionSync`.
+    storage: JsValue,
+}
+
+impl DoSql {
+    /// The database of the object whose state this is.
+    pub fn new(state: &State) -> DoSql {
+        let storage = state.as_raw().storage().map(JsValue::from).unwrap_or(JsValue::UNDEFINED);
+        DoSql { sql: state.storage().sql(), storage }
+    }
+
+    /// The workers-rs SQL handle.
+    pub fn raw(&self) -> &SqlStorage {
+        &self.sql
+    }
+
+    /// Runs a query and deserialises each row (by column name) into `T`: a
+    /// convenience for reading your own tables into structs.
+    pub fn rows_as<T: serde::de::DeserializeOwned>(
+        &self,
+        query: &str,
+        params: Vec<SqlValue>,
+    ) -> Result<Vec<T>, StoreError> {
+        let cursor = self
+            .sql
+            .exec(query, params.into_iter().map(to_storage).collect::<Vec<_>>())
+            .map_err(|e| StoreError::Sql(e.to_string()))?;
+        cursor.to_array().map_err(|e| StoreError::Corrupt(e.to_string()))
+    }
+}
+
+fn to_storage(v: SqlValue) -> SqlStorageValue {
+    match v {
+        SqlValue::Null => SqlStorageValue::Null,
+        SqlValue::Int(i) => SqlStorageValue::Integer(i),
+        SqlValue::Real(f) => SqlStorageValue::Float(f),
+        SqlValue::Text(s) => SqlStorageValue::String(s),
+        SqlValue::Blob(b) => SqlStorageValue::Blob(b),
+    }
+}
+
+fn from_storage(v: SqlStorageValue) -> SqlValue {
+    match v {
+        SqlStorageValue::Null => SqlValue::Null,
+        SqlStorageValue::Boolean(b) => SqlValue::Int(i64::from(b)),
+        SqlStorageValue::Integer(i) => SqlValue::Int(i),
+        SqlStorageValue::Float(f) => SqlValue::Real(f),
+        SqlStorageValue::String(s) => SqlValue::Text(s),
+        SqlStorageValue::Blob(b) => SqlValue::Blob(b),
+    }
+}
+
+/// Marker thrown through `transactionSync` to carry our own error.
+const ABORT: &str = "durable-relay: transaction aborted";
+
+impl Sql for DoSql {
+    fn exec(&self, query: &str, params: Vec<SqlValue>) -> Result<Rows, StoreError> {
+        let sql_error = |e: worker::Error| StoreError::Sql(e.to_string());
+        let cursor = self
+            .sql
+            .exec(query, params.into_iter().map(to_storage).collect::<Vec<_>>())
+            .map_err(sql_error)?;
+        let mut rows = Vec::new();
+        for row in cursor.raw() {
+            rows.push(Row(row.map_err(sql_error)?.into_iter().map(from_storage).collect()));
+        }
+        Ok(Rows { rows, written: u32::try_from(cursor.rows_written()).unwrap_or(u32::MAX) })
+    }
+
+    fn transaction<T>(&self, mut body: impl FnMut() -> Result<T, StoreError>) -> Result<T, StoreError> {
+        let storage: &SyncStorage = self.storage.unchecked_ref();
+        let mut out = None;
+        let mut failed = None;
+        let result = storage.transaction_sync(&mut || match body() {
+            Ok(v) => {
+                out = Some(v);
+                Ok(JsValue::UNDEFINED)
+            }
+            Err(e) => {
+                failed = Some(e);
+                Err(JsValue::from_str(ABORT))
+            }
+        });
+        match (result, out, failed) {
+            (Ok(_), Some(v), _) => Ok(v),
+            (_, _, Some(e)) => Err(e),
+            (Ok(_), None, None) => Err(StoreError::Sql("transactionSync returned without running".into())),
+            (Err(e), _, None) => Err(StoreError::Sql(js_error_text(&e))),
+        }
+    }
+}
+
+/// A Durable Object's alarm.
+pub struct DoAlarm {
+    storage: worker::Storage,
+}
+
+impl DoAlarm {
+    /// The alarm of the object whose state this is.
+    pub fn new(state: &State) -> DoAlarm {
+        DoAlarm { storage: state.storage() }
+    }
+}
+
+impl AlarmStore for DoAlarm {
+    async fn get(&self) -> Result<Option<u64>, StoreError> {
+        let at = self.storage.get_alarm().await.map_err(|e| StoreError::Sql(e.to_string()))?;
+        Ok(at.map(|t| t.max(0) as u64))
+    }
+
+    async fn set(&self, at_ms: u64) -> Result<(), StoreError> {
+        let when = worker::js_sys::Date::new(&JsValue::from_f64(at_ms as f64));
+        self.storage
+            .set_alarm(worker::ScheduledTime::new(when))
+            .await
+            .map_err(|e| StoreError::Sql(e.to_string()))
+    }
+
+    async fn delete(&self) -> Result<(), StoreError> {
+        self.storage.delete_alarm().await.map_err(|e| StoreError::Sql(e.to_string()))
+    }
+}
+
+impl DoRelay {
+    /// The relay of the source object whose state this is, named by the
+    /// name it was addressed with (`idFromName`/`getByName`).
+    pub fn for_object(state: &State, config: SourceConfig) -> Result<DoRelay, crate::http::HttpError> {
+        use crate::http::HttpError;
+        let name = state.id().name().ok_or_else(|| {
+            HttpError::bad_request(
+                "unnamed_source",
+                "address the source with idFromName(<name>) or getByName",
+            )
+        })?;
+        let name = Name::new(name).map_err(|e| HttpError::bad_request("invalid_source", e.to_string()))?;
+        Relay::open(name, DoSql::new(state), DoAlarm::new(state), config).map_err(|e| match e {
+            crate::driver::AlarmError::Budget(b) => HttpError::new(500, "bad_configuration", b.to_string()),
+            crate::driver::AlarmError::Store(s) => HttpError::internal(s.to_string()),
+        })
+    }
+}
+
+/// Targets that are Durable Objects in one namespace, addressed by name.
+pub struct DoTargets {
+    /// The target class's namespace binding.
+    pub namespace: ObjectNamespace,
+    /// How long one call may take, ms
+    /// (see [`DEFAULT_CALL_TIMEOUT_MS`](crate::core::DEFAULT_CALL_TIMEOUT_MS)).
+    pub timeout_ms: u64,
+}
+
+impl Targets for DoTargets {
+    async fn apply(&self, target: &Name, body: String) -> CallOutcome {
+        let call = std::pin::pin!(self.try_apply(target, body));
+        let timeout = std::pin::pin!(worker::Delay::from(std::time::Duration::from_millis(self.timeout_ms)));
+        match futures::future::select(call, timeout).await {
+            futures::future::Either::Left((Ok(outcome), _)) => outcome,
+            futures::future::Either::Left((Err(e), _)) => {
+                CallOutcome::Failed(Failure::Transient(e.to_string()))
+            }
+            futures::future::Either::Right(_) => {
+                CallOutcome::Failed(Failure::Transient(format!("no answer within {} ms", self.timeout_ms)))
+            }
+        }
+    }
+}
+
+impl DoTargets {
+    async fn try_apply(&self, target: &Name, body: String) -> worker::Result<CallOutcome> {
+        let stub = self.namespace.id_from_name(target.as_str())?.get_stub()?;
+        let mut init = RequestInit::new();
+        init.with_method(Method::Post).with_body(Some(body.into()));
+        let req = Request::new_with_init("https://relay-target/apply", &init)?;
+        let mut resp = stub.fetch_with_request(req).await?;
+        let status = resp.status_code();
+        let text = resp.text().await?;
+        Ok(match status {
+            200 => match serde_json::from_str::<ApplyReply>(&text) {
+                Ok(r) => CallOutcome::Applied { watermark: r.watermark, applied: r.applied },
+                Err(e) => CallOutcome::Failed(Failure::Transient(format!("bad reply: {e}"))),
+            },
+            400..=499 => CallOutcome::Failed(Failure::Permanent(format!("{status}: {text}"))),
+            _ => CallOutcome::Failed(Failure::Transient(format!("{status}: {text}"))),
+        })
+    }
+}
+
+/// The message of a JS error value.
+pub fn js_error_text(e: &JsValue) -> String {
+    if let Some(s) = e.as_string() {
+        return s;
+    }
+    worker::js_sys::Reflect::get(e, &JsValue::from_str("message"))
+        .ok()
+        .and_then(|m| m.as_string())
+        .unwrap_or_else(|| format!("{e:?}"))
+}
+
+/// The current time, ms since the epoch.
+pub fn now_ms() -> u64 {
+    worker::Date::now().as_millis()
+}

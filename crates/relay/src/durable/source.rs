@@ -1,0 +1,109 @@
+//! A source object's `fetch` protocol, served from a [`Relay`]: the
+//! reference `RelaySource` serves it, and so can an embedder's own source
+//! object, which then answers the Rust client, the RPC entrypoint and the
+//! front door exactly like the reference one.
+//!
+//! | method and path | body / query | reply |
+//! | --- | --- | --- |
+//! | `POST /enqueue` | `{"rows":[{"target","puts":[[k,v]..],"deletes":[k..]}],"idempotency_key"?}` | [`Enqueued`](crate::Enqueued) |
+//! | `GET /status` | | [`SourceStatus`](crate::SourceStatus) |
+//! | `GET /delivered-through/{seq}` | | `{"seq":N,"delivered":bool}` |
+//! | `GET /watermark` | | `{"relay_watermark":ms,"now_ms":ms}` |
+//! | `GET /parked` | | `{"targets":[..]}`: parked and failing targets |
+//! | `GET /parked/{target}?after=&limit=` | | a [`ParkedPage`](crate::ParkedPage) |
+//! | `POST /parked/{target}/redrive` | | `{"rows":n,"was_parked":bool}` |
+//! | `POST /parked/{target}/discard` | | `{"rows":n,"was_parked":bool}` |
+
+use serde::Serialize;
+use worker::{Request, Response};
+
+use super::{now_ms, DoAlarm};
+use crate::core::decode_enqueue;
+use crate::http::{json, read_body, HttpError};
+use crate::routes::SourceOp;
+use crate::source::Relay;
+use crate::store::Sql;
+
+/// `GET /delivered-through/{seq}`.
+#[derive(Serialize, serde::Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DeliveredThrough {
+    /// The sequence asked about.
+    pub seq: u64,
+    /// Whether every row through it was applied (or discarded).
+    pub delivered: bool,
+}
+
+/// `GET /watermark`.
+#[derive(Serialize, serde::Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WatermarkReply {
+    /// The commit-time lower bound of the owed rows, ms.
+    pub relay_watermark: u64,
+    /// The source's clock when it answered, ms.
+    pub now_ms: u64,
+}
+
+/// Parses and serves one request. `POST /faults` is not part of the
+/// protocol (a test build serves it before calling this): here it is 404.
+pub async fn handle<S: Sql>(relay: &Relay<S, DoAlarm>, req: &mut Request) -> Result<Response, HttpError> {
+    let url = req.url().map_err(|e| HttpError::bad_request("bad_url", e.to_string()))?;
+    let op = SourceOp::from_url(req.method().as_ref(), &url)?;
+    serve(relay, req, op).await
+}
+
+/// Serves one parsed operation.
+pub async fn serve<S: Sql>(
+    relay: &Relay<S, DoAlarm>,
+    req: &mut Request,
+    op: SourceOp,
+) -> Result<Response, HttpError> {
+    let internal = |e: worker::Error| HttpError::internal(e.to_string());
+    match op {
+        SourceOp::Enqueue => {
+            let body = decode_enqueue(&read_body(req).await?)?;
+            let done = relay.enqueue(now_ms(), body.idempotency_key.as_deref(), &body.rows).await?;
+            json(&done).map_err(internal)
+        }
+        SourceOp::Status => json(&relay.status(now_ms()).await?).map_err(internal),
+        SourceOp::DeliveredThrough(seq) => {
+            json(&DeliveredThrough { seq, delivered: relay.delivered_through(seq)? }).map_err(internal)
+        }
+        SourceOp::Watermark => {
+            let now = now_ms();
+            json(&WatermarkReply { relay_watermark: relay.relay_watermark(now)?, now_ms: now })
+                .map_err(internal)
+        }
+        SourceOp::ParkedTargets => {
+            json(&serde_json::json!({ "targets": relay.targets()? })).map_err(internal)
+        }
+        SourceOp::ParkedRows { target, after, limit } => {
+            json(&relay.parked_page(&target, after, limit)?).map_err(internal)
+        }
+        SourceOp::Redrive(target) => {
+            let outcome = relay.redrive(&target, now_ms()).await?;
+            log_operator("redrive", relay, &target, outcome.rows, outcome.was_parked);
+            json(&outcome).map_err(internal)
+        }
+        SourceOp::Discard(target) => {
+            let outcome = relay.discard(&target, now_ms())?;
+            log_operator("discard", relay, &target, outcome.rows, outcome.was_parked);
+            json(&outcome).map_err(internal)
+        }
+        SourceOp::Faults | SourceOp::Audit => {
+            Err(HttpError::new(404, "no_route", "the fault switch and the audit exist only in test builds"))
+        }
+    }
+}
+
+fn log_operator<S: Sql>(
+    action: &str,
+    relay: &Relay<S, DoAlarm>,
+    target: &crate::core::Name,
+    rows: u64,
+    was: bool,
+) {
+    worker::console_log!(
+        "{}",
+        serde_json::json!({"event": "relay_operator", "action": action, "source": relay.name().as_str(),
+            "target": target.as_str(), "rows": rows, "was_parked": was})
+    );
+}

@@ -1,0 +1,74 @@
+//! A target object's `fetch` protocol, served from an [`Inbox`]: the
+//! reference `RelayTarget` serves it, and so can an embedder's own target
+//! object (with its own [`RelayHook`]).
+//!
+//! | method and path | reply |
+//! | --- | --- |
+//! | `POST /apply` | [`ApplyReply`](crate::core::ApplyReply); 422 permanent, 503 transient (sources only) |
+//! | `GET /keys?prefix=&after=&limit=` | a [`KeysPage`](crate::KeysPage): values as JSON, verbatim |
+//! | `GET /watermarks` | `{"watermarks":[{"source","watermark",..}..]}` |
+//! | `DELETE /watermarks/{source}` | forgets that source's watermark (an operator act) |
+//! | `GET /status` | an [`InboxTotals`](crate::InboxTotals) plus `sql_rows_written_per_applied_row` |
+
+use worker::{Request, Response};
+
+use crate::core::RelayHook;
+use crate::http::{json, read_body, HttpError};
+use crate::routes::TargetOp;
+use crate::store::inbox::Inbox;
+use crate::store::Sql;
+
+/// Parses and serves one request with `hook`. The test-only operations
+/// (`/faults`, `/log`) are 404 here; a test build serves them itself.
+pub async fn handle<S: Sql>(
+    inbox: &Inbox<S>,
+    req: &mut Request,
+    hook: &impl RelayHook,
+) -> Result<Response, HttpError> {
+    let url = req.url().map_err(|e| HttpError::bad_request("bad_url", e.to_string()))?;
+    let op = TargetOp::from_url(req.method().as_ref(), &url)?;
+    serve(inbox, req, op, hook).await
+}
+
+/// Serves one parsed operation.
+pub async fn serve<S: Sql>(
+    inbox: &Inbox<S>,
+    req: &mut Request,
+    op: TargetOp,
+    hook: &impl RelayHook,
+) -> Result<Response, HttpError> {
+    let internal = |e: worker::Error| HttpError::internal(e.to_string());
+    match op {
+        TargetOp::Apply => {
+            let body = read_body(req).await?;
+            json(&inbox.apply_body(&body, hook)?).map_err(internal)
+        }
+        TargetOp::Keys { prefix, after, limit } => {
+            json(&inbox.keys(&prefix, &after, limit)?).map_err(internal)
+        }
+        TargetOp::Status => {
+            let t = inbox.totals()?;
+            let per_row = (t.applied_rows > 0).then(|| t.sql_rows_written as f64 / t.applied_rows as f64);
+            json(&serde_json::json!({
+                "applied_rows": t.applied_rows, "batches": t.batches, "sql_rows_written": t.sql_rows_written,
+                "sql_rows_written_per_applied_row": per_row, "sources": t.sources,
+            }))
+            .map_err(internal)
+        }
+        TargetOp::Watermarks => {
+            json(&serde_json::json!({ "watermarks": inbox.watermarks()? })).map_err(internal)
+        }
+        TargetOp::ForgetWatermark(source) => {
+            let forgotten = inbox.forget_watermark(source.as_str())?;
+            worker::console_log!(
+                "{}",
+                serde_json::json!({"event": "relay_operator", "action": "forget_watermark",
+                    "source": source.as_str(), "existed": forgotten})
+            );
+            json(&serde_json::json!({"source": source, "forgotten": forgotten})).map_err(internal)
+        }
+        TargetOp::Faults | TargetOp::Log(_) | TargetOp::Audit => {
+            Err(HttpError::new(404, "no_route", "the fault switch and apply log exist only in test builds"))
+        }
+    }
+}

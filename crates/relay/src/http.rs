@@ -1,0 +1,246 @@
+//! HTTP plumbing: JSON replies, the `{ "error": { "code", "message" } }`
+//! body every refusal carries, the HTTP status of every refusal the core and
+//! the store return (statuses live here, not in the core), bounded body
+//! reads, and bearer-token checks.
+
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
+#![deny(clippy::unreachable, clippy::todo, clippy::unimplemented)]
+
+use serde::Serialize;
+use worker::{Request, Response};
+
+use crate::core::{
+    ApplyError, EnqueueError, EnqueueRefusal, RequestError, BACKPRESSURE_RETRY_AFTER_S,
+    MAX_CONTROL_BODY_DEPTH, MAX_REQUEST_BYTES,
+};
+use crate::store::inbox::ApplyFailure;
+use crate::store::outbox::EnqueueFailure;
+use crate::store::StoreError;
+
+/// A refusal: HTTP status, stable code, human message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpError {
+    /// HTTP status (4xx for the caller's mistakes, 5xx for ours).
+    pub status: u16,
+    /// Stable machine-readable code.
+    pub code: &'static str,
+    /// What was wrong, naming the field or limit.
+    pub message: String,
+    /// Seconds for a `Retry-After` header (with 429 and 503).
+    pub retry_after_s: Option<u32>,
+}
+
+impl HttpError {
+    /// A refusal with `status`, `code` and `message`.
+    pub fn new(status: u16, code: &'static str, message: impl Into<String>) -> HttpError {
+        HttpError { status, code, message: message.into(), retry_after_s: None }
+    }
+
+    /// 400 with `code`.
+    pub fn bad_request(code: &'static str, message: impl Into<String>) -> HttpError {
+        HttpError::new(400, code, message)
+    }
+
+    /// 500 for a storage or runtime failure.
+    pub fn internal(message: impl Into<String>) -> HttpError {
+        HttpError::new(500, "internal", message)
+    }
+
+    /// Adds a `Retry-After` of `seconds`.
+    pub fn retry_after(mut self, seconds: u32) -> HttpError {
+        self.retry_after_s = Some(seconds);
+        self
+    }
+
+    /// The JSON body.
+    pub fn body(&self) -> String {
+        serde_json::json!({ "error": { "code": self.code, "message": self.message } }).to_string()
+    }
+
+    /// As a response.
+    pub fn response(&self) -> worker::Result<Response> {
+        let headers = json_headers();
+        if let Some(s) = self.retry_after_s {
+            headers.set("retry-after", &s.to_string())?;
+        }
+        Ok(Response::ok(self.body())?.with_status(self.status).with_headers(headers))
+    }
+}
+
+fn json_headers() -> worker::Headers {
+    let headers = worker::Headers::new();
+    let _ = headers.set("content-type", "application/json");
+    headers
+}
+
+/// A 200 JSON response.
+pub fn json<T: Serialize>(value: &T) -> worker::Result<Response> {
+    let text = serde_json::to_string(value).map_err(|e| worker::Error::RustError(e.to_string()))?;
+    Ok(Response::ok(text)?.with_headers(json_headers()))
+}
+
+/// Writes JSON `text` into the output as a value, not as a string, digit for
+/// digit. Use it on stored JSON text, and serialise such types only with
+/// `serde_json::to_string`: going through `serde_json::Value` (as the
+/// `json!` macro does) would re-read every number as an f64, and its
+/// `json!` would panic on a number past f64's range.
+pub fn verbatim_json<S: serde::Serializer>(text: &str, s: S) -> Result<S::Ok, S::Error> {
+    let raw = serde_json::value::RawValue::from_string(text.to_owned()).map_err(serde::ser::Error::custom)?;
+    raw.serialize(s)
+}
+
+/// Turns a handler's result into a response.
+pub fn respond(result: Result<Response, HttpError>) -> worker::Result<Response> {
+    match result {
+        Ok(r) => Ok(r),
+        Err(e) => e.response(),
+    }
+}
+
+/// Reads the body as UTF-8 text, refusing bodies over `MAX_REQUEST_BYTES`
+/// (by `Content-Length` first, then by what actually arrived).
+pub async fn read_body(req: &mut Request) -> Result<String, HttpError> {
+    let too_large = |n: u64| {
+        HttpError::new(413, "body_too_large", format!("body is {n} bytes; the limit is {MAX_REQUEST_BYTES}"))
+    };
+    if let Ok(Some(len)) = req.headers().get("content-length") {
+        if let Ok(n) = len.parse::<u64>() {
+            if n > u64::from(MAX_REQUEST_BYTES) {
+                return Err(too_large(n));
+            }
+        }
+    }
+    let bytes = req.bytes().await.map_err(|e| HttpError::bad_request("unreadable_body", e.to_string()))?;
+    if bytes.len() as u64 > u64::from(MAX_REQUEST_BYTES) {
+        return Err(too_large(bytes.len() as u64));
+    }
+    String::from_utf8(bytes).map_err(|_| HttpError::bad_request("invalid_utf8", "body is not UTF-8"))
+}
+
+/// Parses a small JSON control body into `T`, naming the problem on failure.
+pub fn parse_json<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, HttpError> {
+    Ok(crate::core::decode_json(text, MAX_CONTROL_BODY_DEPTH)?)
+}
+
+impl From<RequestError> for HttpError {
+    fn from(e: RequestError) -> Self {
+        HttpError::bad_request(e.code(), e.to_string())
+    }
+}
+
+impl From<EnqueueRefusal> for HttpError {
+    /// 400, but 413 for a request too large, 409 for a reused key, 429
+    /// (with `Retry-After`) for a full outbox, 507 when sequences run out.
+    fn from(e: EnqueueRefusal) -> Self {
+        let status = match &e {
+            EnqueueRefusal::Invalid(EnqueueError::TooManyBytes(_)) => 413,
+            EnqueueRefusal::Invalid(EnqueueError::OutboxFull { .. }) => 429,
+            EnqueueRefusal::Invalid(EnqueueError::SequenceExhausted) => 507,
+            EnqueueRefusal::Invalid(_) | EnqueueRefusal::Key(_) => 400,
+            EnqueueRefusal::Conflict { .. } => 409,
+        };
+        let error = HttpError::new(status, e.code(), e.to_string());
+        if status == 429 {
+            error.retry_after(BACKPRESSURE_RETRY_AFTER_S)
+        } else {
+            error
+        }
+    }
+}
+
+impl From<StoreError> for HttpError {
+    fn from(e: StoreError) -> Self {
+        HttpError::internal(e.to_string())
+    }
+}
+
+impl<E: std::fmt::Display> From<EnqueueFailure<E>> for HttpError {
+    /// A refusal keeps its 4xx; the caller's own aborted writes are a 409
+    /// `aborted` (the request conflicted with the caller's rules); storage
+    /// failures are a 500.
+    fn from(e: EnqueueFailure<E>) -> Self {
+        match e {
+            EnqueueFailure::Refused(r) => r.into(),
+            EnqueueFailure::Store(s) => s.into(),
+            EnqueueFailure::Aborted(a) => HttpError::new(409, "aborted", a.to_string()),
+        }
+    }
+}
+
+impl From<ApplyFailure> for HttpError {
+    /// What a source reads: 422 for a batch that can never apply (the
+    /// source parks its target), 503 for a transient failure (retried); a
+    /// hook refusal is transient, since the hook's policy may change.
+    fn from(e: ApplyFailure) -> Self {
+        match e {
+            ApplyFailure::Rejected(e @ ApplyError::Hook(_)) => {
+                HttpError::new(503, "hook_refused", e.to_string())
+            }
+            ApplyFailure::Rejected(e) => HttpError::new(422, e.code(), e.to_string()),
+            ApplyFailure::Hook(m) => HttpError::new(503, "hook_refused", m),
+            ApplyFailure::Unavailable(m) => HttpError::new(503, "unavailable", m),
+        }
+    }
+}
+
+/// Compares two byte strings in time that depends only on their lengths.
+pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// Checks `Authorization: Bearer <token>` against `expected`.
+pub fn check_bearer(header: Option<&str>, expected: &str) -> Result<(), HttpError> {
+    let unauthorized = |m: &str| HttpError::new(401, "unauthorized", m);
+    let Some(value) = header else {
+        return Err(unauthorized("missing Authorization: Bearer <token>"));
+    };
+    let Some(token) = value.strip_prefix("Bearer ") else {
+        return Err(unauthorized("Authorization must be 'Bearer <token>'"));
+    };
+    if expected.is_empty() || !constant_time_eq(token.trim().as_bytes(), expected.as_bytes()) {
+        return Err(unauthorized("wrong token"));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bearer_tokens_are_checked() {
+        assert!(check_bearer(Some("Bearer s3cret"), "s3cret").is_ok());
+        assert_eq!(check_bearer(None, "s3cret").unwrap_err().status, 401);
+        assert_eq!(check_bearer(Some("Bearer nope"), "s3cret").unwrap_err().status, 401);
+        assert_eq!(check_bearer(Some("s3cret"), "s3cret").unwrap_err().status, 401);
+        assert_eq!(
+            check_bearer(Some("Bearer "), "").unwrap_err().status,
+            401,
+            "an unset secret admits nobody"
+        );
+    }
+
+    #[test]
+    fn constant_time_eq_compares_contents_and_lengths() {
+        assert!(constant_time_eq(b"abc", b"abc"));
+        assert!(!constant_time_eq(b"abc", b"abd"));
+        assert!(!constant_time_eq(b"abc", b"abcd"));
+    }
+
+    #[test]
+    fn json_problems_are_named() {
+        assert_eq!(parse_json::<serde_json::Value>("").unwrap_err().code, "empty_body");
+        assert_eq!(parse_json::<serde_json::Value>("{").unwrap_err().code, "malformed_json");
+        #[derive(serde::Deserialize, Debug)]
+        #[serde(deny_unknown_fields)]
+        #[allow(dead_code)]
+        struct T {
+            a: u32,
+        }
+        assert_eq!(parse_json::<T>(r#"{"a":1,"b":2}"#).unwrap_err().code, "invalid_request");
+        assert_eq!(parse_json::<T>(r#"{"a":"x"}"#).unwrap_err().code, "invalid_request");
+    }
+}

@@ -1,0 +1,49 @@
+//! durable-relay: a transactional-outbox relay between Cloudflare Durable
+//! Objects, in order per target, exactly once in effect, within the Workers
+//! Free and Paid budgets. This is the library: depend on it to put the
+//! outbox in your own Durable Objects. It exports no Worker symbols (no
+//! `#[event]`, no `#[durable_object]`); the reference Worker that deploys
+//! as-is is the separate `durable-relay-worker` crate.
+//!
+//! - [`core`]: the engine, without I/O (re-exported `durable-relay-core`).
+//! - [`store`]: the outbox and the inbox, as SQL over the [`Sql`] interface.
+//! - [`driver`]: the one alarm driver over any store and [`Targets`].
+//! - [`Relay`]: the source side in one type (enqueue, alarm, status,
+//!   operator actions), keeping the alarm right.
+//! - [`durable`]: the Durable Object glue (SQLite, alarm, target calls) and
+//!   the objects' `fetch` protocols.
+//! - [`client`]: a typed client for Rust callers in other Workers.
+//! - [`http`], [`routes`], [`codes`], [`config`]: the wire.
+//! - `testing` (feature `testing`) and `sim` (feature `sim`).
+//!
+//! See ARCHITECTURE.md for the layers and the data flow.
+
+#![deny(unsafe_code)]
+
+pub use durable_relay_core as core;
+
+pub mod client;
+pub mod codes;
+pub mod config;
+pub mod driver;
+pub mod durable;
+pub mod http;
+pub mod routes;
+#[cfg(feature = "sim")]
+pub mod sim;
+pub mod source;
+pub mod store;
+#[cfg(feature = "testing")]
+pub mod testing;
+
+pub use client::{RelayClient, RelayError, SourceClient};
+pub use codes::ErrorCode;
+pub use config::{Plan, RelayConfig};
+pub use driver::{AlarmError, AlarmOptions, AlarmSummary, FireObserver, FireRecord, NoObserver, Targets};
+pub use durable::{DoAlarm, DoRelay, DoSql, DoTargets};
+pub use source::{AlarmFailure, AlarmStore, Relay, SourceConfig, SourceStatus};
+pub use store::inbox::{ApplyFailure, Inbox, InboxTotals, KeyValue, KeysPage, Watermark};
+pub use store::outbox::{
+    ActionOutcome, Commit, EnqueueFailure, Enqueued, Outbox, OutboxSettings, ParkedPage, TargetReport,
+};
+pub use store::{Sql, SqlValue, StoreError};

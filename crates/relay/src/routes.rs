@@ -1,0 +1,353 @@
+//! The one decode point for request lines: method, path and query of the
+//! front door (`/v1/...`) and of the source and target Durable Objects'
+//! `fetch` protocols. Pure (a parsed [`Url`] in, a typed operation or a 4xx
+//! [`HttpError`] out), so it is fuzzed natively.
+//!
+//! A source's protocol path is the front door's path without its
+//! `/v1/sources/{source}` prefix (and likewise for targets), so both are
+//! parsed by the same [`SourceOp::parse`] and [`TargetOp::parse`]. Unknown
+//! or repeated query parameters are refused; names are validated.
+
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
+#![deny(clippy::unreachable, clippy::todo, clippy::unimplemented)]
+
+use worker::Url;
+
+use crate::core::{Name, MAX_KEYS_PER_PAGE, MAX_KEY_BYTES, MAX_PARKED_ROWS_PER_PAGE, SEQ_MAX};
+use crate::http::HttpError;
+
+/// What a request asks of a source.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SourceOp {
+    /// `POST /enqueue`.
+    Enqueue,
+    /// `GET /status`.
+    Status,
+    /// `GET /watermark`.
+    Watermark,
+    /// `GET /delivered-through/{seq}`.
+    DeliveredThrough(u64),
+    /// `POST /faults` (test builds only).
+    Faults,
+    /// `GET /parked`.
+    ParkedTargets,
+    /// `GET /parked/{target}?after=&limit=`.
+    ParkedRows {
+        /// The parked target.
+        target: Name,
+        /// Rows after this sequence.
+        after: u64,
+        /// At most this many, 1..=[`MAX_PARKED_ROWS_PER_PAGE`].
+        limit: u32,
+    },
+    /// `POST /parked/{target}/redrive`.
+    Redrive(Name),
+    /// `POST /parked/{target}/discard`.
+    Discard(Name),
+    /// `GET /audit` (test builds only): the outbox's invariants on its tables.
+    Audit,
+}
+
+/// What a request asks of a target.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TargetOp {
+    /// `POST /apply`: only sources, through the DO binding.
+    Apply,
+    /// `GET /status`.
+    Status,
+    /// `GET /keys?prefix=&after=&limit=`.
+    Keys {
+        /// Keys starting with this.
+        prefix: String,
+        /// Keys after this one.
+        after: String,
+        /// At most this many, 1..=[`MAX_KEYS_PER_PAGE`].
+        limit: u32,
+    },
+    /// `GET /watermarks`.
+    Watermarks,
+    /// `DELETE /watermarks/{source}`.
+    ForgetWatermark(Name),
+    /// `POST /faults` (test builds only).
+    Faults,
+    /// `GET /log?source=` (test builds only).
+    Log(Name),
+    /// `GET /audit` (test builds only): watermarks against the apply log.
+    Audit,
+}
+
+/// A front-door request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FrontRoute {
+    /// `GET /v1/health`.
+    Health,
+    /// `/v1/sources/{source}/...`.
+    Source(Name, SourceOp),
+    /// `/v1/targets/{target}/...` (never `/apply`).
+    Target(Name, TargetOp),
+}
+
+fn no_route(method: &str, url: &Url) -> HttpError {
+    HttpError::new(404, "no_route", format!("no route for {method} {}", url.path()))
+}
+
+/// A path's segments (`/a/b` is `["a", "b"]`; `/` is `[]`).
+fn segments(url: &Url) -> Vec<&str> {
+    url.path().trim_start_matches('/').split('/').filter(|s| !s.is_empty()).collect()
+}
+
+/// Validates a name taken from the path.
+fn name(segment: &str, code: &'static str) -> Result<Name, HttpError> {
+    Name::new(segment).map_err(|e| HttpError::bad_request(code, format!("{segment:?}: {e}")))
+}
+
+/// The query's parameters, each of `allowed` at most once; anything else is
+/// refused. Returns values in the order of `allowed`.
+fn params<const N: usize>(url: &Url, allowed: [&'static str; N]) -> Result<[Option<String>; N], HttpError> {
+    let mut out: [Option<String>; N] = std::array::from_fn(|_| None);
+    for (k, v) in url.query_pairs() {
+        let Some(i) = allowed.iter().position(|a| *a == k) else {
+            return Err(HttpError::bad_request("invalid_query", format!("unknown query parameter {k:?}")));
+        };
+        let slot = out.get_mut(i).ok_or_else(|| HttpError::internal("query slot"))?;
+        if slot.replace(v.into_owned()).is_some() {
+            return Err(HttpError::bad_request(
+                "invalid_query",
+                format!("query parameter {k:?} given twice"),
+            ));
+        }
+    }
+    Ok(out)
+}
+
+/// A sequence number `0..=SEQ_MAX` from text.
+fn seq(text: &str, code: &'static str) -> Result<u64, HttpError> {
+    text.parse::<u64>()
+        .ok()
+        .filter(|s| *s <= SEQ_MAX)
+        .ok_or_else(|| HttpError::bad_request(code, format!("{text:?} is not a sequence number 0..=2^53-1")))
+}
+
+/// A page size `1..=max`, defaulting to `max`.
+fn limit(text: Option<String>, max: u32) -> Result<u32, HttpError> {
+    let Some(text) = text else { return Ok(max) };
+    text.parse::<u32>().ok().filter(|n| (1..=max).contains(n)).ok_or_else(|| {
+        HttpError::bad_request("invalid_limit", format!("limit must be 1..={max}, got {text:?}"))
+    })
+}
+
+/// A key bound for listings: at most [`MAX_KEY_BYTES`].
+fn key_bound(text: Option<String>, param: &str) -> Result<String, HttpError> {
+    let text = text.unwrap_or_default();
+    if text.len() > MAX_KEY_BYTES as usize {
+        return Err(HttpError::bad_request(
+            "invalid_query",
+            format!("{param} is {} bytes; keys are at most {MAX_KEY_BYTES}", text.len()),
+        ));
+    }
+    Ok(text)
+}
+
+fn no_query(url: &Url) -> Result<(), HttpError> {
+    params(url, []).map(|_| ())
+}
+
+impl SourceOp {
+    /// Parses a source operation from `method` and the path `segments`
+    /// after the source's own prefix.
+    pub fn parse(method: &str, segments: &[&str], url: &Url) -> Result<SourceOp, HttpError> {
+        let op = match (method, segments) {
+            ("POST", ["enqueue"]) => SourceOp::Enqueue,
+            ("GET", ["status"]) => SourceOp::Status,
+            ("GET", ["watermark"]) => SourceOp::Watermark,
+            ("GET", ["delivered-through", s]) => SourceOp::DeliveredThrough(seq(s, "invalid_seq")?),
+            ("POST", ["faults"]) => SourceOp::Faults,
+            ("GET", ["parked"]) => SourceOp::ParkedTargets,
+            ("GET", ["parked", t]) => {
+                let target = name(t, "invalid_target")?;
+                let [after, limit_text] = params(url, ["after", "limit"])?;
+                let after = after.map_or(Ok(0), |a| seq(&a, "invalid_query"))?;
+                let limit = limit(limit_text, MAX_PARKED_ROWS_PER_PAGE)?;
+                return Ok(SourceOp::ParkedRows { target, after, limit });
+            }
+            ("POST", ["parked", t, "redrive"]) => SourceOp::Redrive(name(t, "invalid_target")?),
+            ("POST", ["parked", t, "discard"]) => SourceOp::Discard(name(t, "invalid_target")?),
+            ("GET", ["audit"]) => SourceOp::Audit,
+            _ => return Err(no_route(method, url)),
+        };
+        no_query(url)?;
+        Ok(op)
+    }
+
+    /// Parses a request to a source Durable Object.
+    pub fn from_url(method: &str, url: &Url) -> Result<SourceOp, HttpError> {
+        SourceOp::parse(method, &segments(url), url)
+    }
+
+    /// The operation's path in the source's protocol, with its query.
+    pub fn path(&self) -> String {
+        match self {
+            SourceOp::Enqueue => "/enqueue".into(),
+            SourceOp::Status => "/status".into(),
+            SourceOp::Watermark => "/watermark".into(),
+            SourceOp::DeliveredThrough(s) => format!("/delivered-through/{s}"),
+            SourceOp::Faults => "/faults".into(),
+            SourceOp::ParkedTargets => "/parked".into(),
+            SourceOp::ParkedRows { target, after, limit } => {
+                format!("/parked/{target}?after={after}&limit={limit}")
+            }
+            SourceOp::Redrive(t) => format!("/parked/{t}/redrive"),
+            SourceOp::Discard(t) => format!("/parked/{t}/discard"),
+            SourceOp::Audit => "/audit".into(),
+        }
+    }
+}
+
+impl TargetOp {
+    /// Parses a target operation from `method` and the path `segments`
+    /// after the target's own prefix.
+    pub fn parse(method: &str, segments: &[&str], url: &Url) -> Result<TargetOp, HttpError> {
+        let op = match (method, segments) {
+            ("POST", ["apply"]) => TargetOp::Apply,
+            ("GET", ["status"]) => TargetOp::Status,
+            ("GET", ["keys"]) => {
+                let [prefix, after, limit_text] = params(url, ["prefix", "after", "limit"])?;
+                return Ok(TargetOp::Keys {
+                    prefix: key_bound(prefix, "prefix")?,
+                    after: key_bound(after, "after")?,
+                    limit: limit(limit_text, MAX_KEYS_PER_PAGE)?,
+                });
+            }
+            ("GET", ["watermarks"]) => TargetOp::Watermarks,
+            ("DELETE", ["watermarks", s]) => TargetOp::ForgetWatermark(name(s, "invalid_name")?),
+            ("POST", ["faults"]) => TargetOp::Faults,
+            ("GET", ["audit"]) => TargetOp::Audit,
+            ("GET", ["log"]) => {
+                let [source] = params(url, ["source"])?;
+                let source =
+                    source.ok_or_else(|| HttpError::bad_request("invalid_query", "source is required"))?;
+                return Ok(TargetOp::Log(name(&source, "invalid_name")?));
+            }
+            _ => return Err(no_route(method, url)),
+        };
+        no_query(url)?;
+        Ok(op)
+    }
+
+    /// Parses a request to a target Durable Object.
+    pub fn from_url(method: &str, url: &Url) -> Result<TargetOp, HttpError> {
+        TargetOp::parse(method, &segments(url), url)
+    }
+
+    /// The operation's path in the target's protocol, with its query.
+    pub fn path(&self) -> String {
+        match self {
+            TargetOp::Apply => "/apply".into(),
+            TargetOp::Status => "/status".into(),
+            TargetOp::Keys { prefix, after, limit } => {
+                let q: String = worker::Url::parse_with_params(
+                    "https://relay/keys",
+                    [("prefix", prefix.as_str()), ("after", after.as_str()), ("limit", &limit.to_string())],
+                )
+                .map(|u| u.query().unwrap_or_default().to_owned())
+                .unwrap_or_default();
+                format!("/keys?{q}")
+            }
+            TargetOp::Watermarks => "/watermarks".into(),
+            TargetOp::ForgetWatermark(s) => format!("/watermarks/{s}"),
+            TargetOp::Faults => "/faults".into(),
+            TargetOp::Log(s) => format!("/log?source={s}"),
+            TargetOp::Audit => "/audit".into(),
+        }
+    }
+}
+
+impl FrontRoute {
+    /// Parses a front-door request.
+    pub fn parse(method: &str, url: &Url) -> Result<FrontRoute, HttpError> {
+        let segs = segments(url);
+        match segs.as_slice() {
+            ["v1", "health"] if method == "GET" => {
+                no_query(url)?;
+                Ok(FrontRoute::Health)
+            }
+            ["v1", "sources", s, rest @ ..] if !rest.is_empty() => {
+                let source = name(s, "invalid_name")?;
+                Ok(FrontRoute::Source(source, SourceOp::parse(method, rest, url)?))
+            }
+            ["v1", "targets", t, rest @ ..] if !rest.is_empty() => {
+                let target = name(t, "invalid_name")?;
+                match TargetOp::parse(method, rest, url)? {
+                    TargetOp::Apply => Err(no_route(method, url)),
+                    op => Ok(FrontRoute::Target(target, op)),
+                }
+            }
+            _ => Err(no_route(method, url)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn front(method: &str, path: &str) -> Result<FrontRoute, HttpError> {
+        FrontRoute::parse(method, &Url::parse(&format!("https://relay.example{path}")).unwrap())
+    }
+
+    fn code(method: &str, path: &str) -> &'static str {
+        front(method, path).unwrap_err().code
+    }
+
+    #[test]
+    fn front_routes_parse_to_typed_operations() {
+        let s = |n: &str| Name::new(n).unwrap();
+        assert_eq!(front("GET", "/v1/health").unwrap(), FrontRoute::Health);
+        assert_eq!(
+            front("POST", "/v1/sources/a/enqueue").unwrap(),
+            FrontRoute::Source(s("a"), SourceOp::Enqueue)
+        );
+        assert_eq!(
+            front("GET", "/v1/sources/a/parked/t?limit=5").unwrap(),
+            FrontRoute::Source(s("a"), SourceOp::ParkedRows { target: s("t"), after: 0, limit: 5 })
+        );
+        assert_eq!(
+            front("GET", "/v1/targets/t/keys?prefix=a%20b").unwrap(),
+            FrontRoute::Target(
+                s("t"),
+                TargetOp::Keys { prefix: "a b".into(), after: String::new(), limit: MAX_KEYS_PER_PAGE }
+            )
+        );
+    }
+
+    #[test]
+    fn bad_request_lines_get_their_codes() {
+        assert_eq!(code("GET", "/v1/sources/a/enqueue"), "no_route");
+        assert_eq!(code("POST", "/v1/targets/t/apply"), "no_route", "apply is for sources only");
+        assert_eq!(code("GET", "/v1/sources/a%2Fb/status"), "invalid_name");
+        assert_eq!(code("GET", "/v1/sources/a/delivered-through/9007199254740992"), "invalid_seq");
+        assert_eq!(code("GET", "/v1/sources/a/parked/t?after=9007199254740992"), "invalid_query");
+        assert_eq!(code("GET", "/v1/sources/a/parked/t?limit=501"), "invalid_limit");
+        assert_eq!(code("GET", "/v1/sources/a/parked/t?limit=1&limit=2"), "invalid_query");
+        assert_eq!(code("GET", "/v1/sources/a/status?x=1"), "invalid_query");
+        assert_eq!(code("GET", "/v1/targets/t/keys?limit=0"), "invalid_limit");
+        assert_eq!(code("GET", &format!("/v1/targets/t/keys?after={}", "k".repeat(513))), "invalid_query");
+    }
+
+    #[test]
+    fn an_operation_survives_its_trip_to_the_object() {
+        let ops = [
+            SourceOp::DeliveredThrough(SEQ_MAX),
+            SourceOp::ParkedRows { target: Name::new("t").unwrap(), after: 7, limit: 1 },
+            SourceOp::Redrive(Name::new("t").unwrap()),
+        ];
+        for op in ops {
+            let url = Url::parse(&format!("https://relay{}", op.path())).unwrap();
+            let method = if matches!(op, SourceOp::Redrive(_)) { "POST" } else { "GET" };
+            assert_eq!(SourceOp::from_url(method, &url).unwrap(), op);
+        }
+        let keys = TargetOp::Keys { prefix: "a&b=c %".into(), after: "é".into(), limit: 3 };
+        let url = Url::parse(&format!("https://relay{}", keys.path())).unwrap();
+        assert_eq!(TargetOp::from_url("GET", &url).unwrap(), keys);
+    }
+}

@@ -1,0 +1,177 @@
+//! The simulated world: sources (each a real [`Relay`] on its own native
+//! SQLite), targets (each a real [`Inbox`] on its own), a manual clock, one
+//! seeded generator, and the audit's record of what was enqueued.
+//!
+//! Everything lives behind one `Rc<World>` so that the simulated targets
+//! (called by the real driver in the middle of a fire) can reach the world
+//! to inject what would interleave there in workerd: an enqueue, a second
+//! fire, another writer's checkpoint. No mutable `RefCell` borrow is held
+//! across an `.await` (a source's relay is borrowed shared for a whole
+//! alarm, and only reconfigured between alarms).
+
+use std::cell::{Cell, RefCell};
+use std::collections::{BTreeMap, BTreeSet};
+use std::rc::Rc;
+
+use super::rng::SimRng;
+use super::sqlite::SqliteSql;
+use super::SimAlarm;
+use crate::core::{Name, RelayBudget, RelayHook, DEFAULT_MAX_IN_FLIGHT};
+use crate::driver::AlarmOptions;
+use crate::source::{Relay, SourceConfig};
+use crate::store::inbox::Inbox;
+use crate::store::outbox::OutboxSettings;
+use crate::testing::{FaultySql, TestTables};
+
+/// A simulated source's store: the native SQLite behind the fault wrapper.
+pub type SimSql = FaultySql<SqliteSql>;
+
+/// The relay of a simulated source.
+pub type SimRelay = Relay<SimSql, SimAlarm>;
+
+/// Faults that interleave with a source's next fire, injected by the
+/// simulated targets during its calls.
+#[derive(Default)]
+pub(crate) struct MidFire {
+    /// Another writer changes `rs` before the checkpoint.
+    pub(crate) conflict: bool,
+    /// Row sets a concurrent writer enqueues.
+    pub(crate) appends: Vec<Vec<crate::core::EnqueueRow>>,
+    /// A second fire runs to completion at a seeded point.
+    pub(crate) overlap: bool,
+}
+
+/// One simulated source.
+pub(crate) struct SimSource {
+    pub(crate) relay: SimRelay,
+    /// The stored alarm, shared with the relay's [`SimAlarm`].
+    pub(crate) alarm: Rc<Cell<Option<u64>>>,
+    pub(crate) mid_fire: RefCell<MidFire>,
+}
+
+/// How a simulated target behaves when called.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum TargetFault {
+    /// Applies batches and answers.
+    #[default]
+    Healthy,
+    /// Refuses every call with a transient error until healed.
+    Reject,
+    /// Refuses every call as a permanent error until healed.
+    RejectPermanently,
+}
+
+/// One simulated target.
+pub(crate) struct SimTarget {
+    pub(crate) inbox: Inbox<SqliteSql>,
+    pub(crate) tables: TestTables<SqliteSql>,
+    pub(crate) fault: TargetFault,
+    /// Replies to lose after applying (the apply stands).
+    pub(crate) lose_replies: u32,
+    pub(crate) hook: Option<Box<dyn RelayHook>>,
+    /// Calls received, failed ones included.
+    pub(crate) calls: u64,
+}
+
+/// The world.
+pub(crate) struct World {
+    pub(crate) seed: u64,
+    pub(crate) rng: RefCell<SimRng>,
+    pub(crate) clock: Cell<u64>,
+    pub(crate) sources: RefCell<BTreeMap<Name, Rc<SimSource>>>,
+    pub(crate) targets: RefCell<BTreeMap<Name, SimTarget>>,
+    /// Every accepted sequence per (source, target), ascending: what must
+    /// arrive.
+    pub(crate) enqueued: RefCell<BTreeMap<(Name, Name), Vec<u64>>>,
+    /// Rows an operator discarded: the audit excuses them.
+    pub(crate) discarded: RefCell<BTreeSet<(Name, u64)>>,
+    /// Operating settings per source.
+    pub(crate) settings: RefCell<BTreeMap<Name, OutboxSettings>>,
+    /// Whether every fire ends with the audit, panicking on a breach.
+    pub(crate) audit_every_fire: Cell<bool>,
+    /// Target calls made in all.
+    pub(crate) total_calls: Cell<u64>,
+}
+
+/// The simulated clock starts here (Nov 2023), far from zero so that
+/// saturating subtractions never hide a bug.
+const EPOCH_MS: u64 = 1_700_000_000_000;
+
+impl World {
+    pub(crate) fn new(seed: u64) -> World {
+        World {
+            seed,
+            rng: RefCell::new(SimRng::new(seed)),
+            clock: Cell::new(EPOCH_MS),
+            sources: RefCell::new(BTreeMap::new()),
+            targets: RefCell::new(BTreeMap::new()),
+            enqueued: RefCell::new(BTreeMap::new()),
+            discarded: RefCell::new(BTreeSet::new()),
+            settings: RefCell::new(BTreeMap::new()),
+            audit_every_fire: Cell::new(false),
+            total_calls: Cell::new(0),
+        }
+    }
+
+    pub(crate) fn now(&self) -> u64 {
+        self.clock.get()
+    }
+
+    /// The source `name`, opened on a fresh database on first use.
+    #[allow(
+        clippy::expect_used,
+        reason = "an in-memory SQLite always opens; a failure is a broken test host"
+    )]
+    pub(crate) fn source(&self, name: &Name) -> Rc<SimSource> {
+        if let Some(s) = self.sources.borrow().get(name) {
+            return s.clone();
+        }
+        let settings = self.settings.borrow().get(name).copied().unwrap_or_default();
+        let alarm = Rc::new(Cell::new(None));
+        let sql = FaultySql::new(SqliteSql::memory().expect("an in-memory database"));
+        let config = source_config(RelayBudget::default(), settings);
+        let relay =
+            Relay::open(name.clone(), sql, SimAlarm { at: alarm.clone() }, config).expect("a valid source");
+        let source = Rc::new(SimSource { relay, alarm, mid_fire: RefCell::default() });
+        self.sources.borrow_mut().insert(name.clone(), source.clone());
+        source
+    }
+
+    /// Makes sure the target `name` exists.
+    #[allow(
+        clippy::expect_used,
+        reason = "an in-memory SQLite always opens; a failure is a broken test host"
+    )]
+    pub(crate) fn ensure_target(&self, name: &Name) {
+        if self.targets.borrow().contains_key(name) {
+            return;
+        }
+        let sql = SqliteSql::memory().expect("an in-memory database");
+        let target = SimTarget {
+            inbox: Inbox::open(sql.clone()).expect("inbox tables"),
+            tables: TestTables::open(sql).expect("test tables"),
+            fault: TargetFault::Healthy,
+            lose_replies: 0,
+            hook: None,
+            calls: 0,
+        };
+        self.targets.borrow_mut().insert(name.clone(), target);
+    }
+
+    /// Records accepted rows for the audit.
+    pub(crate) fn record_enqueued(&self, source: &Name, rows: &[crate::core::EnqueueRow], seqs: &[u64]) {
+        let mut enqueued = self.enqueued.borrow_mut();
+        for (row, seq) in rows.iter().zip(seqs) {
+            enqueued.entry((source.clone(), row.target.clone())).or_default().push(*seq);
+        }
+        drop(enqueued);
+        for row in rows {
+            self.ensure_target(&row.target);
+        }
+    }
+}
+
+/// A source's configuration for `budget` and `settings`.
+pub(crate) fn source_config(budget: RelayBudget, settings: OutboxSettings) -> SourceConfig {
+    SourceConfig { alarm: AlarmOptions { budget, max_in_flight: DEFAULT_MAX_IN_FLIGHT }, settings }
+}

@@ -1,0 +1,464 @@
+//! [`Relay`]: the source side of the relay as one type, for the reference
+//! source Durable Object and for embedders' own. It owns the outbox and
+//! keeps the alarm right, so no caller hand-rolls any of it:
+//!
+//! - an enqueue arms the alarm in the same synchronous turn as the rows
+//!   (a later alarm, such as a back-off, is brought forward to now);
+//! - an alarm runs the driver, then arms the next wake-up it decided (or
+//!   none), prunes, and reports;
+//! - an alarm that hit a storage error arms a back-off of its own before it
+//!   throws (1 s, doubling with each consecutive failure up to 60 s), so a
+//!   platform that drops the alarm after its retries cannot strand the rows.
+//!   (Seen in workerd: an alarm set by a handler that then throws replaces
+//!   the platform's own retry, so the back-off starts short.)
+//! - a status read, or an enqueue, re-arms an alarm the platform dropped.
+//!
+//! The stored alarm is reached through [`AlarmStore`] (the Durable Object's
+//! alarm in workerd, a simulated one in the simulator). What this instance
+//! knows of it is cached ([`AlarmKnown`]): the platform clears an alarm when
+//! it fires and only this code sets one, so the cache is exact once loaded,
+//! and an alarm already early enough is never written again.
+
+use std::cell::Cell;
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::core::schedule::{arm, needs_rearm};
+use crate::core::{
+    delivered_through, relay_watermark, retry_backoff_ms, AlarmKnown, EnqueueRow, Name, ScanState,
+};
+use crate::driver::{run_alarm, AlarmError, AlarmOptions, AlarmSummary, FireObserver, Targets};
+use crate::store::outbox::{
+    ActionOutcome, EnqueueFailure, Enqueued, Outbox, OutboxSettings, ParkedPage, SourceState, TargetReport,
+};
+use crate::store::{Sql, StoreError};
+
+/// Where a source's alarm is stored. Times are absolute, ms since the epoch.
+#[allow(async_fn_in_trait)]
+pub trait AlarmStore {
+    /// The stored alarm, if any.
+    async fn get(&self) -> Result<Option<u64>, StoreError>;
+    /// Stores an alarm at `at_ms` (replacing any other).
+    async fn set(&self, at_ms: u64) -> Result<(), StoreError>;
+    /// Removes the stored alarm.
+    async fn delete(&self) -> Result<(), StoreError>;
+}
+
+/// A source's configuration: its alarm limits and operating settings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SourceConfig {
+    /// Fires, targets, calls, rows, and concurrent calls per alarm.
+    pub alarm: AlarmOptions,
+    /// Parking, backpressure and retention.
+    pub settings: OutboxSettings,
+}
+
+/// Why an alarm failed. The alarm was re-armed with a back-off first
+/// (when the store allowed), so throwing from the handler is safe.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AlarmFailure {
+    /// What went wrong.
+    pub error: AlarmError,
+    /// When the back-off alarm is due, if arming it succeeded.
+    pub retry_at_ms: Option<u64>,
+}
+
+/// Occupancy against the backpressure bounds.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CapacityReport {
+    /// Rows waiting (queued plus parked).
+    pub rows: u64,
+    /// Body bytes waiting.
+    pub bytes: u64,
+    /// Bound on rows.
+    pub max_rows: u64,
+    /// Bound on bytes.
+    pub max_bytes: u64,
+    /// The larger of the two ratios, in percent.
+    pub percent_full: f64,
+}
+
+/// What a status read reports (also the wire form of `GET /status`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SourceStatus {
+    /// The source.
+    pub source: String,
+    /// Last allocated sequence.
+    pub os: u64,
+    /// Rows in the outbox.
+    pub queued_rows: u64,
+    /// Body bytes in the outbox.
+    pub queued_bytes: u64,
+    /// Rows parked (not discarded).
+    pub parked_rows: u64,
+    /// Body bytes parked.
+    pub parked_bytes: u64,
+    /// Rows ever enqueued.
+    pub enqueued_rows: u64,
+    /// Rows ever delivered.
+    pub delivered_rows: u64,
+    /// Alarms, fires, target calls (subrequests) and lost checkpoints.
+    pub alarms: u64,
+    /// Fires run.
+    pub fires: u64,
+    /// Target calls made; each is one subrequest.
+    pub subrequests: u64,
+    /// Checkpoints that lost their guard.
+    pub conflicts: u64,
+    /// Keyed enqueues answered as duplicates.
+    pub dedup_hits: u64,
+    /// Enqueues refused as full.
+    pub rejected_full: u64,
+    /// Fires that saw a row older than the lag bound.
+    pub lag_breaches: u64,
+    /// SQLite rows written by the relay, and per delivered row.
+    pub sql_rows_written: u64,
+    /// `sql_rows_written / delivered_rows`, once anything was delivered.
+    pub sql_rows_written_per_delivered_row: Option<f64>,
+    /// The scan state (`None` when absent or corrupt).
+    pub rs: Option<ScanState>,
+    /// Whether the stored `rs` failed to decode.
+    pub rs_corrupt: bool,
+    /// Targets blocked in the current cycle.
+    pub blocked_targets: Vec<Name>,
+    /// Parked targets and their parked rows.
+    pub parked_targets: BTreeMap<String, u64>,
+    /// Failing (not parked) targets and their consecutive failed cycles.
+    pub failing_targets: BTreeMap<String, u32>,
+    /// Age of the oldest owed (queued or parked) row, ms.
+    pub oldest_row_age_ms: Option<u64>,
+    /// Whether that row is past the lag bound.
+    pub lag_exceeded: bool,
+    /// The commit-time lower bound of the owed rows.
+    pub relay_watermark: u64,
+    /// Occupancy against the backpressure bounds.
+    pub capacity: CapacityReport,
+    /// Dedup records remembered.
+    pub dedup_records: u64,
+    /// Discarded rows still kept.
+    pub discarded_rows: u64,
+    /// When expired records were last pruned (0: never).
+    pub last_prune_ms: u64,
+    /// The last alarm's figures.
+    pub last_alarm: Option<serde_json::Value>,
+    /// The stored alarm after this read, ms since the epoch.
+    pub alarm_at_ms: Option<u64>,
+    /// Whether this read re-armed a dropped alarm.
+    pub rearmed: bool,
+    /// The alarm limits and operating settings in force.
+    pub config: SourceConfig,
+}
+
+/// The source side of the relay in one Durable Object: see the module doc.
+pub struct Relay<S, A> {
+    name: Name,
+    outbox: Outbox<S>,
+    alarm: A,
+    known: Cell<AlarmKnown>,
+    /// Consecutive alarms that failed; sets the back-off of the next.
+    alarm_failures: Cell<u32>,
+    /// A `Cell` so a running source can be reconfigured without exclusive
+    /// access. Invariant: its budget is valid.
+    config: Cell<SourceConfig>,
+}
+
+impl<S: Sql, A: AlarmStore> Relay<S, A> {
+    /// Opens the source `name` on `sql` (creating or migrating its tables)
+    /// with its alarm in `alarm`. Refuses a budget outside its ranges.
+    pub fn open(name: Name, sql: S, alarm: A, config: SourceConfig) -> Result<Self, AlarmError> {
+        config.alarm.budget.validate()?;
+        let outbox = Outbox::open(sql, config.settings)?;
+        Ok(Relay {
+            name,
+            outbox,
+            alarm,
+            known: Cell::new(AlarmKnown::Unknown),
+            alarm_failures: Cell::new(0),
+            config: Cell::new(config),
+        })
+    }
+
+    /// The source's name.
+    pub fn name(&self) -> &Name {
+        &self.name
+    }
+
+    /// The outbox (for reads; write through the methods here so the alarm
+    /// stays right).
+    pub fn outbox(&self) -> &Outbox<S> {
+        &self.outbox
+    }
+
+    /// The database: write your own tables through it inside
+    /// [`enqueue_with`](Relay::enqueue_with).
+    pub fn sql(&self) -> &S {
+        self.outbox.sql()
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> SourceConfig {
+        self.config.get()
+    }
+
+    /// Replaces the configuration; refuses a budget outside its ranges.
+    pub fn set_config(&self, config: SourceConfig) -> Result<(), AlarmError> {
+        config.alarm.budget.validate()?;
+        self.outbox.set_settings(config.settings);
+        self.config.set(config);
+        Ok(())
+    }
+
+    /// Enqueues `rows` (optionally under an idempotency key) in a
+    /// transaction of its own, and arms the alarm in the same turn.
+    pub async fn enqueue(
+        &self,
+        now_ms: u64,
+        key: Option<&str>,
+        rows: &[EnqueueRow],
+    ) -> Result<Enqueued, EnqueueFailure> {
+        let (_, done) = self
+            .enqueue_with(now_ms, key, rows, |_| Ok::<(), std::convert::Infallible>(()))
+            .await
+            .map_err(|e| match e {
+                EnqueueFailure::Refused(r) => EnqueueFailure::Refused(r),
+                EnqueueFailure::Store(s) => EnqueueFailure::Store(s),
+                EnqueueFailure::Aborted(never) => match never {},
+            })?;
+        Ok(done)
+    }
+
+    /// Enqueues `rows` and runs `writes` (the caller's own state change, on
+    /// [`sql`](Relay::sql)) in **one** transaction: both commit, or neither
+    /// does. `writes` runs after the rows are written and sees what the
+    /// enqueue did (its sequences, to store beside your own rows). An error
+    /// from `writes` rolls everything back and comes back as
+    /// [`EnqueueFailure::Aborted`]. The alarm is armed in the same turn.
+    ///
+    /// With an idempotency key, a repeat is answered as a duplicate
+    /// (`enqueued.duplicate`, nothing of the relay's written) and `writes`
+    /// still runs: skip your own writes then, as they were made the first
+    /// time.
+    pub async fn enqueue_with<R, E: std::fmt::Display>(
+        &self,
+        now_ms: u64,
+        key: Option<&str>,
+        rows: &[EnqueueRow],
+        mut writes: impl FnMut(&Enqueued) -> Result<R, E>,
+    ) -> Result<(R, Enqueued), EnqueueFailure<E>> {
+        self.load_alarm().await.map_err(EnqueueFailure::Store)?;
+        // No await from here until the alarm is armed: the rows, the new os,
+        // the caller's writes and the arming commit together.
+        let mut failure: Option<EnqueueFailure<E>> = None;
+        let result = self.outbox.sql().transaction(|| {
+            let done = match self.outbox.enqueue(now_ms, key, rows) {
+                Ok(done) => done,
+                Err(EnqueueFailure::Refused(e)) => {
+                    failure = Some(EnqueueFailure::Refused(e));
+                    return Err(StoreError::Aborted("the enqueue was refused".into()));
+                }
+                Err(EnqueueFailure::Store(e)) => return Err(e),
+                Err(EnqueueFailure::Aborted(never)) => match never {},
+            };
+            match writes(&done) {
+                Ok(r) => Ok((r, done)),
+                Err(e) => {
+                    let text = e.to_string();
+                    failure = Some(EnqueueFailure::Aborted(e));
+                    Err(StoreError::Aborted(text))
+                }
+            }
+        });
+        let (r, done) = match (result, failure) {
+            (Ok(v), _) => v,
+            (Err(_), Some(f)) => return Err(f),
+            (Err(e), None) => return Err(EnqueueFailure::Store(e)),
+        };
+        if !done.duplicate {
+            self.arm_at(now_ms).await.map_err(EnqueueFailure::Store)?;
+        }
+        Ok((r, done))
+    }
+
+    /// Runs one alarm: the driver's fires against `targets`, then arms the
+    /// next wake-up. On a storage error it arms a back-off first and then
+    /// fails, so the caller may throw.
+    pub async fn alarm(
+        &self,
+        targets: &impl Targets,
+        now: &dyn Fn() -> u64,
+        observer: &impl FireObserver,
+    ) -> Result<AlarmSummary, AlarmFailure> {
+        // The platform consumed the alarm that woke us.
+        self.known.set(AlarmKnown::None);
+        match run_alarm(&self.outbox, &self.name, &self.config.get().alarm, targets, now, observer).await {
+            Ok(summary) => {
+                self.alarm_failures.set(0);
+                if let Some(delay) = summary.next_in_ms {
+                    let retry = self.arm_at(now().saturating_add(delay)).await;
+                    retry.map_err(|e| AlarmFailure { error: AlarmError::Store(e), retry_at_ms: None })?;
+                }
+                Ok(summary)
+            }
+            Err(error) => {
+                // Do not rely on the platform's few retries: back off ourselves.
+                let failures = self.alarm_failures.get().saturating_add(1);
+                self.alarm_failures.set(failures);
+                let at = now().saturating_add(retry_backoff_ms(failures));
+                let retry_at_ms = self.arm_at(at).await.ok().map(|()| at);
+                Err(AlarmFailure { error, retry_at_ms })
+            }
+        }
+    }
+
+    /// The source's status. Re-arms an alarm the platform dropped while
+    /// rows wait (reported as `rearmed`).
+    pub async fn status(&self, now_ms: u64) -> Result<SourceStatus, StoreError> {
+        let stored = self.alarm.get().await?;
+        self.known.set(stored.map_or(AlarmKnown::None, AlarmKnown::At));
+        let mut state = self.outbox.state()?;
+        let rearmed = needs_rearm(state.queued_rows, stored);
+        if rearmed {
+            self.arm_at(now_ms).await?;
+        }
+        let pending = self.outbox.unwritten();
+        state.sql_rows_written += pending.writes;
+        state.dedup_hits += pending.dedup_hits;
+        state.rejected_full += pending.rejected_full;
+        self.status_of(state, stored, rearmed, now_ms)
+    }
+
+    /// Assembles a status from the state row and what status read.
+    fn status_of(
+        &self,
+        state: SourceState,
+        stored: Option<u64>,
+        rearmed: bool,
+        now_ms: u64,
+    ) -> Result<SourceStatus, StoreError> {
+        let owed = self.outbox.owed_head()?;
+        let decoded = state.rs.as_deref().map(ScanState::decode);
+        let rs = decoded.clone().and_then(Result::ok);
+        let targets = self.outbox.target_reports()?;
+        let capacity = self.outbox.capacity(&state);
+        let per_row =
+            (state.delivered_rows > 0).then(|| state.sql_rows_written as f64 / state.delivered_rows as f64);
+        Ok(SourceStatus {
+            source: self.name.to_string(),
+            os: state.os,
+            queued_rows: state.queued_rows,
+            queued_bytes: state.queued_bytes,
+            parked_rows: state.parked_rows,
+            parked_bytes: state.parked_bytes,
+            enqueued_rows: state.enqueued_rows,
+            delivered_rows: state.delivered_rows,
+            alarms: state.alarms,
+            fires: state.fires,
+            subrequests: state.calls,
+            conflicts: state.conflicts,
+            dedup_hits: state.dedup_hits,
+            rejected_full: state.rejected_full,
+            lag_breaches: state.lag_breaches,
+            sql_rows_written: state.sql_rows_written,
+            sql_rows_written_per_delivered_row: per_row,
+            blocked_targets: rs.as_ref().map_or_else(Vec::new, |s| s.blocked.clone()),
+            rs_corrupt: matches!(decoded, Some(Err(_))),
+            rs,
+            parked_targets: targets.iter().filter(|t| t.parked).map(|t| (t.target.clone(), t.rows)).collect(),
+            failing_targets: targets
+                .iter()
+                .filter(|t| !t.parked)
+                .map(|t| (t.target.clone(), t.failed_cycles))
+                .collect(),
+            oldest_row_age_ms: owed.map(|h| now_ms.saturating_sub(h.at_ms)),
+            lag_exceeded: owed.is_some_and(|h| crate::core::schedule::lagging(h.at_ms, now_ms)),
+            relay_watermark: relay_watermark(owed, now_ms),
+            capacity: CapacityReport {
+                rows: capacity.rows,
+                bytes: capacity.bytes,
+                max_rows: capacity.max_rows,
+                max_bytes: capacity.max_bytes,
+                percent_full: capacity.percent_full(),
+            },
+            dedup_records: self.outbox.dedup_records()?,
+            discarded_rows: self.outbox.discarded_rows()?,
+            last_prune_ms: state.last_prune_ms,
+            last_alarm: state.last_alarm.as_deref().and_then(|t| serde_json::from_str(t).ok()),
+            alarm_at_ms: if rearmed { Some(now_ms) } else { stored },
+            rearmed,
+            config: self.config.get(),
+        })
+    }
+
+    /// Whether every row through `seq` has been applied at its target (or
+    /// discarded by an operator); parked rows are not delivered.
+    pub fn delivered_through(&self, seq: u64) -> Result<bool, StoreError> {
+        let os = self.outbox.state()?.os;
+        Ok(delivered_through(seq, os, self.outbox.owed_head()?))
+    }
+
+    /// A commit-time lower bound for the rows still owed (queued or parked).
+    pub fn relay_watermark(&self, now_ms: u64) -> Result<u64, StoreError> {
+        Ok(relay_watermark(self.outbox.owed_head()?, now_ms))
+    }
+
+    /// Parked and failing targets.
+    pub fn targets(&self) -> Result<Vec<TargetReport>, StoreError> {
+        self.outbox.target_reports()
+    }
+
+    /// A page of `target`'s parked rows.
+    pub fn parked_page(&self, target: &Name, after: u64, limit: u32) -> Result<ParkedPage, StoreError> {
+        self.outbox.parked_page(target.as_str(), after, limit)
+    }
+
+    /// Puts `target`'s parked rows back in order and arms the alarm.
+    pub async fn redrive(&self, target: &Name, now_ms: u64) -> Result<ActionOutcome, StoreError> {
+        // Loaded first, so the redrive and its arming share one turn.
+        self.load_alarm().await?;
+        let outcome = self.outbox.redrive(target.as_str())?;
+        if outcome.rows > 0 {
+            self.arm_at(now_ms).await?;
+        }
+        Ok(outcome)
+    }
+
+    /// Drops `target`'s parked rows (kept until the discard horizon).
+    pub fn discard(&self, target: &Name, now_ms: u64) -> Result<ActionOutcome, StoreError> {
+        self.outbox.discard(target.as_str(), now_ms)
+    }
+
+    /// Deletes the stored alarm, as the platform does after too many failed
+    /// retries (a test fault: the next status read or enqueue must re-arm).
+    pub async fn drop_alarm(&self) -> Result<(), StoreError> {
+        self.alarm.delete().await?;
+        self.known.set(AlarmKnown::None);
+        Ok(())
+    }
+
+    /// Loads what this instance knows of its alarm, if it does not know.
+    async fn load_alarm(&self) -> Result<(), StoreError> {
+        if self.known.get() != AlarmKnown::Unknown {
+            return Ok(());
+        }
+        let stored = self.alarm.get().await?;
+        // An alarm handler may have started meanwhile and knows better.
+        if self.known.get() == AlarmKnown::Unknown {
+            self.known.set(stored.map_or(AlarmKnown::None, AlarmKnown::At));
+        }
+        Ok(())
+    }
+
+    /// Ensures an alarm is due no later than `due_ms`; writes nothing when
+    /// the known alarm already is.
+    async fn arm_at(&self, due_ms: u64) -> Result<(), StoreError> {
+        let Some(at) = arm(self.known.get(), due_ms) else { return Ok(()) };
+        self.known.set(AlarmKnown::At(at));
+        self.outbox.note_write();
+        self.alarm.set(at).await.inspect_err(|_| {
+            // We no longer know what is stored; the next use reloads it.
+            self.known.set(AlarmKnown::Unknown);
+        })
+    }
+}

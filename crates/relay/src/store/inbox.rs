@@ -1,0 +1,288 @@
+//! The target side's storage: applied keys and one watermark per source
+//! (`rh`), and the one synchronous apply that checks the watermark, skips
+//! duplicates, applies the rest (plus any hook effects) and advances the
+//! watermark in a single transaction.
+//!
+//! Schema (component `relay_target`):
+//!
+//! ```sql
+//! relay_kv (key TEXT PRIMARY KEY, value TEXT)   -- value: canonical JSON text
+//! relay_rh (source TEXT PRIMARY KEY, watermark, applied_rows, batches, sql_rows_written)
+//! ```
+//!
+//! Version 3 drops two test-only tables that versions 1 and 2 created in
+//! every target (the fault switch and the applied-sequence log); test
+//! builds keep them under their own component (`crate::testing`).
+//!
+//! Invariant: a source's watermark never moves back, and it moves only in
+//! the transaction that applies the rows up to it.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::{int, schema, Sql, StoreError};
+use crate::core::{decode_request, plan_apply, ApplyError, ApplyReply, ApplyRequest, Effects, RelayHook};
+
+const COMPONENT: &str = "relay_target";
+
+const MIGRATIONS: &[&[&str]] = &[
+    &[
+        "CREATE TABLE relay_kv (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+        "CREATE TABLE relay_rh (
+        source TEXT PRIMARY KEY,
+        watermark INTEGER NOT NULL,
+        applied_rows INTEGER NOT NULL,
+        batches INTEGER NOT NULL,
+        sql_rows_written INTEGER NOT NULL
+    )",
+        "CREATE TABLE relay_target_faults (id INTEGER PRIMARY KEY CHECK (id = 1), reject INTEGER NOT NULL)",
+        "CREATE TABLE relay_apply_log (source TEXT NOT NULL, seq INTEGER NOT NULL)",
+    ],
+    &["ALTER TABLE relay_target_faults ADD COLUMN delay_ms INTEGER NOT NULL DEFAULT 0"],
+    &["DROP TABLE relay_target_faults", "DROP TABLE relay_apply_log"],
+];
+
+/// Key-value pairs per multi-row upsert (two parameters each).
+const UPSERT_KEYS_PER_STATEMENT: usize = 50;
+/// Keys per multi-key delete (one parameter each).
+const DELETE_KEYS_PER_STATEMENT: usize = 100;
+
+/// One source's watermark row at a target.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, Eq)]
+pub struct Watermark {
+    /// The source partition.
+    pub source: String,
+    /// Highest applied sequence from it.
+    pub watermark: u64,
+    /// Rows applied from it.
+    pub applied_rows: u64,
+    /// Batches that applied at least one row.
+    pub batches: u64,
+    /// SQLite rows written applying them.
+    pub sql_rows_written: u64,
+}
+
+/// One stored key.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct KeyValue {
+    /// The key.
+    pub key: String,
+    /// Its value's canonical JSON text; it serialises as that JSON value
+    /// itself, verbatim, so numbers keep every digit.
+    #[serde(serialize_with = "crate::http::verbatim_json")]
+    pub value: String,
+}
+
+/// One page of a key listing.
+#[derive(Clone, Debug, Serialize)]
+pub struct KeysPage {
+    /// The keys, ascending.
+    pub keys: Vec<KeyValue>,
+    /// The `after` of the next page, when this one is full.
+    pub next: Option<String>,
+}
+
+/// Totals over every source a target applied rows from.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InboxTotals {
+    /// Rows applied.
+    pub applied_rows: u64,
+    /// Batches that applied at least one row.
+    pub batches: u64,
+    /// SQLite rows written applying them.
+    pub sql_rows_written: u64,
+    /// Sources with a watermark here.
+    pub sources: u64,
+}
+
+/// Why an apply call failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ApplyFailure {
+    /// The batch is invalid (permanent: resending it cannot help).
+    Rejected(ApplyError),
+    /// The hook refused the batch (transient: its policy may change).
+    Hook(String),
+    /// Storage failed (transient).
+    Unavailable(String),
+}
+
+/// A target's applied state over a SQLite database.
+pub struct Inbox<S> {
+    sql: S,
+}
+
+impl<S: Sql> Inbox<S> {
+    /// Opens the inbox, creating or migrating its tables.
+    pub fn open(sql: S) -> Result<Inbox<S>, StoreError> {
+        schema::migrate(&sql, COMPONENT, MIGRATIONS)?;
+        Ok(Inbox { sql })
+    }
+
+    /// The database this inbox lives in (a hook may write its own tables
+    /// through a clone: it runs inside the apply transaction).
+    pub fn sql(&self) -> &S {
+        &self.sql
+    }
+
+    /// Decodes an apply body and applies it.
+    pub fn apply_body(&self, body: &str, hook: &impl RelayHook) -> Result<ApplyReply, ApplyFailure> {
+        let request = decode_request(body).map_err(ApplyFailure::Rejected)?;
+        self.apply(&request, hook)
+    }
+
+    /// Applies a validated batch in one transaction; see the module doc.
+    pub fn apply(&self, request: &ApplyRequest, hook: &impl RelayHook) -> Result<ApplyReply, ApplyFailure> {
+        let mut hook_error = None;
+        let result = self.sql.transaction(|| {
+            let watermark = self.watermark(request.source.as_str())?;
+            let plan = plan_apply(watermark, request);
+            let rows = plan.to_apply(request);
+            if rows.is_empty() {
+                return Ok(plan.reply(request));
+            }
+            let extra = hook.extra_effects(&request.source, rows).map_err(|e| {
+                hook_error = Some(e);
+                StoreError::Aborted("the hook refused the batch".into())
+            })?;
+            let written = write_effects(&self.sql, rows.iter().map(|r| &r.effects).chain([&extra]))? + 1;
+            self.sql.run(
+                "INSERT INTO relay_rh (source, watermark, applied_rows, batches, sql_rows_written) \
+                 VALUES (?, ?, ?, 1, ?) ON CONFLICT(source) DO UPDATE SET watermark = excluded.watermark, \
+                 applied_rows = applied_rows + excluded.applied_rows, batches = batches + 1, \
+                 sql_rows_written = sql_rows_written + excluded.sql_rows_written",
+                vec![
+                    request.source.as_str().into(),
+                    int(plan.watermark),
+                    int(rows.len() as u64),
+                    int(u64::from(written)),
+                ],
+            )?;
+            Ok(plan.reply(request))
+        });
+        match (result, hook_error) {
+            (Ok(reply), _) => Ok(reply),
+            (Err(_), Some(e)) => Err(ApplyFailure::Hook(e)),
+            (Err(e), None) => Err(ApplyFailure::Unavailable(e.to_string())),
+        }
+    }
+
+    /// This target's watermark for `source` (0 if it never applied one).
+    pub fn watermark(&self, source: &str) -> Result<u64, StoreError> {
+        let row = self.sql.first("SELECT watermark FROM relay_rh WHERE source = ?", vec![source.into()])?;
+        row.map_or(Ok(0), |r| r.u64(0))
+    }
+
+    /// Every source's watermark row, by source name.
+    pub fn watermarks(&self) -> Result<Vec<Watermark>, StoreError> {
+        let rows = self.sql.rows(
+            "SELECT source, watermark, applied_rows, batches, sql_rows_written FROM relay_rh ORDER BY source",
+            vec![],
+        )?;
+        rows.iter()
+            .map(|r| {
+                Ok(Watermark {
+                    source: r.text(0)?,
+                    watermark: r.u64(1)?,
+                    applied_rows: r.u64(2)?,
+                    batches: r.u64(3)?,
+                    sql_rows_written: r.u64(4)?,
+                })
+            })
+            .collect()
+    }
+
+    /// Sets this target's watermark for `source`, as a fixture or a repair:
+    /// rows at or below it will be skipped as duplicates.
+    pub fn set_watermark(&self, source: &str, watermark: u64) -> Result<(), StoreError> {
+        self.sql.run(
+            "INSERT INTO relay_rh (source, watermark, applied_rows, batches, sql_rows_written) VALUES (?, ?, 0, 0, 0) \
+             ON CONFLICT(source) DO UPDATE SET watermark = excluded.watermark",
+            vec![source.into(), int(watermark)],
+        )?;
+        Ok(())
+    }
+
+    /// Forgets this target's watermark for `source` (an explicit operator
+    /// act: rows from `source` at or below it would apply again). Returns
+    /// whether there was one.
+    pub fn forget_watermark(&self, source: &str) -> Result<bool, StoreError> {
+        Ok(self.sql.run("DELETE FROM relay_rh WHERE source = ?", vec![source.into()])? == 1)
+    }
+
+    /// Totals over every source.
+    pub fn totals(&self) -> Result<InboxTotals, StoreError> {
+        let row = self.sql.first(
+            "SELECT COALESCE(SUM(applied_rows), 0), COALESCE(SUM(batches), 0), \
+             COALESCE(SUM(sql_rows_written), 0), COUNT(*) FROM relay_rh",
+            vec![],
+        )?;
+        row.map_or(Ok(InboxTotals::default()), |r| {
+            Ok(InboxTotals {
+                applied_rows: r.u64(0)?,
+                batches: r.u64(1)?,
+                sql_rows_written: r.u64(2)?,
+                sources: r.u64(3)?,
+            })
+        })
+    }
+
+    /// Keys starting with `prefix`, after `after`, ascending, at most
+    /// `limit` (1..=[`MAX_KEYS_PER_PAGE`](crate::core::MAX_KEYS_PER_PAGE)).
+    pub fn keys(&self, prefix: &str, after: &str, limit: u32) -> Result<KeysPage, StoreError> {
+        let limit = limit.clamp(1, crate::core::MAX_KEYS_PER_PAGE);
+        let rows = self.sql.rows(
+            "SELECT key, value FROM relay_kv WHERE key > ? AND substr(key, 1, length(?)) = ? ORDER BY key LIMIT ?",
+            vec![after.into(), prefix.into(), prefix.into(), int(u64::from(limit))],
+        )?;
+        let keys: Vec<KeyValue> = rows
+            .iter()
+            .map(|r| Ok(KeyValue { key: r.text(0)?, value: r.text(1)? }))
+            .collect::<Result<_, StoreError>>()?;
+        let next = (keys.len() == limit as usize).then(|| keys.last().map(|k| k.key.clone())).flatten();
+        Ok(KeysPage { keys, next })
+    }
+
+    /// The JSON text stored under `key`, if any.
+    pub fn value(&self, key: &str) -> Result<Option<String>, StoreError> {
+        let row = self.sql.first("SELECT value FROM relay_kv WHERE key = ?", vec![key.into()])?;
+        row.map(|r| r.text(0)).transpose()
+    }
+}
+
+/// Writes the net effect of `effects` (in order) on each key: one upsert
+/// or delete per distinct key. Returns rows written.
+pub fn write_effects<'a>(
+    sql: &impl Sql,
+    effects: impl Iterator<Item = &'a Effects>,
+) -> Result<u32, StoreError> {
+    let mut net: BTreeMap<&str, Option<&str>> = BTreeMap::new();
+    for e in effects {
+        for (k, v) in &e.puts {
+            net.insert(k, Some(v.as_str()));
+        }
+        for k in &e.deletes {
+            net.insert(k, None);
+        }
+    }
+    let puts: Vec<(&str, &str)> = net.iter().filter_map(|(k, v)| v.map(|v| (*k, v))).collect();
+    let deletes: Vec<&str> = net.iter().filter(|(_, v)| v.is_none()).map(|(k, _)| *k).collect();
+    let mut written = 0;
+    for chunk in puts.chunks(UPSERT_KEYS_PER_STATEMENT) {
+        let placeholders = vec!["(?, ?)"; chunk.len()].join(", ");
+        let params = chunk.iter().flat_map(|(k, v)| [(*k).into(), (*v).into()]).collect();
+        written += sql.run(
+            &format!(
+                "INSERT INTO relay_kv (key, value) VALUES {placeholders} \
+                 ON CONFLICT(key) DO UPDATE SET value = excluded.value"
+            ),
+            params,
+        )?;
+    }
+    for chunk in deletes.chunks(DELETE_KEYS_PER_STATEMENT) {
+        let placeholders = vec!["?"; chunk.len()].join(", ");
+        let params = chunk.iter().map(|k| (*k).into()).collect();
+        written += sql.run(&format!("DELETE FROM relay_kv WHERE key IN ({placeholders})"), params)?;
+    }
+    Ok(written)
+}

@@ -1,0 +1,124 @@
+//! The outbox's invariants (see the module doc of `outbox`), checked on the
+//! real tables. The simulator runs this after every fire; the test builds
+//! of the Worker serve it so end-to-end tests run it after every test.
+
+use super::{Outbox, Sql, StoreError};
+use crate::core::{Name, ScanState};
+
+/// One broken invariant, described.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AuditFailure(pub String);
+
+impl std::fmt::Display for AuditFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "outbox audit: {}", self.0)
+    }
+}
+
+impl<S: Sql> Outbox<S> {
+    /// Checks every invariant; the first breach is the error.
+    pub fn audit(&self) -> Result<Result<(), AuditFailure>, StoreError> {
+        let checks = [
+            Self::audit_counters as fn(&Self) -> Result<Option<String>, StoreError>,
+            Self::audit_parked_targets,
+            Self::audit_sequences,
+            Self::audit_cycle,
+        ];
+        for check in checks {
+            if let Some(breach) = check(self)? {
+                return Ok(Err(AuditFailure(breach)));
+            }
+        }
+        Ok(Ok(()))
+    }
+
+    /// The gauges equal `COUNT` and `SUM` over the tables, and every row's
+    /// `bytes` is its body's length in bytes.
+    fn audit_counters(&self) -> Result<Option<String>, StoreError> {
+        let state = self.state()?;
+        let queued = self.count("SELECT COUNT(*), COALESCE(SUM(bytes), 0) FROM relay_outbox", vec![])?;
+        let parked = self.count(
+            "SELECT COUNT(*), COALESCE(SUM(bytes), 0) FROM relay_parked WHERE discarded_at_ms IS NULL",
+            vec![],
+        )?;
+        if queued != (state.queued_rows, state.queued_bytes) {
+            return Ok(Some(format!(
+                "queued_rows/queued_bytes are {}/{} but the outbox holds {}/{}",
+                state.queued_rows, state.queued_bytes, queued.0, queued.1
+            )));
+        }
+        if parked != (state.parked_rows, state.parked_bytes) {
+            return Ok(Some(format!(
+                "parked_rows/parked_bytes are {}/{} but the parked list holds {}/{}",
+                state.parked_rows, state.parked_bytes, parked.0, parked.1
+            )));
+        }
+        let wrong = self.sql.first(
+            "SELECT seq FROM (SELECT seq, bytes, body FROM relay_outbox UNION ALL \
+             SELECT seq, bytes, body FROM relay_parked) WHERE bytes != length(CAST(body AS BLOB)) LIMIT 1",
+            vec![],
+        )?;
+        Ok(wrong.map(|r| format!("row {:?} records a wrong byte count", r.u64(0))))
+    }
+
+    /// A parked target has nothing queued, and its record says parked.
+    fn audit_parked_targets(&self) -> Result<Option<String>, StoreError> {
+        let row = self.sql.first(
+            "SELECT t.target FROM relay_targets t WHERE t.parked = 1 AND \
+             EXISTS (SELECT 1 FROM relay_outbox o WHERE o.target = t.target) LIMIT 1",
+            vec![],
+        )?;
+        if let Some(r) = row {
+            return Ok(Some(format!("parked target {} has queued rows", r.text(0)?)));
+        }
+        let row = self.sql.first(
+            "SELECT target FROM relay_targets WHERE parked NOT IN (0, 1) OR (parked = 1 AND failed_cycles != 0) \
+             OR (parked = 0 AND failed_cycles < 1) LIMIT 1",
+            vec![],
+        )?;
+        Ok(row.map(|r| format!("target record {:?} is inconsistent", r.text(0))))
+    }
+
+    /// No stored sequence is past `os`.
+    fn audit_sequences(&self) -> Result<Option<String>, StoreError> {
+        let os = self.state()?.os;
+        let row = self.sql.first(
+            "SELECT MAX(m) FROM (SELECT MAX(seq) AS m FROM relay_outbox UNION ALL SELECT MAX(seq) FROM relay_parked)",
+            vec![],
+        )?;
+        let max = row.map(|r| r.opt_u64(0)).transpose()?.flatten().unwrap_or(0);
+        Ok((max > os).then(|| format!("sequence {max} is stored but os is {os}")))
+    }
+
+    /// A stored `rs` decodes, ends at or before `os`, and while its cycle is
+    /// active every queued row at or below the cursor has a blocked target.
+    fn audit_cycle(&self) -> Result<Option<String>, StoreError> {
+        let state = self.state()?;
+        let Some(text) = state.rs else { return Ok(None) };
+        let scan = match ScanState::decode(&text) {
+            Ok(scan) => scan,
+            Err(e) => return Ok(Some(e.to_string())),
+        };
+        if scan.cycle_end > state.os {
+            return Ok(Some(format!("rs cycle_end {} is past os {}", scan.cycle_end, state.os)));
+        }
+        if scan.is_complete() {
+            return Ok(None);
+        }
+        let rows = self.sql.rows(
+            "SELECT seq, target FROM relay_outbox WHERE seq <= ? ORDER BY seq",
+            vec![super::int(scan.cursor)],
+        )?;
+        for r in rows {
+            let target = r.text(1)?;
+            if !Name::new(target.clone()).is_ok_and(|n| scan.is_blocked(&n)) {
+                return Ok(Some(format!(
+                    "row {} is at or below cursor {} but its target {target} is not blocked",
+                    r.u64(0)?,
+                    scan.cursor
+                )));
+            }
+        }
+        Ok(None)
+    }
+}

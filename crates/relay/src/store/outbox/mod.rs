@@ -1,0 +1,365 @@
+//! The source side's storage: the outbox, the parked list, the per-target
+//! failure records, the dedup records and the one-row state, over any
+//! [`Sql`] database.
+//!
+//! - [`enqueue`](Outbox::enqueue) applies the core's admission decision;
+//! - [`fire_start`](Outbox::fire_start) and [`read_window`](Outbox::read_window)
+//!   read what a fire needs;
+//! - [`checkpoint`](Outbox::checkpoint) writes a settled fire, guarded;
+//! - `parking.rs`: operator actions on parked targets;
+//! - `prune.rs`: horizon pruning of dedup records and discarded rows;
+//! - `audit.rs`: the invariants below, checked on the real tables.
+//!
+//! Schema (component `relay_source`; version 2 adds parking and dedup):
+//!
+//! ```sql
+//! relay_state   (id = 1, os, rs, queued_rows, queued_bytes, parked_rows, parked_bytes,
+//!                counters..., last_alarm, last_prune_ms)
+//! relay_outbox  (seq INTEGER PRIMARY KEY, target, at_ms, bytes, body)
+//! relay_parked  (seq INTEGER PRIMARY KEY, target, at_ms, bytes, body, discarded_at_ms)
+//! relay_targets (target PRIMARY KEY, failed_cycles, parked, reason, first/last_failure_ms, last_error)
+//! relay_dedup   (key PRIMARY KEY, digest, first_seq, rows, at_ms)
+//! ```
+//!
+//! Invariants (checked by [`Outbox::audit`]):
+//! - `queued_rows`/`queued_bytes` equal the outbox's row count and body
+//!   bytes, and `parked_rows`/`parked_bytes` those of the parked rows not
+//!   discarded; each changes only in the transaction that moves rows;
+//! - a target with `parked = 1` has no row in `relay_outbox`;
+//! - every sequence stored is at most `os`;
+//! - while the stored `rs` cycle is active, every outbox row at or below
+//!   its cursor has its target in `blocked`.
+
+mod audit;
+mod checkpoint;
+mod enqueue;
+mod parking;
+mod prune;
+mod window;
+
+use std::cell::Cell;
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+
+pub use checkpoint::{Commit, CHECKPOINT_SQL};
+pub use enqueue::{EnqueueFailure, Enqueued};
+pub use parking::{ActionOutcome, ParkedPage, ParkedRow, TargetReport};
+
+use super::{int, schema, Row, Sql, SqlValue, StoreError};
+use crate::core::{
+    Capacity, Head, Name, RelayPolicy, DEFAULT_DEDUP_HORIZON_MS, DEFAULT_DISCARD_HORIZON_MS,
+    DEFAULT_MAX_QUEUED_BYTES, DEFAULT_MAX_QUEUED_ROWS,
+};
+
+const COMPONENT: &str = "relay_source";
+
+const MIGRATIONS: &[&[&str]] = &[
+    &[
+        "CREATE TABLE relay_state (
+            id INTEGER PRIMARY KEY CHECK (id = 1),
+            os INTEGER NOT NULL,
+            rs TEXT,
+            queued_rows INTEGER NOT NULL,
+            queued_bytes INTEGER NOT NULL,
+            enqueued_rows INTEGER NOT NULL,
+            delivered_rows INTEGER NOT NULL,
+            sql_rows_written INTEGER NOT NULL,
+            alarms INTEGER NOT NULL,
+            fires INTEGER NOT NULL,
+            calls INTEGER NOT NULL,
+            conflicts INTEGER NOT NULL,
+            last_alarm TEXT
+        )",
+        "INSERT INTO relay_state VALUES (1, 0, NULL, 0, 0, 0, 0, 0, 0, 0, 0, 0, NULL)",
+        "CREATE TABLE relay_outbox (
+            seq INTEGER PRIMARY KEY,
+            target TEXT NOT NULL,
+            at_ms INTEGER NOT NULL,
+            bytes INTEGER NOT NULL,
+            body TEXT NOT NULL
+        )",
+    ],
+    &[
+        "ALTER TABLE relay_state ADD COLUMN parked_rows INTEGER NOT NULL DEFAULT 0",
+        "ALTER TABLE relay_state ADD COLUMN parked_bytes INTEGER NOT NULL DEFAULT 0",
+        "ALTER TABLE relay_state ADD COLUMN dedup_hits INTEGER NOT NULL DEFAULT 0",
+        "ALTER TABLE relay_state ADD COLUMN rejected_full INTEGER NOT NULL DEFAULT 0",
+        "ALTER TABLE relay_state ADD COLUMN lag_breaches INTEGER NOT NULL DEFAULT 0",
+        "ALTER TABLE relay_state ADD COLUMN last_prune_ms INTEGER NOT NULL DEFAULT 0",
+        "CREATE TABLE relay_parked (
+            seq INTEGER PRIMARY KEY,
+            target TEXT NOT NULL,
+            at_ms INTEGER NOT NULL,
+            bytes INTEGER NOT NULL,
+            body TEXT NOT NULL,
+            discarded_at_ms INTEGER
+        )",
+        "CREATE TABLE relay_targets (
+            target TEXT PRIMARY KEY,
+            failed_cycles INTEGER NOT NULL,
+            parked INTEGER NOT NULL,
+            reason TEXT,
+            first_failure_ms INTEGER,
+            last_failure_ms INTEGER,
+            last_error TEXT
+        )",
+        "CREATE TABLE relay_dedup (
+            key TEXT PRIMARY KEY,
+            digest TEXT NOT NULL,
+            first_seq INTEGER NOT NULL,
+            rows INTEGER NOT NULL,
+            at_ms INTEGER NOT NULL
+        )",
+        "CREATE INDEX relay_dedup_at ON relay_dedup (at_ms)",
+    ],
+];
+
+/// The `SET` fragment that adds the pending counts (see [`Pending`]); binds
+/// three parameters. A macro so statements can be built with `concat!`.
+macro_rules! pending_set {
+    () => {
+        "sql_rows_written = sql_rows_written + ?, dedup_hits = dedup_hits + ?, rejected_full = rejected_full + ?"
+    };
+}
+pub(crate) use pending_set;
+
+/// A source's operating settings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OutboxSettings {
+    /// When to park failing targets.
+    pub policy: RelayPolicy,
+    /// Backpressure bound on waiting rows (queued plus parked).
+    pub max_rows: u64,
+    /// Backpressure bound on waiting body bytes.
+    pub max_bytes: u64,
+    /// How long idempotency keys are remembered, ms.
+    pub dedup_horizon_ms: u64,
+    /// How long discarded parked rows are kept, ms.
+    pub discard_horizon_ms: u64,
+}
+
+impl Default for OutboxSettings {
+    fn default() -> Self {
+        OutboxSettings {
+            policy: RelayPolicy::default(),
+            max_rows: DEFAULT_MAX_QUEUED_ROWS,
+            max_bytes: DEFAULT_MAX_QUEUED_BYTES,
+            dedup_horizon_ms: DEFAULT_DEDUP_HORIZON_MS,
+            discard_horizon_ms: DEFAULT_DISCARD_HORIZON_MS,
+        }
+    }
+}
+
+/// The source's state row.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct SourceState {
+    /// Last allocated sequence.
+    pub os: u64,
+    /// Stored scan state text, if any.
+    pub rs: Option<String>,
+    /// Rows in the outbox.
+    pub queued_rows: u64,
+    /// Body bytes in the outbox.
+    pub queued_bytes: u64,
+    /// Parked rows (not discarded).
+    pub parked_rows: u64,
+    /// Body bytes of parked rows.
+    pub parked_bytes: u64,
+    /// Rows ever enqueued.
+    pub enqueued_rows: u64,
+    /// Rows ever deleted as delivered.
+    pub delivered_rows: u64,
+    /// SQLite rows written by the relay (inserts, deletes, moves, state
+    /// updates, alarm arms), for rows-written-per-delivered-row.
+    pub sql_rows_written: u64,
+    /// Alarms run.
+    pub alarms: u64,
+    /// Fires run.
+    pub fires: u64,
+    /// Target calls made.
+    pub calls: u64,
+    /// Checkpoints that lost their guard.
+    pub conflicts: u64,
+    /// Keyed enqueues answered as duplicates.
+    pub dedup_hits: u64,
+    /// Enqueues refused as full.
+    pub rejected_full: u64,
+    /// Fires that saw a row older than the lag bound.
+    pub lag_breaches: u64,
+    /// When expired records were last pruned (0: never).
+    pub last_prune_ms: u64,
+    /// JSON figures of the last alarm.
+    pub last_alarm: Option<String>,
+}
+
+const STATE_COLUMNS: &str = "os, rs, queued_rows, queued_bytes, parked_rows, parked_bytes, enqueued_rows, \
+     delivered_rows, sql_rows_written, alarms, fires, calls, conflicts, dedup_hits, rejected_full, \
+     lag_breaches, last_prune_ms, last_alarm";
+
+impl SourceState {
+    fn from_row(r: &Row) -> Result<SourceState, StoreError> {
+        Ok(SourceState {
+            os: r.u64(0)?,
+            rs: r.opt_text(1)?,
+            queued_rows: r.u64(2)?,
+            queued_bytes: r.u64(3)?,
+            parked_rows: r.u64(4)?,
+            parked_bytes: r.u64(5)?,
+            enqueued_rows: r.u64(6)?,
+            delivered_rows: r.u64(7)?,
+            sql_rows_written: r.u64(8)?,
+            alarms: r.u64(9)?,
+            fires: r.u64(10)?,
+            calls: r.u64(11)?,
+            conflicts: r.u64(12)?,
+            dedup_hits: r.u64(13)?,
+            rejected_full: r.u64(14)?,
+            lag_breaches: r.u64(15)?,
+            last_prune_ms: r.u64(16)?,
+            last_alarm: r.opt_text(17)?,
+        })
+    }
+}
+
+/// Counts gathered where nothing may be written (duplicates, refusals) or
+/// outside SQL (alarm arms); added to the next state-row write. An instance
+/// evicted before that write loses them: they are figures, not data.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Pending {
+    /// Rows written outside SQL (each `setAlarm` writes one).
+    pub writes: u64,
+    /// Keyed enqueues answered as duplicates.
+    pub dedup_hits: u64,
+    /// Enqueues refused as full.
+    pub rejected_full: u64,
+}
+
+/// A source's outbox over a SQLite database.
+pub struct Outbox<S> {
+    sql: S,
+    /// The operating settings; a `Cell` so a running source can be
+    /// reconfigured without exclusive access.
+    settings: Cell<OutboxSettings>,
+    /// Counts not yet written; see [`Pending`].
+    pending: Cell<Pending>,
+}
+
+impl<S: Sql> Outbox<S> {
+    /// Opens the outbox, creating or migrating its tables.
+    pub fn open(sql: S, settings: OutboxSettings) -> Result<Outbox<S>, StoreError> {
+        schema::migrate(&sql, COMPONENT, MIGRATIONS)?;
+        Ok(Outbox { sql, settings: Cell::new(settings), pending: Cell::new(Pending::default()) })
+    }
+
+    /// The database this outbox lives in: write your own tables through
+    /// it, in the same transaction as an enqueue.
+    pub fn sql(&self) -> &S {
+        &self.sql
+    }
+
+    /// The operating settings.
+    pub fn settings(&self) -> OutboxSettings {
+        self.settings.get()
+    }
+
+    /// Replaces the operating settings (they are not stored).
+    pub fn set_settings(&self, settings: OutboxSettings) {
+        self.settings.set(settings);
+    }
+
+    /// Reads the state row.
+    pub fn state(&self) -> Result<SourceState, StoreError> {
+        let row = self.sql.first(&format!("SELECT {STATE_COLUMNS} FROM relay_state WHERE id = 1"), vec![])?;
+        SourceState::from_row(&row.ok_or(StoreError::Corrupt("relay_state row is missing".into()))?)
+    }
+
+    /// The oldest queued row, if any.
+    pub fn head(&self) -> Result<Option<Head>, StoreError> {
+        self.head_of("SELECT seq, at_ms FROM relay_outbox ORDER BY seq LIMIT 1")
+    }
+
+    /// The oldest parked row that was not discarded, if any.
+    pub fn parked_head(&self) -> Result<Option<Head>, StoreError> {
+        self.head_of("SELECT seq, at_ms FROM relay_parked WHERE discarded_at_ms IS NULL ORDER BY seq LIMIT 1")
+    }
+
+    /// The oldest row still owed to a target (queued or parked).
+    pub fn owed_head(&self) -> Result<Option<Head>, StoreError> {
+        Ok(crate::core::owed_head(self.head()?, self.parked_head()?))
+    }
+
+    fn head_of(&self, query: &str) -> Result<Option<Head>, StoreError> {
+        let row = self.sql.first(query, vec![])?;
+        row.map(|r| Ok(Head { seq: r.u64(0)?, at_ms: r.u64(1)? })).transpose()
+    }
+
+    /// Occupancy under the backpressure bounds.
+    pub fn capacity(&self, state: &SourceState) -> Capacity {
+        Capacity {
+            rows: state.queued_rows + state.parked_rows,
+            bytes: state.queued_bytes + state.parked_bytes,
+            max_rows: self.settings().max_rows,
+            max_bytes: self.settings().max_bytes,
+        }
+    }
+
+    /// Counts a row written outside SQL (an alarm arm).
+    pub fn note_write(&self) {
+        self.add_pending(Pending { writes: 1, ..Pending::default() });
+    }
+
+    /// Counts not yet written. Status adds them to the persisted counters.
+    pub fn unwritten(&self) -> Pending {
+        self.pending.get()
+    }
+
+    fn add_pending(&self, p: Pending) {
+        let mut now = self.pending.get();
+        now.writes += p.writes;
+        now.dedup_hits += p.dedup_hits;
+        now.rejected_full += p.rejected_full;
+        self.pending.set(now);
+    }
+
+    /// Takes the pending counts as the three [`pending_set!`] parameters,
+    /// plus `writes` rows the statement's own transaction wrote.
+    fn take_pending(&self, writes: u64) -> (Vec<SqlValue>, Pending) {
+        let p = self.pending.replace(Pending::default());
+        (vec![int(p.writes + writes), int(p.dedup_hits), int(p.rejected_full)], p)
+    }
+
+    /// Names of parked targets.
+    pub fn parked_set(&self) -> Result<BTreeSet<String>, StoreError> {
+        let rows = self.sql.rows("SELECT target FROM relay_targets WHERE parked = 1", vec![])?;
+        rows.iter().map(|r| r.text(0)).collect()
+    }
+
+    /// Consecutive failed cycles of targets that have any and are not parked.
+    pub fn failing(&self) -> Result<BTreeMap<Name, u32>, StoreError> {
+        let rows = self.sql.rows(
+            "SELECT target, failed_cycles FROM relay_targets WHERE failed_cycles > 0 AND parked = 0",
+            vec![],
+        )?;
+        let mut out = BTreeMap::new();
+        for r in rows {
+            // A stored name that no longer validates cannot be a row's target.
+            if let Ok(name) = Name::new(r.text(0)?) {
+                out.insert(name, r.u32(1)?);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Rows and body bytes of `query`'s `COUNT(*), COALESCE(SUM(bytes), 0)`.
+    fn count(&self, query: &str, params: Vec<SqlValue>) -> Result<(u64, u64), StoreError> {
+        let row = self.sql.first(query, params)?;
+        row.map_or(Ok((0, 0)), |r| Ok((r.u64(0)?, r.u64(1)?)))
+    }
+
+    /// Dedup records remembered.
+    pub fn dedup_records(&self) -> Result<u64, StoreError> {
+        let row = self.sql.first("SELECT COUNT(*) FROM relay_dedup", vec![])?;
+        row.map_or(Ok(0), |r| r.u64(0))
+    }
+}

@@ -1,0 +1,181 @@
+//! Operator actions on a source's parked targets: list, read, redrive,
+//! discard. Each is idempotent: repeating it changes nothing more.
+
+use serde::{Deserialize, Serialize};
+
+use super::{int, pending_set, Outbox, Sql, SqlValue, StoreError};
+use crate::core::ScanState;
+
+/// A parked (or failing) target as operators see it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TargetReport {
+    /// The target.
+    pub target: String,
+    /// Consecutive failed cycles (0 once parked).
+    pub failed_cycles: u32,
+    /// Whether it is parked.
+    pub parked: bool,
+    /// Why it was parked.
+    pub reason: Option<String>,
+    /// First failure of the current run, ms.
+    pub first_failure_ms: Option<u64>,
+    /// Latest failure, ms.
+    pub last_failure_ms: Option<u64>,
+    /// The latest failure's message.
+    pub last_error: Option<String>,
+    /// Parked rows (not discarded).
+    pub rows: u64,
+}
+
+/// One parked row.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ParkedRow {
+    /// Its original sequence (kept through redrive).
+    pub seq: u64,
+    /// Commit-time clock reading, ms.
+    pub at_ms: u64,
+    /// Its effects as JSON (`{"puts":[[key, value]..],"deletes":[..]}`),
+    /// written verbatim.
+    #[serde(serialize_with = "crate::http::verbatim_json")]
+    pub effects: String,
+}
+
+/// One page of a parked target's rows.
+#[derive(Clone, Debug, Serialize)]
+pub struct ParkedPage {
+    /// The target.
+    pub target: String,
+    /// Its parked rows, ascending.
+    pub rows: Vec<ParkedRow>,
+    /// The `after` of the next page, when this one is full.
+    pub next: Option<u64>,
+}
+
+/// What an operator action did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ActionOutcome {
+    /// Rows moved (redrive) or discarded.
+    pub rows: u64,
+    /// Whether the target was parked before the action.
+    pub was_parked: bool,
+}
+
+impl<S: Sql> Outbox<S> {
+    /// Targets that are parked or have failed cycles, with their records.
+    pub fn target_reports(&self) -> Result<Vec<TargetReport>, StoreError> {
+        let rows = self.sql.rows(
+            "SELECT t.target, t.failed_cycles, t.parked, t.reason, t.first_failure_ms, t.last_failure_ms, \
+             t.last_error, (SELECT COUNT(*) FROM relay_parked p WHERE p.target = t.target \
+             AND p.discarded_at_ms IS NULL) FROM relay_targets t ORDER BY t.target",
+            vec![],
+        )?;
+        rows.iter()
+            .map(|r| {
+                Ok(TargetReport {
+                    target: r.text(0)?,
+                    failed_cycles: r.u32(1)?,
+                    parked: r.u64(2)? != 0,
+                    reason: r.opt_text(3)?,
+                    first_failure_ms: r.opt_u64(4)?,
+                    last_failure_ms: r.opt_u64(5)?,
+                    last_error: r.opt_text(6)?,
+                    rows: r.u64(7)?,
+                })
+            })
+            .collect()
+    }
+
+    /// A page of `target`'s parked rows after `after`, ascending, at most
+    /// `limit` (1..=[`MAX_PARKED_ROWS_PER_PAGE`](crate::core::MAX_PARKED_ROWS_PER_PAGE)).
+    pub fn parked_page(&self, target: &str, after: u64, limit: u32) -> Result<ParkedPage, StoreError> {
+        let limit = limit.clamp(1, crate::core::MAX_PARKED_ROWS_PER_PAGE);
+        let rows = self.sql.rows(
+            "SELECT seq, at_ms, body FROM relay_parked WHERE target = ? AND seq > ? AND discarded_at_ms IS NULL \
+             ORDER BY seq LIMIT ?",
+            vec![target.into(), int(after), int(u64::from(limit))],
+        )?;
+        let rows: Vec<ParkedRow> = rows
+            .iter()
+            .map(|r| Ok(ParkedRow { seq: r.u64(0)?, at_ms: r.u64(1)?, effects: r.text(2)? }))
+            .collect::<Result<_, StoreError>>()?;
+        let next = (rows.len() == limit as usize).then(|| rows.last().map(|r| r.seq)).flatten();
+        Ok(ParkedPage { target: target.to_owned(), rows, next })
+    }
+
+    fn parked_count(&self, target: &str) -> Result<(u64, u64), StoreError> {
+        self.count(
+            "SELECT COUNT(*), COALESCE(SUM(bytes), 0) FROM relay_parked WHERE target = ? AND discarded_at_ms IS NULL",
+            vec![target.into()],
+        )
+    }
+
+    /// Puts `target`'s parked rows back into the outbox under their original
+    /// sequences and unparks it, in one transaction. Writes a completed `rs`
+    /// marker, so the next fire rescans from the head (no row returns below
+    /// an active cursor) and any fire in flight loses its checkpoint guard.
+    pub fn redrive(&self, target: &str) -> Result<ActionOutcome, StoreError> {
+        self.sql.transaction(|| {
+            let was_parked = self.parked_set()?.contains(target);
+            let (rows, bytes) = self.parked_count(target)?;
+            let t: SqlValue = target.into();
+            let mut written = u64::from(self.sql.run(
+                "INSERT INTO relay_outbox (seq, target, at_ms, bytes, body) SELECT seq, target, at_ms, bytes, body \
+                 FROM relay_parked WHERE target = ? AND discarded_at_ms IS NULL",
+                vec![t.clone()],
+            )?);
+            written += u64::from(
+                self.sql.run("DELETE FROM relay_parked WHERE target = ? AND discarded_at_ms IS NULL", vec![t.clone()])?,
+            );
+            written += u64::from(self.sql.run("DELETE FROM relay_targets WHERE target = ?", vec![t])?);
+            let state = self.state()?;
+            let marker = ScanState::restart_marker(state.rs.as_deref(), state.os).encode();
+            let (pending, _) = self.take_pending(written + 1);
+            let mut params = vec![marker.as_str().into(), int(rows), int(bytes), int(rows), int(bytes)];
+            params.extend(pending);
+            self.sql.run(
+                concat!(
+                    "UPDATE relay_state SET rs = ?, queued_rows = queued_rows + ?, queued_bytes = queued_bytes + ?, ",
+                    "parked_rows = parked_rows - ?, parked_bytes = parked_bytes - ?, ",
+                    pending_set!(),
+                    " WHERE id = 1"
+                ),
+                params,
+            )?;
+            Ok(ActionOutcome { rows, was_parked })
+        })
+    }
+
+    /// Marks `target`'s parked rows discarded (kept until the discard
+    /// horizon, then pruned) and unparks it, in one transaction.
+    pub fn discard(&self, target: &str, now_ms: u64) -> Result<ActionOutcome, StoreError> {
+        self.sql.transaction(|| {
+            let was_parked = self.parked_set()?.contains(target);
+            let (rows, bytes) = self.parked_count(target)?;
+            let mut written = u64::from(self.sql.run(
+                "UPDATE relay_parked SET discarded_at_ms = ? WHERE target = ? AND discarded_at_ms IS NULL",
+                vec![int(now_ms), target.into()],
+            )?);
+            written +=
+                u64::from(self.sql.run("DELETE FROM relay_targets WHERE target = ?", vec![target.into()])?);
+            let (pending, _) = self.take_pending(written + 1);
+            let mut params = vec![int(rows), int(bytes)];
+            params.extend(pending);
+            self.sql.run(
+                concat!(
+                    "UPDATE relay_state SET parked_rows = parked_rows - ?, parked_bytes = parked_bytes - ?, ",
+                    pending_set!(),
+                    " WHERE id = 1"
+                ),
+                params,
+            )?;
+            Ok(ActionOutcome { rows, was_parked })
+        })
+    }
+
+    /// Discarded rows still kept (until their horizon).
+    pub fn discarded_rows(&self) -> Result<u64, StoreError> {
+        let row =
+            self.sql.first("SELECT COUNT(*) FROM relay_parked WHERE discarded_at_ms IS NOT NULL", vec![])?;
+        row.map_or(Ok(0), |r| r.u64(0))
+    }
+}

@@ -1,0 +1,65 @@
+//! Horizon pruning: expired dedup records and discarded rows are deleted by
+//! the alarm in bounded batches ([`PrunePlan`]), and an idle source wakes to
+//! prune at most once per interval ([`idle_prune_at`](crate::core::schedule::idle_prune_at)).
+
+use super::{int, pending_set, Outbox, Sql, StoreError};
+use crate::core::schedule::{idle_prune_at, records_prune};
+use crate::core::PrunePlan;
+
+impl<S: Sql> Outbox<S> {
+    /// Deletes expired dedup records and discarded rows as the plan for
+    /// `now_ms` allows. Writes nothing when nothing has expired. Returns the
+    /// rows pruned.
+    pub fn prune(&self, now_ms: u64) -> Result<u64, StoreError> {
+        let s = self.settings();
+        let plan = PrunePlan::at(now_ms, s.dedup_horizon_ms, s.discard_horizon_ms);
+        let batch = int(u64::from(plan.batch_rows));
+        let mut pruned = 0u64;
+        for step in 0..plan.steps_max {
+            let dedup = self.sql.run(
+                "DELETE FROM relay_dedup WHERE key IN (SELECT key FROM relay_dedup WHERE at_ms <= ? \
+                 ORDER BY at_ms LIMIT ?)",
+                vec![int(plan.dedup_before_ms), batch.clone()],
+            )?;
+            let discarded = self.sql.run(
+                "DELETE FROM relay_parked WHERE seq IN (SELECT seq FROM relay_parked \
+                 WHERE discarded_at_ms IS NOT NULL AND discarded_at_ms <= ? LIMIT ?)",
+                vec![int(plan.discard_before_ms), batch.clone()],
+            )?;
+            pruned += u64::from(dedup + discarded);
+            if !plan.another_step(step, dedup, discarded) {
+                break;
+            }
+        }
+        if records_prune(pruned) {
+            let (pending, taken) = self.take_pending(pruned + 1);
+            let mut params = vec![int(now_ms)];
+            params.extend(pending);
+            let result = self.sql.run(
+                concat!("UPDATE relay_state SET last_prune_ms = ?, ", pending_set!(), " WHERE id = 1"),
+                params,
+            );
+            if result.is_err() {
+                self.add_pending(taken);
+            }
+            result?;
+        }
+        Ok(pruned)
+    }
+
+    /// When an idle source should wake to prune, if it keeps anything that
+    /// will expire.
+    pub fn idle_prune_at(&self, last_prune_ms: u64) -> Result<Option<u64>, StoreError> {
+        let row = self.sql.first(
+            "SELECT (SELECT MIN(at_ms) FROM relay_dedup), \
+             (SELECT MIN(discarded_at_ms) FROM relay_parked WHERE discarded_at_ms IS NOT NULL)",
+            vec![],
+        )?;
+        let Some(row) = row else { return Ok(None) };
+        let s = self.settings();
+        let dedup = row.opt_u64(0)?.map(|d| d.saturating_add(s.dedup_horizon_ms));
+        let discard = row.opt_u64(1)?.map(|p| p.saturating_add(s.discard_horizon_ms));
+        let first_expiry = dedup.into_iter().chain(discard).min();
+        Ok(idle_prune_at(first_expiry, last_prune_ms))
+    }
+}

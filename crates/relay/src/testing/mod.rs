@@ -1,0 +1,196 @@
+//! Test plumbing (cargo feature `testing`): fault injection as wrappers
+//! around the real store, and the target's test tables. Never in a
+//! production build: the production schema has none of these tables and no
+//! production apply reads them.
+//!
+//! - [`FaultySql`]: wraps any [`Sql`]; armed, it fails the next checkpoint
+//!   statement, as a crash between the target apply and the source cleanup
+//!   would (the checkpoint's transaction rolls back, the alarm fails);
+//! - [`TestTables`]: a target's fault switch (refuse calls, transiently or
+//!   permanently; delay them) and its applied-sequence log, kept under their
+//!   own schema component (`relay_testing`);
+//! - [`ApplyLog`]: the hook that writes that log inside the apply
+//!   transaction, so tests check order and exactly-once row by row.
+
+use std::cell::Cell;
+
+use serde::{Deserialize, Serialize};
+
+use crate::core::{ApplyRow, Effects, Name, RelayHook};
+use crate::store::outbox::CHECKPOINT_SQL;
+use crate::store::{int, schema, Rows, Sql, SqlValue, StoreError};
+
+/// A store that fails checkpoints on demand; otherwise the store it wraps.
+#[derive(Clone)]
+pub struct FaultySql<S> {
+    inner: S,
+    /// Checkpoints still to fail.
+    crash_checkpoints: std::rc::Rc<Cell<u32>>,
+}
+
+impl<S: Sql> FaultySql<S> {
+    /// Wraps `inner` with no fault armed.
+    pub fn new(inner: S) -> FaultySql<S> {
+        FaultySql { inner, crash_checkpoints: std::rc::Rc::new(Cell::new(0)) }
+    }
+
+    /// Fails the next `n` checkpoints.
+    pub fn crash_checkpoints(&self, n: u32) {
+        self.crash_checkpoints.set(n);
+    }
+
+    /// The wrapped store.
+    pub fn inner(&self) -> &S {
+        &self.inner
+    }
+}
+
+/// The error an injected crash raises.
+pub const INJECTED_CRASH: &str = "injected crash before the checkpoint";
+
+impl<S: Sql> Sql for FaultySql<S> {
+    fn exec(&self, query: &str, params: Vec<SqlValue>) -> Result<Rows, StoreError> {
+        let armed = self.crash_checkpoints.get();
+        if armed > 0 && query == CHECKPOINT_SQL {
+            self.crash_checkpoints.set(armed - 1);
+            return Err(StoreError::Sql(INJECTED_CRASH.into()));
+        }
+        self.inner.exec(query, params)
+    }
+
+    fn transaction<T>(&self, body: impl FnMut() -> Result<T, StoreError>) -> Result<T, StoreError> {
+        self.inner.transaction(body)
+    }
+}
+
+/// A target's fault switch.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TargetFaults {
+    /// 0 applies, 1 refuses transiently (503), 2 refuses permanently (422).
+    pub reject: u32,
+    /// Wait this long before applying (so a source's call times out while
+    /// the apply still happens, as with a lost reply).
+    pub delay_ms: u64,
+}
+
+/// Longest injectable apply delay.
+pub const MAX_FAULT_DELAY_MS: u64 = 60_000;
+
+/// `POST /faults` at a target: `{"reject":bool,"permanent":bool,"delay_ms":n}`.
+#[derive(Clone, Copy, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TargetFaultsBody {
+    /// Refuse calls.
+    #[serde(default)]
+    pub reject: bool,
+    /// With `reject`: refuse as a permanent error (422), not a transient one.
+    #[serde(default)]
+    pub permanent: bool,
+    /// Wait this long before applying, at most [`MAX_FAULT_DELAY_MS`].
+    #[serde(default)]
+    pub delay_ms: u64,
+}
+
+impl TargetFaultsBody {
+    /// The switch this body asks for, or why it cannot be set.
+    pub fn faults(&self) -> Result<TargetFaults, String> {
+        if self.delay_ms > MAX_FAULT_DELAY_MS {
+            return Err(format!("delay_ms above {MAX_FAULT_DELAY_MS}"));
+        }
+        let reject = match (self.reject, self.permanent) {
+            (false, _) => 0,
+            (true, false) => 1,
+            (true, true) => 2,
+        };
+        Ok(TargetFaults { reject, delay_ms: self.delay_ms })
+    }
+}
+
+/// `POST /faults` at a source: `{"crash_checkpoints":n,"drop_alarm":bool}`.
+#[derive(Clone, Copy, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SourceFaultsBody {
+    /// Fail this many checkpoints after the target calls.
+    #[serde(default)]
+    pub crash_checkpoints: u32,
+    /// Delete the stored alarm, as the platform does after failed retries.
+    #[serde(default)]
+    pub drop_alarm: bool,
+}
+
+const COMPONENT: &str = "relay_testing";
+
+const MIGRATIONS: &[&[&str]] = &[&[
+    "CREATE TABLE relay_test_faults (id INTEGER PRIMARY KEY CHECK (id = 1), reject INTEGER NOT NULL, \
+     delay_ms INTEGER NOT NULL)",
+    "CREATE TABLE relay_apply_log (source TEXT NOT NULL, seq INTEGER NOT NULL)",
+]];
+
+/// A target's test tables.
+pub struct TestTables<S> {
+    sql: S,
+}
+
+impl<S: Sql> TestTables<S> {
+    /// Opens the test tables, creating them on first use.
+    pub fn open(sql: S) -> Result<TestTables<S>, StoreError> {
+        schema::migrate(&sql, COMPONENT, MIGRATIONS)?;
+        Ok(TestTables { sql })
+    }
+
+    /// The fault switch.
+    pub fn faults(&self) -> Result<TargetFaults, StoreError> {
+        let row = self.sql.first("SELECT reject, delay_ms FROM relay_test_faults WHERE id = 1", vec![])?;
+        row.map_or(Ok(TargetFaults::default()), |r| {
+            Ok(TargetFaults { reject: r.u32(0)?, delay_ms: r.u64(1)? })
+        })
+    }
+
+    /// Sets the fault switch.
+    pub fn set_faults(&self, f: TargetFaults) -> Result<(), StoreError> {
+        self.sql.run(
+            "INSERT INTO relay_test_faults (id, reject, delay_ms) VALUES (1, ?, ?) ON CONFLICT(id) \
+             DO UPDATE SET reject = excluded.reject, delay_ms = excluded.delay_ms",
+            vec![int(u64::from(f.reject)), int(f.delay_ms)],
+        )?;
+        Ok(())
+    }
+
+    /// The sequences from `source` in the apply log, in application order.
+    pub fn applied(&self, source: &str) -> Result<Vec<u64>, StoreError> {
+        let rows = self
+            .sql
+            .rows("SELECT seq FROM relay_apply_log WHERE source = ? ORDER BY rowid", vec![source.into()])?;
+        rows.iter().map(|r| r.u64(0)).collect()
+    }
+
+    /// The hook that logs every applied row.
+    pub fn log_hook(&self) -> ApplyLog<S>
+    where
+        S: Clone,
+    {
+        ApplyLog { sql: self.sql.clone() }
+    }
+}
+
+/// A hook that records every applied row, in application order, in
+/// `relay_apply_log`, inside the apply transaction.
+pub struct ApplyLog<S> {
+    sql: S,
+}
+
+/// Log rows per multi-row insert (two parameters each).
+const LOG_ROWS_PER_STATEMENT: usize = 50;
+
+impl<S: Sql> RelayHook for ApplyLog<S> {
+    fn extra_effects(&self, source: &Name, rows: &[ApplyRow]) -> Result<Effects, String> {
+        for chunk in rows.chunks(LOG_ROWS_PER_STATEMENT) {
+            let placeholders = vec!["(?, ?)"; chunk.len()].join(", ");
+            let params = chunk.iter().flat_map(|r| [source.as_str().into(), int(r.seq)]).collect();
+            self.sql
+                .run(&format!("INSERT INTO relay_apply_log (source, seq) VALUES {placeholders}"), params)
+                .map_err(|e| e.to_string())?;
+        }
+        Ok(Effects::default())
+    }
+}

@@ -1,0 +1,167 @@
+//! Operating the relay, through the simulator: idempotent enqueue, horizon
+//! pruning, parked targets with redrive and discard, and backpressure.
+
+use durable_relay::core::{
+    EnqueueError, EnqueueRefusal, EnqueueRow, Name, RelayBudget, RelayPolicy, DEFAULT_MAX_QUEUED_ROWS,
+};
+use durable_relay::http::HttpError;
+use durable_relay::sim::{Sim, SourcePolicy};
+use serde_json::json;
+
+const S: &str = "src";
+
+fn row(target: &str, key: &str, value: serde_json::Value) -> EnqueueRow {
+    EnqueueRow::new(Name::new(target).unwrap(), vec![(key.to_owned(), value)], vec![])
+}
+
+fn parking(after: u32) -> SourcePolicy {
+    SourcePolicy { relay: RelayPolicy { park_after_failed_cycles: Some(after) }, ..Default::default() }
+}
+
+#[test]
+fn the_same_key_and_content_returns_the_original_sequences_and_writes_nothing() {
+    let mut sim = Sim::new(1);
+    let rows = vec![row("t", "a", json!(1)), row("u", "b", json!(2))];
+    let first = sim.enqueue_keyed(S, Some("order-17"), rows.clone()).unwrap();
+    assert_eq!((first.seqs.clone(), first.duplicate), (vec![1, 2], false));
+    let again = sim.enqueue_keyed(S, Some("order-17"), rows).unwrap();
+    assert_eq!((again.seqs, again.duplicate), (vec![1, 2], true));
+    assert_eq!(sim.os(S), 2, "nothing written");
+    assert_eq!(sim.admission_counters(S).0, 1, "one dedup hit");
+}
+
+#[test]
+fn the_same_key_with_different_content_is_a_conflict_and_writes_nothing() {
+    let mut sim = Sim::new(2);
+    sim.enqueue_keyed(S, Some("k"), vec![row("t", "a", json!(1))]).unwrap();
+    let err = sim.enqueue_keyed(S, Some("k"), vec![row("t", "a", json!(2))]).unwrap_err();
+    assert_eq!(err, EnqueueRefusal::Conflict { key: "k".into() });
+    assert_eq!((HttpError::from(err.clone()).status, err.code()), (409, "idempotency_conflict"));
+    assert_eq!(sim.os(S), 1);
+    let bad = sim.enqueue_keyed(S, Some(""), vec![row("t", "a", json!(1))]).unwrap_err();
+    assert_eq!((HttpError::from(bad.clone()).status, bad.code()), (400, "invalid_idempotency_key"));
+}
+
+#[test]
+fn keys_are_pruned_by_the_alarm_after_their_horizon_and_an_idle_source_wakes_once_to_prune() {
+    let mut sim = Sim::new(3);
+    let horizon = 60_000;
+    sim.set_policy(S, SourcePolicy { dedup_horizon_ms: horizon, ..Default::default() });
+    sim.enqueue_keyed(S, Some("k"), vec![row("t", "a", json!(1))]).unwrap();
+    let d = sim.run_until_idle(S, RelayBudget::FREE, 1);
+    assert_eq!(d.alarms, 1);
+    assert_eq!(sim.dedup_records(S), 1, "not yet expired");
+    let prune_at = sim.alarm_at(S).expect("one alarm to prune the key later");
+    assert!(prune_at >= sim.now_ms() + horizon - 1_000, "not before the key expires");
+    let d = sim.run_until_idle(S, RelayBudget::FREE, 10);
+    assert_eq!(d.alarms, 1, "exactly one prune alarm, then idle");
+    assert!(d.drained);
+    assert_eq!(sim.dedup_records(S), 0);
+    // After the horizon the key is free again.
+    let again = sim.enqueue_keyed(S, Some("k"), vec![row("t", "a", json!(9))]).unwrap();
+    assert!(!again.duplicate);
+}
+
+#[test]
+fn a_target_is_parked_after_the_configured_failed_cycles_with_all_its_rows() {
+    let mut sim = Sim::new(4);
+    sim.set_policy(S, parking(3));
+    for i in 0..4 {
+        sim.put(S, "down", "k", json!(i)).unwrap();
+        sim.put(S, "up", "k", json!(i)).unwrap();
+    }
+    sim.fail_target("down");
+    let mut cycles = 0;
+    while sim.parked_targets(S).is_empty() {
+        let f = sim.fire(S, RelayBudget::default());
+        if f.report.new_cycle {
+            cycles += 1;
+        }
+        sim.advance(60_000);
+        assert!(cycles <= 3, "parked too late");
+    }
+    assert_eq!(cycles, 3);
+    let parked = sim.parked_targets(S);
+    assert_eq!(parked[0].0, "down");
+    assert_eq!(parked[0].2, 4, "all four rows moved");
+    assert!(parked[0].1.parked.as_deref().unwrap().contains("3 consecutive cycles"));
+    assert_eq!(sim.parked_rows(S, "down"), vec![1, 3, 5, 7]);
+    assert!(sim.queued(S).is_empty());
+    // A later row for the parked target is parked behind the others.
+    let late = sim.put(S, "down", "k", json!(99)).unwrap();
+    assert_eq!(sim.parked_rows(S, "down"), vec![1, 3, 5, 7, late]);
+    assert_eq!(sim.applied("up", S), vec![2, 4, 6, 8]);
+    sim.audit().unwrap();
+}
+
+#[test]
+fn a_permanent_error_parks_at_once_and_redrive_delivers_in_the_original_order() {
+    let mut sim = Sim::new(5);
+    sim.put(S, "strict", "a", json!(1)).unwrap();
+    sim.put(S, "other", "a", json!(1)).unwrap();
+    sim.put(S, "strict", "b", json!(2)).unwrap();
+    sim.fail_target_permanently("strict");
+    let f = sim.fire(S, RelayBudget::default());
+    assert_eq!(f.report.parked.len(), 1, "parked on the first failure");
+    assert_eq!(sim.parked_rows(S, "strict"), vec![1, 3]);
+    sim.put(S, "strict", "c", json!(3)).unwrap();
+    sim.heal_target("strict");
+    assert_eq!(sim.redrive(S, "strict"), 3);
+    assert_eq!(sim.redrive(S, "strict"), 0, "redrive is idempotent");
+    sim.put(S, "strict", "d", json!(4)).unwrap();
+    let d = sim.run_until_idle(S, RelayBudget::default(), 20);
+    assert!(d.drained);
+    assert_eq!(sim.applied("strict", S), vec![1, 3, 4, 5], "original order, then the newer row");
+    sim.audit().unwrap();
+}
+
+#[test]
+fn discard_drops_parked_rows_unparks_the_target_and_is_pruned_after_its_horizon() {
+    let mut sim = Sim::new(6);
+    sim.set_policy(S, SourcePolicy { discard_horizon_ms: 120_000, ..Default::default() });
+    sim.put(S, "gone", "a", json!(1)).unwrap();
+    sim.fail_target_permanently("gone");
+    sim.fire(S, RelayBudget::default());
+    assert_eq!(sim.discard(S, "gone"), 1);
+    assert_eq!(sim.discard(S, "gone"), 0, "discard is idempotent");
+    assert!(sim.parked_targets(S).is_empty());
+    assert_eq!(sim.discarded_rows(S), 1);
+    sim.heal_target("gone");
+    sim.put(S, "gone", "b", json!(2)).unwrap();
+    sim.run_until_idle(S, RelayBudget::default(), 20);
+    assert_eq!(sim.applied("gone", S), vec![2], "the discarded row never arrives");
+    sim.audit().unwrap();
+    sim.advance(120_000);
+    sim.run_until_idle(S, RelayBudget::default(), 5);
+    assert_eq!(sim.discarded_rows(S), 0, "pruned after its horizon");
+}
+
+#[test]
+fn backpressure_refuses_at_the_bound_and_accepts_just_below_writing_nothing() {
+    let mut sim = Sim::new(7);
+    sim.set_policy(S, SourcePolicy { max_rows: 10, ..Default::default() });
+    sim.fail_target("t");
+    let rows = |n: usize| (0..n).map(|i| row("t", &format!("k{i}"), json!(i))).collect::<Vec<_>>();
+    sim.enqueue(S, rows(9)).unwrap();
+    let err = sim.enqueue(S, rows(2)).unwrap_err();
+    assert!(matches!(err, EnqueueError::OutboxFull { rows: 11, .. }));
+    let http = HttpError::from(EnqueueRefusal::Invalid(err));
+    assert_eq!((http.status, http.retry_after_s), (429, Some(5)));
+    assert_eq!(sim.os(S), 9, "nothing written");
+    sim.enqueue(S, rows(1)).unwrap();
+    assert_eq!(sim.admission_counters(S).1, 1, "one refusal counted");
+    assert_eq!(DEFAULT_MAX_QUEUED_ROWS, 100_000);
+}
+
+#[test]
+fn parked_rows_count_toward_backpressure() {
+    let mut sim = Sim::new(8);
+    sim.set_policy(S, SourcePolicy { max_rows: 3, ..Default::default() });
+    sim.put(S, "p", "a", json!(1)).unwrap();
+    sim.put(S, "p", "b", json!(1)).unwrap();
+    sim.fail_target_permanently("p");
+    sim.fire(S, RelayBudget::default());
+    assert_eq!(sim.parked_rows(S, "p").len(), 2);
+    sim.put(S, "q", "a", json!(1)).unwrap();
+    assert!(sim.put(S, "q", "b", json!(1)).is_err(), "two parked plus two queued pass the bound of three");
+}

@@ -1,0 +1,101 @@
+// The reference Worker's module entry: everything the Rust build exports
+// (the front door's fetch handler, RelaySource, RelayTarget) plus RelayRpc,
+// a typed RPC entrypoint for JavaScript and TypeScript callers.
+//
+// RelayRpc holds no relay logic: each method calls the named source object
+// through its Durable Object binding, speaking the same protocol the Rust
+// client and the front door speak, and turns a refusal into a thrown
+// RelayError that carries the HTTP API's code. Workers RPC keeps an error's
+// name, message and own properties when both sides have a compatibility
+// date of 2026-04-21 or later; the code also leads the message
+// ("outbox_full: ...") for callers on older dates. Types for callers:
+// clients/typescript/durable-relay.d.ts.
+
+import { WorkerEntrypoint } from "cloudflare:workers";
+
+export * from "./worker/shim.mjs";
+export { default } from "./worker/shim.mjs";
+
+/** A refusal or failure from the relay, with the HTTP API's code. */
+export class RelayError extends Error {
+  constructor(code, message, status, retryAfterS) {
+    super(`${code}: ${message}`);
+    this.name = "RelayError";
+    this.code = code;
+    this.status = status;
+    if (retryAfterS !== undefined) this.retryAfterS = retryAfterS;
+  }
+}
+
+const seqOf = (n) => {
+  if (!Number.isSafeInteger(n) || n < 0) throw new RelayError("invalid_seq", `${n} is not a sequence 0..=2^53-1`, 400);
+  return n;
+};
+
+export class RelayRpc extends WorkerEntrypoint {
+  /** Calls the source object `source` at `path`; parses the JSON reply or throws a RelayError. */
+  async #call(source, method, path, body) {
+    if (typeof source !== "string") throw new RelayError("invalid_name", "source must be a string", 400);
+    const stub = this.env.RELAY_SOURCE.getByName(source);
+    const init = { method };
+    if (body !== undefined) init.body = JSON.stringify(body);
+    const res = await stub.fetch(`https://relay${path}`, init);
+    const text = await res.text();
+    let parsed;
+    try {
+      parsed = JSON.parse(text);
+    } catch {
+      throw new RelayError("internal", text, res.status);
+    }
+    if (res.ok) return parsed;
+    const retry = res.headers.get("retry-after");
+    const error = parsed?.error ?? { code: "internal", message: text };
+    throw new RelayError(error.code, error.message, res.status, retry === null ? undefined : Number(retry));
+  }
+
+  /** Enqueues `rows` at `source`, atomically; `options.idempotencyKey` makes it repeatable. */
+  async enqueue(source, rows, options = {}) {
+    const body = { rows };
+    if (options?.idempotencyKey !== undefined) body.idempotency_key = options.idempotencyKey;
+    return this.#call(source, "POST", "/enqueue", body);
+  }
+
+  /** The source's status. */
+  async status(source) {
+    return this.#call(source, "GET", "/status");
+  }
+
+  /** Whether every row of `source` through `seq` was applied (or discarded by an operator). */
+  async deliveredThrough(source, seq) {
+    const reply = await this.#call(source, "GET", `/delivered-through/${seqOf(seq)}`);
+    return reply.delivered;
+  }
+
+  /** A commit-time lower bound of the rows `source` still owes, ms since the epoch. */
+  async relayWatermark(source) {
+    const reply = await this.#call(source, "GET", "/watermark");
+    return reply.relay_watermark;
+  }
+
+  /** The source's parked and failing targets. */
+  async parkedTargets(source) {
+    const reply = await this.#call(source, "GET", "/parked");
+    return reply.targets;
+  }
+
+  /** A page of a parked target's rows. */
+  async parkedRows(source, target, { after = 0, limit = 500 } = {}) {
+    const q = `after=${seqOf(after)}&limit=${encodeURIComponent(limit)}`;
+    return this.#call(source, "GET", `/parked/${encodeURIComponent(target)}?${q}`);
+  }
+
+  /** Puts a parked target's rows back, in their original order. */
+  async redrive(source, target) {
+    return this.#call(source, "POST", `/parked/${encodeURIComponent(target)}/redrive`);
+  }
+
+  /** Drops a parked target's rows (kept until the discard horizon). */
+  async discard(source, target) {
+    return this.#call(source, "POST", `/parked/${encodeURIComponent(target)}/discard`);
+  }
+}

@@ -1,0 +1,48 @@
+//! The front door's `/v1/bench/...` routes. Like every route they need the
+//! bearer token; they answer 403 `bench_disabled` unless `RELAY_BENCH=on`.
+//!
+//! | method and path | what |
+//! | --- | --- |
+//! | `POST /v1/bench/direct/{source}/enqueue` | direct writes: allocate, call every target, then answer |
+//! | `POST /v1/bench/queue/{source}/enqueue` | allocate, send each row as a queue message |
+//! | `GET /v1/bench/sources/{source}/status` | a bench source's sequences, writes, calls, sends |
+//! | `GET /v1/bench/targets/{target}/stats` | a target's arrival log, summarised |
+
+use crate::front::forward;
+use worker::{Env, Method, Request, Response};
+
+use super::{flag, BENCH_SOURCE_BINDING, FRONT_PREFIX};
+use crate::TARGET_BINDING;
+use durable_relay::http::{read_body, HttpError};
+
+/// Whether `path` is a bench route.
+pub fn is_bench_path(path: &str) -> bool {
+    path.starts_with(FRONT_PREFIX)
+}
+
+/// Routes one bench request.
+pub async fn handle(mut req: Request, env: &Env) -> Result<Response, HttpError> {
+    crate::front::authorize(&req, env)?;
+    flag::require(env)?;
+    let url = req.url().map_err(|e| HttpError::bad_request("bad_url", e.to_string()))?;
+    let method = req.method();
+    let segments: Vec<&str> = url.path().trim_matches('/').split('/').collect();
+    let name = |n: &str| {
+        durable_relay::core::Name::new(n)
+            .map_err(|e| HttpError::bad_request("invalid_name", format!("{n:?}: {e}")))
+    };
+    match (method.clone(), segments.as_slice()) {
+        (Method::Post, ["v1", "bench", mode @ ("direct" | "queue"), s, "enqueue"]) => {
+            let body = read_body(&mut req).await?;
+            let path = format!("/{mode}");
+            forward(env, BENCH_SOURCE_BINDING, &name(s)?, Method::Post, &path, Some(body)).await
+        }
+        (Method::Get, ["v1", "bench", "sources", s, "status"]) => {
+            forward(env, BENCH_SOURCE_BINDING, &name(s)?, Method::Get, "/status", None).await
+        }
+        (Method::Get, ["v1", "bench", "targets", t, "stats"]) => {
+            forward(env, TARGET_BINDING, &name(t)?, Method::Get, "/bench/stats", None).await
+        }
+        _ => Err(HttpError::new(404, "no_route", format!("no route for {method} {}", url.path()))),
+    }
+}

@@ -1,0 +1,82 @@
+//! The front door Worker: the `/v1/` HTTP API in front of the source and
+//! target Durable Objects. Every route needs `Authorization: Bearer
+//! <RELAY_TOKEN>`; names are validated here, bodies are bounded, and the
+//! request is forwarded to the named object's `fetch` protocol. A target's
+//! `/apply` is deliberately not routed: only sources reach it, through the
+//! DO binding.
+
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
+#![deny(clippy::unreachable, clippy::todo, clippy::unimplemented)]
+
+use worker::{Env, Method, Request, RequestInit, Response};
+
+use durable_relay::core::Name;
+use durable_relay::http::{check_bearer, json, read_body, HttpError};
+use durable_relay::routes::{FrontRoute, SourceOp, TargetOp};
+
+use crate::{SOURCE_BINDING, TARGET_BINDING, TOKEN_SECRET};
+
+/// Checks the request's bearer token against the `RELAY_TOKEN` secret (or
+/// variable); with none set, nobody is admitted.
+pub fn authorize(req: &Request, env: &Env) -> Result<(), HttpError> {
+    let token = env
+        .secret(TOKEN_SECRET)
+        .map(|s| s.to_string())
+        .or_else(|_| env.var(TOKEN_SECRET).map(|v| v.to_string()))
+        .unwrap_or_default();
+    check_bearer(req.headers().get("authorization").ok().flatten().as_deref(), &token)
+}
+
+/// Routes one request.
+pub async fn handle(mut req: Request, env: &Env) -> Result<Response, HttpError> {
+    authorize(&req, env)?;
+    let url = req.url().map_err(|e| HttpError::bad_request("bad_url", e.to_string()))?;
+    let method = req.method();
+    match FrontRoute::parse(method.as_ref(), &url)? {
+        FrontRoute::Health => health(env),
+        FrontRoute::Source(source, op) => {
+            let body = match op {
+                SourceOp::Enqueue | SourceOp::Faults => Some(read_body(&mut req).await?),
+                _ => None,
+            };
+            forward(env, SOURCE_BINDING, &source, method, &op.path(), body).await
+        }
+        FrontRoute::Target(target, op) => {
+            let body = match op {
+                TargetOp::Faults => Some(read_body(&mut req).await?),
+                _ => None,
+            };
+            forward(env, TARGET_BINDING, &target, method, &op.path(), body).await
+        }
+    }
+}
+
+fn health(env: &Env) -> Result<Response, HttpError> {
+    let config = crate::config(env)?;
+    json(&serde_json::json!({
+        "ok": true,
+        "plan": format!("{:?}", config.plan).to_lowercase(),
+        "budget": config.budget,
+        "max_in_flight": config.max_in_flight,
+        "test_faults": config.faults,
+    }))
+    .map_err(|e| HttpError::internal(e.to_string()))
+}
+
+/// Sends a request to the Durable Object `name` in `binding`.
+pub async fn forward(
+    env: &Env,
+    binding: &str,
+    name: &Name,
+    method: Method,
+    path: &str,
+    body: Option<String>,
+) -> Result<Response, HttpError> {
+    let internal = |e: worker::Error| HttpError::internal(e.to_string());
+    let namespace = env.durable_object(binding).map_err(internal)?;
+    let stub = namespace.id_from_name(name.as_str()).map_err(internal)?.get_stub().map_err(internal)?;
+    let mut init = RequestInit::new();
+    init.with_method(method).with_body(body.map(Into::into));
+    let req = Request::new_with_init(&format!("https://relay{path}"), &init).map_err(internal)?;
+    stub.fetch_with_request(req).await.map_err(internal)
+}

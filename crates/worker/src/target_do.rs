@@ -1,0 +1,173 @@
+//! `RelayTarget`: the reference target Durable Object, a thin shell around
+//! the library's [`Inbox`]: its `fetch` serves the target protocol
+//! ([`durable_relay::durable::target`]) with no hook of its own. `/apply`
+//! is reached only through the DO binding (the front door has no route
+//! to it).
+//!
+//! Test builds (feature `testing`, and only with `RELAY_TEST_FAULTS=on`)
+//! add the fault switch (`POST /faults`: `{"reject","permanent","delay_ms"}`),
+//! the apply log (`GET /log?source=`, written by a hook inside every apply)
+//! and `GET /audit` (every watermark equals the last sequence its apply
+//! log holds). Bench builds add `/bench/...` (see `crate::bench::target`).
+
+use std::cell::OnceCell;
+
+use durable_relay::core::NoHook;
+use durable_relay::durable::DoSql;
+use durable_relay::http::{respond, HttpError};
+use durable_relay::routes::TargetOp;
+use durable_relay::Inbox;
+use worker::{durable_object, wasm_bindgen, DurableObject, Env, Request, Response, State};
+
+/// The reference target Durable Object.
+#[durable_object]
+pub struct RelayTarget {
+    /// The variables: only test builds read any (`RELAY_TEST_FAULTS`).
+    #[cfg(feature = "testing")]
+    env: Env,
+    sql: DoSql,
+    inbox: OnceCell<Inbox<DoSql>>,
+    #[cfg(feature = "testing")]
+    tables: OnceCell<durable_relay::testing::TestTables<DoSql>>,
+    #[cfg(feature = "bench")]
+    bench: OnceCell<crate::bench::target::Arrivals>,
+}
+
+impl DurableObject for RelayTarget {
+    fn new(state: State, _env: Env) -> Self {
+        RelayTarget {
+            #[cfg(feature = "testing")]
+            env: _env,
+            sql: DoSql::new(&state),
+            inbox: OnceCell::new(),
+            #[cfg(feature = "testing")]
+            tables: OnceCell::new(),
+            #[cfg(feature = "bench")]
+            bench: OnceCell::new(),
+        }
+    }
+
+    async fn fetch(&self, mut req: Request) -> worker::Result<Response> {
+        respond(self.route(&mut req).await)
+    }
+}
+
+impl RelayTarget {
+    fn inbox(&self) -> Result<&Inbox<DoSql>, HttpError> {
+        if let Some(i) = self.inbox.get() {
+            return Ok(i);
+        }
+        let inbox = Inbox::open(self.sql.clone())?;
+        Ok(self.inbox.get_or_init(|| inbox))
+    }
+
+    async fn route(&self, req: &mut Request) -> Result<Response, HttpError> {
+        let url = req.url().map_err(|e| HttpError::bad_request("bad_url", e.to_string()))?;
+        let inbox = self.inbox()?;
+        #[cfg(feature = "bench")]
+        if url.path().starts_with(crate::bench::TARGET_PREFIX) {
+            crate::bench::flag::require(&self.env)?;
+            let arrivals = crate::bench::target::arrivals(&self.bench, &self.sql)?;
+            let tables = self.tables()?;
+            return crate::bench::target::route(
+                inbox,
+                tables,
+                arrivals,
+                req,
+                req.method().as_ref(),
+                url.path(),
+            )
+            .await;
+        }
+        let op = TargetOp::from_url(req.method().as_ref(), &url)?;
+        #[cfg(feature = "testing")]
+        if crate::config(&self.env)?.faults {
+            return self.testing(inbox, req, op).await;
+        }
+        durable_relay::durable::target::serve(inbox, req, op, &NoHook).await
+    }
+
+    #[cfg(feature = "testing")]
+    fn tables(&self) -> Result<&durable_relay::testing::TestTables<DoSql>, HttpError> {
+        if let Some(t) = self.tables.get() {
+            return Ok(t);
+        }
+        let tables = durable_relay::testing::TestTables::open(self.sql.clone())?;
+        Ok(self.tables.get_or_init(|| tables))
+    }
+
+    /// With the test faults on: the fault switch, the apply log, the audit,
+    /// and every apply through the switch and the log.
+    #[cfg(feature = "testing")]
+    async fn testing(
+        &self,
+        inbox: &Inbox<DoSql>,
+        req: &mut Request,
+        op: TargetOp,
+    ) -> Result<Response, HttpError> {
+        use durable_relay::http::{json, parse_json, read_body};
+        use durable_relay::testing::TargetFaultsBody;
+        let tables = self.tables()?;
+        let internal = |e: worker::Error| HttpError::internal(e.to_string());
+        match op {
+            TargetOp::Faults => {
+                let body: TargetFaultsBody = parse_json(&read_body(req).await?)?;
+                let faults = body.faults().map_err(|m| HttpError::bad_request("invalid_delay", m))?;
+                tables.set_faults(faults)?;
+                json(&serde_json::json!({"ok": true})).map_err(internal)
+            }
+            TargetOp::Log(source) => {
+                let seqs = tables.applied(source.as_str())?;
+                json(&serde_json::json!({"source": source, "seqs": seqs})).map_err(internal)
+            }
+            TargetOp::Audit => {
+                let mut breaches = Vec::new();
+                for w in inbox.watermarks()? {
+                    let last = tables.applied(&w.source)?.last().copied().unwrap_or(0);
+                    if last != w.watermark {
+                        breaches.push(format!(
+                            "{}: watermark {} but the log ends at {last}",
+                            w.source, w.watermark
+                        ));
+                    }
+                }
+                json(&serde_json::json!({"ok": breaches.is_empty(), "breaches": breaches})).map_err(internal)
+            }
+            TargetOp::Apply => self.faulty_apply(inbox, tables, req).await,
+            other => durable_relay::durable::target::serve(inbox, req, other, &NoHook).await,
+        }
+    }
+
+    /// An apply through the fault switch, logged (or, in a benchmark run,
+    /// recorded in the arrival log).
+    #[cfg(feature = "testing")]
+    async fn faulty_apply(
+        &self,
+        inbox: &Inbox<DoSql>,
+        tables: &durable_relay::testing::TestTables<DoSql>,
+        req: &mut Request,
+    ) -> Result<Response, HttpError> {
+        let faults = tables.faults()?;
+        if faults.delay_ms > 0 {
+            worker::Delay::from(std::time::Duration::from_millis(faults.delay_ms)).await;
+        }
+        match faults.reject {
+            0 => {}
+            1 => return Err(HttpError::new(503, "unavailable", "test fault: target rejects calls")),
+            _ => {
+                return Err(HttpError::new(
+                    422,
+                    "malformed_batch",
+                    "test fault: target rejects calls as invalid",
+                ))
+            }
+        }
+        #[cfg(feature = "bench")]
+        if crate::bench::flag::enabled(&self.env)? {
+            let arrivals = crate::bench::target::arrivals(&self.bench, &self.sql)?;
+            let hook = crate::bench::target::ArrivalHook::new(arrivals);
+            return durable_relay::durable::target::serve(inbox, req, TargetOp::Apply, &hook).await;
+        }
+        durable_relay::durable::target::serve(inbox, req, TargetOp::Apply, &tables.log_hook()).await
+    }
+}

@@ -1,0 +1,104 @@
+// A producer Worker in TypeScript (examples/producer) calling the reference
+// relay from another script, in one local session: through a Durable
+// Object binding by script_name (the fetch protocol), through the typed RPC
+// entrypoint RelayRpc (typed replies and errors carrying the HTTP API's
+// codes), and through a service binding to the front door.
+
+import { test, before, after, afterEach } from "node:test";
+import assert from "node:assert/strict";
+import { join } from "node:path";
+import { Relay, ROOT, TOKEN, until } from "./harness.mjs";
+
+const PRODUCER = join(ROOT, "examples", "producer", "wrangler.toml");
+
+let app;
+before(async () => {
+  app = await Relay.start({ before: [PRODUCER], ready: "/health", vars: { RELAY_MAX_QUEUED_ROWS: "20" } });
+});
+after(async () => {
+  await app?.stop();
+});
+
+/** The relay's HTTP API through the producer's service binding. */
+const relayApi = (method, path, body) => app.api(method, `/relay${path}`, body, { token: TOKEN });
+afterEach(async () => {
+  for (const s of ["stub-src", "rpc-src", "full-src", "park-src"]) {
+    const r = await relayApi("GET", `/v1/sources/${s}/audit`);
+    assert.ok(r.status === 200 && r.body.ok, `audit of ${s}: ${r.text}`);
+  }
+});
+
+test("a Durable Object binding by script_name reaches the relay's source class", async () => {
+  const r = await app.api("POST", "/stub/stub-src/enqueue", { rows: [{ target: "stub-t", puts: [["k", 1]] }] });
+  assert.equal(r.status, 200, r.text);
+  assert.deepEqual(r.body.seqs, [1]);
+  await until(async () => (await app.api("GET", "/stub/stub-src/status")).body.delivered_rows === 1, "delivery");
+  const keys = await relayApi("GET", "/v1/targets/stub-t/keys");
+  assert.deepEqual(keys.body.keys, [{ key: "k", value: 1 }]);
+});
+
+test("RelayRpc enqueues with typed replies, idempotency and status", async () => {
+  const rows = [{ target: "rpc-t", puts: [["a", { n: 1 }]] }, { target: "rpc-t", deletes: ["b"] }];
+  const r = await app.api("POST", "/rpc/enqueue/rpc-src", { rows, idempotencyKey: "order-1" });
+  assert.equal(r.status, 200, r.text);
+  assert.deepEqual(r.body.seqs, [1, 2]);
+  assert.equal(r.body.duplicate, false);
+  const again = await app.api("POST", "/rpc/enqueue/rpc-src", { rows, idempotencyKey: "order-1" });
+  assert.equal(again.body.duplicate, true);
+  assert.deepEqual(again.body.seqs, [1, 2]);
+  await until(async () => (await app.api("GET", "/rpc/status/rpc-src")).body.delivered_rows === 2, "delivery");
+  const status = (await app.api("GET", "/rpc/status/rpc-src")).body;
+  assert.equal(status.source, "rpc-src");
+  assert.equal(status.dedup_hits, 1);
+  assert.equal((await app.api("GET", "/rpc/delivered/rpc-src/2")).body.delivered, true);
+  assert.equal((await app.api("GET", "/rpc/delivered/rpc-src/3")).body.delivered, false, "not yet allocated");
+  const w = (await app.api("GET", "/rpc/watermark/rpc-src")).body.relay_watermark;
+  assert.ok(Math.abs(w - Date.now()) < 60_000, "an empty outbox reports now");
+});
+
+test("RelayRpc throws errors that keep the HTTP API's code and status across the RPC boundary", async () => {
+  const bad = await app.api("POST", "/rpc/enqueue/rpc-src", { rows: [{ target: "rpc-t" }] });
+  assert.equal(bad.status, 400);
+  assert.deepEqual(
+    { name: bad.body.error.name, code: bad.body.error.code, status: bad.body.error.status },
+    { name: "RelayError", code: "row_without_effects", status: 400 },
+  );
+  assert.match(bad.body.error.message, /^row_without_effects: /);
+  const conflict = await app.api("POST", "/rpc/enqueue/rpc-src", {
+    rows: [{ target: "rpc-t", puts: [["a", 2]] }],
+    idempotencyKey: "order-1",
+  });
+  assert.equal(conflict.body.error.code, "idempotency_conflict");
+  assert.equal(conflict.status, 409);
+  const badName = await app.api("POST", "/rpc/enqueue/a%20b", { rows: [{ target: "t", puts: [["k", 1]] }] });
+  assert.equal(badName.body.error.code, "invalid_source");
+});
+
+test("a full outbox answers outbox_full with its retry delay over RPC", async () => {
+  await relayApi("POST", "/v1/targets/full-t/faults", { reject: true });
+  const rows = Array.from({ length: 20 }, (_, i) => ({ target: "full-t", puts: [[`k${i}`, i]] }));
+  assert.equal((await app.api("POST", "/rpc/enqueue/full-src", { rows })).status, 200);
+  const full = await app.api("POST", "/rpc/enqueue/full-src", { rows: [{ target: "full-t", puts: [["x", 1]] }] });
+  assert.equal(full.status, 429);
+  assert.equal(full.body.error.code, "outbox_full");
+  assert.equal(full.body.error.retryAfterS, 5);
+  await relayApi("POST", "/v1/targets/full-t/faults", { reject: false });
+  await until(async () => (await app.api("GET", "/rpc/status/full-src")).body.queued_rows === 0, "the outbox to drain");
+});
+
+test("parked targets are listed, read and redriven over RPC", async () => {
+  await relayApi("POST", "/v1/targets/park-t/faults", { reject: true, permanent: true });
+  const r = await app.api("POST", "/rpc/enqueue/park-src", {
+    rows: [{ target: "park-t", puts: [["k", { deep: [1, "two", null] }]] }],
+  });
+  assert.equal(r.status, 200, r.text);
+  await until(async () => (await app.api("GET", "/rpc/parked/park-src")).body.some((t) => t.parked), "parking");
+  const page = await app.api("GET", "/rpc/parked/park-src/park-t");
+  assert.equal(page.body.rows.length, 1);
+  assert.deepEqual(page.body.rows[0].effects, { puts: [["k", { deep: [1, "two", null] }]], deletes: [] }, "values cross RPC as JSON");
+  assert.equal((await app.api("GET", "/rpc/delivered/park-src/1")).body.delivered, false, "a parked row is not delivered");
+  await relayApi("POST", "/v1/targets/park-t/faults", { reject: false });
+  const redrive = await app.api("POST", "/rpc/redrive/park-src/park-t");
+  assert.deepEqual(redrive.body, { rows: 1, was_parked: true });
+  await until(async () => (await app.api("GET", "/rpc/delivered/park-src/1")).body.delivered, "redelivery");
+});
