@@ -17,273 +17,52 @@
 //! skipped. A group needs a target slot to apply; reaching the target budget
 //! pauses the cursor before the next group without blocking it. A group
 //! whose call turns out to be duplicate-only gives its slot back.
+//!
+//! - `begin.rs`: the cycle and the window; `call.rs`: the calls and their
+//!   outcomes; `group.rs`: the per-target groups; here: selection (which
+//!   calls next) and recording (what a call's outcome means).
 
-use std::collections::BTreeMap;
+mod begin;
+mod call;
+mod group;
 
-use crate::limits::{
-    BudgetError, RelayBudget, BATCH_ROW_FRAMING_BYTES, MAX_BATCH_BYTES, MAX_BATCH_EFFECTS, MAX_FIRE_BYTES,
-};
+pub use begin::{begin, Begun, FireStart, RelayPolicy, WindowQuery};
+pub use call::{CallOutcome, Failure, TargetCall};
+pub(crate) use group::{Group, GroupState};
+
+use crate::limits::{RelayBudget, BATCH_ROW_FRAMING_BYTES, MAX_BATCH_BYTES, MAX_BATCH_EFFECTS};
 use crate::name::Name;
 use crate::row::{CorruptRow, QueuedRow, StoredRow};
-use crate::scan::{CorruptScan, ScanState};
-
-/// What the shell read before a fire, and the fire's limits.
-#[derive(Clone, Debug)]
-pub struct FireStart {
-    /// This source's name; sent to targets so they key their watermark.
-    pub source: Name,
-    /// The source's last allocated sequence, as read.
-    pub os: u64,
-    /// The stored `rs` text exactly as read (`None` if absent). The
-    /// checkpoint is guarded on it.
-    pub rs_text: Option<String>,
-    /// Clock reading for lag checks, ms since the epoch.
-    pub now_ms: u64,
-    /// Per-fire limits.
-    pub budget: RelayBudget,
-    /// Target calls the enclosing alarm still allows.
-    pub calls_left: u32,
-    /// When to park a failing target.
-    pub policy: RelayPolicy,
-    /// Consecutive failed cycles so far, for targets with at least one.
-    pub failing: BTreeMap<Name, u32>,
-}
-
-/// What the relay does with targets that keep failing.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct RelayPolicy {
-    /// Park a target after this many consecutive cycles in which its
-    /// delivery failed. `None` (the default) retries every cycle forever,
-    /// as the relay always did. A permanent error parks a target at once either way.
-    pub park_after_failed_cycles: Option<u32>,
-}
-
-/// The effective scan state for a fire and the rows it should read.
-#[derive(Clone, Debug)]
-pub struct Begun {
-    /// What the shell read.
-    pub start: FireStart,
-    /// The cycle this fire continues or starts.
-    pub scan: ScanState,
-    /// Whether this fire starts a new cycle.
-    pub new_cycle: bool,
-    /// Set when the stored `rs` did not decode; the fire restarts the cycle.
-    pub corrupt_rs: Option<CorruptScan>,
-    /// Which rows to read.
-    pub window: WindowQuery,
-}
-
-impl Begun {
-    /// Most target calls this fire may make.
-    pub fn calls_cap(&self) -> u32 {
-        self.start.budget.calls_per_fire().min(self.start.calls_left)
-    }
-
-    /// Of window rows given as `(seq, target)` ascending, the last one whose
-    /// body this fire needs: a row of one of the first [`calls_cap`] distinct
-    /// targets that are not blocked. No other row can be sent by this fire
-    /// (selection is in first-sequence order and costs a call), so a shell
-    /// may read the rows after it without their bodies.
-    ///
-    /// [`calls_cap`]: Begun::calls_cap
-    pub fn bodies_through<'a>(&self, rows: impl Iterator<Item = (u64, &'a str)>) -> Option<u64> {
-        let cap = self.calls_cap() as usize;
-        let mut selectable: Vec<&str> = Vec::new();
-        let mut last = None;
-        for (seq, target) in rows {
-            if selectable.contains(&target) {
-                last = Some(seq);
-                continue;
-            }
-            let blocked = Name::new(target).is_ok_and(|n| self.scan.is_blocked(&n));
-            if !blocked && selectable.len() < cap {
-                selectable.push(target);
-                last = Some(seq);
-            }
-        }
-        last
-    }
-}
-
-/// Starts a fire: decides the cycle and the window to read. A budget
-/// outside its ranges (a caller's configuration) is refused, not trusted.
-pub fn begin(start: FireStart) -> Result<Begun, BudgetError> {
-    start.budget.validate()?;
-    let (stored, corrupt_rs) = match start.rs_text.as_deref().map(ScanState::decode) {
-        None => (None, None),
-        Some(Ok(scan)) => (Some(scan), None),
-        Some(Err(e)) => (None, Some(e)),
-    };
-    let (scan, new_cycle) = match stored {
-        Some(scan) if !scan.is_complete() => (scan, false),
-        previous => (ScanState::new_cycle(start.os, previous.as_ref()), true),
-    };
-    assert!(scan.cycle_end <= start.os, "rs cycle_end {} is past os {}", scan.cycle_end, start.os);
-    let window = WindowQuery {
-        after: scan.cursor,
-        through: scan.cycle_end,
-        rows_max: start.budget.window_rows(),
-        bytes_max: MAX_FIRE_BYTES,
-    };
-    Ok(Begun { start, scan, new_cycle, corrupt_rs, window })
-}
-
-/// The slice of the outbox one fire reads: rows with
-/// `after < seq <= through`, ascending, bounded in count and bytes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct WindowQuery {
-    /// Exclusive lower bound: the cursor.
-    pub after: u64,
-    /// Inclusive upper bound: the cycle end.
-    pub through: u64,
-    /// Most rows to inspect.
-    pub rows_max: u32,
-    /// Most body bytes to read (the first row is always read).
-    pub bytes_max: u32,
-}
-
-impl WindowQuery {
-    /// How many size entries a shell should read: one past `rows_max`, so
-    /// that [`take`](Self::take) can tell whether the window is exhausted.
-    pub fn probe_rows(&self) -> u32 {
-        self.rows_max.saturating_add(1)
-    }
-
-    /// Given `(seq, bytes)` of the first [`probe_rows`](Self::probe_rows)
-    /// rows in range (ascending), how many to read and whether they are
-    /// all the rows left in the range.
-    pub fn take(&self, sizes: &[(u64, u32)]) -> (usize, bool) {
-        let mut total: u64 = 0;
-        for (i, (seq, bytes)) in sizes.iter().enumerate() {
-            assert!(*seq > self.after && *seq <= self.through, "row {seq} outside the window");
-            if i > 0 {
-                assert!(sizes[i - 1].0 < *seq, "window sizes are not ascending");
-            }
-            if i == self.rows_max as usize {
-                return (i, false);
-            }
-            if i > 0 && total + u64::from(*bytes) > u64::from(self.bytes_max) {
-                return (i, false);
-            }
-            total += u64::from(*bytes);
-        }
-        (sizes.len(), true)
-    }
-}
-
-/// How a target call ended.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum CallOutcome {
-    /// The target holds every row through `watermark` for this source;
-    /// `applied` of the sent rows were new to it.
-    Applied {
-        /// The target's watermark for this source after the call.
-        watermark: u64,
-        /// Rows the call applied (the rest were duplicates).
-        applied: u32,
-    },
-    /// The call failed; nothing can be assumed about the target.
-    Failed(Failure),
-}
-
-/// Why a target call failed.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Failure {
-    /// Network, overload, a thrown exception: worth retrying.
-    Transient(String),
-    /// The target rejected the batch as invalid: retrying will not help.
-    Permanent(String),
-}
-
-impl Failure {
-    /// The message carried by either kind.
-    pub fn message(&self) -> &str {
-        match self {
-            Failure::Transient(m) | Failure::Permanent(m) => m,
-        }
-    }
-}
-
-/// One call to one target: a batch of that target's rows, ascending.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct TargetCall {
-    /// Which group (target) this is, for [`Fire::record`].
-    pub group: u32,
-    /// The target partition.
-    pub target: Name,
-    /// Sequences in the batch, ascending.
-    pub seqs: Vec<u64>,
-    /// Body bytes plus framing in the batch.
-    pub bytes: u32,
-}
-
-/// Where a group stands in this fire.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(super) enum GroupState {
-    /// Blocked by an earlier failure this cycle: skipped.
-    Blocked,
-    /// Not selected (yet).
-    Waiting,
-    /// Selected; more calls may follow.
-    Active,
-    /// A call to it failed; it joins `blocked`.
-    Failed(Failure),
-    /// A call to it failed for good (or once too often): all its queued
-    /// rows move to the parked list. Carries the reason.
-    Parked(String),
-}
-
-/// One target's rows in the window.
-#[derive(Clone, Debug)]
-pub(super) struct Group {
-    /// The target partition.
-    pub(super) target: Name,
-    /// Indices into `Fire::rows`, ascending.
-    pub(super) rows: Vec<u32>,
-    /// Current state.
-    pub(super) state: GroupState,
-    /// Position in `rows` of the first row not known to be delivered.
-    /// Invariant: every row before it is delivered.
-    pub(super) next: usize,
-    /// Calls made to this target in this fire.
-    /// Invariant: `calls <= budget.calls_per_target`.
-    pub(super) calls: u32,
-    /// Whether the group currently holds one of the fire's target slots.
-    pub(super) holds_slot: bool,
-    /// The batch in flight, as an end position in `rows`.
-    pub(super) in_flight: Option<usize>,
-    /// Whether a call to it succeeded in this fire.
-    pub(super) applied_once: bool,
-}
+use group::group_rows;
 
 /// One fire in progress.
 #[derive(Debug)]
 pub struct Fire {
-    pub(super) begun: Begun,
+    pub(crate) begun: Begun,
     /// The decodable prefix of the window, ascending by sequence.
-    pub(super) rows: Vec<QueuedRow>,
+    pub(crate) rows: Vec<QueuedRow>,
     /// The first row that did not decode, which stops the fire.
-    pub(super) corrupt: Option<(u64, CorruptRow)>,
+    pub(crate) corrupt: Option<(u64, CorruptRow)>,
     /// Whether `rows` (plus `corrupt`) are all that remain up to the cycle end.
-    pub(super) exhausted: bool,
+    pub(crate) exhausted: bool,
     /// Groups in first-sequence order.
-    pub(super) groups: Vec<Group>,
+    pub(crate) groups: Vec<Group>,
     /// Group index of each row.
-    pub(super) row_group: Vec<u32>,
+    pub(crate) row_group: Vec<u32>,
     /// Delivery status of each row. Invariant: once true, stays true.
-    pub(super) delivered: Vec<bool>,
+    pub(crate) delivered: Vec<bool>,
     /// The next group that selection will consider.
-    pub(super) next_group: usize,
+    pub(crate) next_group: usize,
     /// Target slots in use. Invariant: `slots_used <= targets_per_fire`.
-    pub(super) slots_used: u32,
+    pub(crate) slots_used: u32,
     /// Calls handed out. Invariant: `calls_made <= calls_cap`.
-    pub(super) calls_made: u32,
+    pub(crate) calls_made: u32,
     /// Most calls this fire may make.
-    pub(super) calls_cap: u32,
+    pub(crate) calls_cap: u32,
     /// Rows that targets reported as newly applied.
-    pub(super) rows_applied: u32,
+    pub(crate) rows_applied: u32,
     /// Calls in flight.
-    pub(super) in_flight: u32,
+    pub(crate) in_flight: u32,
 }
 
 impl Fire {
@@ -515,29 +294,4 @@ impl Fire {
             group.next += 1;
         }
     }
-}
-
-fn group_rows(rows: &[QueuedRow], scan: &ScanState) -> (Vec<Group>, Vec<u32>) {
-    let mut groups: Vec<Group> = Vec::new();
-    let mut index = std::collections::HashMap::new();
-    let mut row_group = Vec::with_capacity(rows.len());
-    for (i, row) in rows.iter().enumerate() {
-        let g = *index.entry(row.target.clone()).or_insert_with(|| {
-            let state = if scan.is_blocked(&row.target) { GroupState::Blocked } else { GroupState::Waiting };
-            groups.push(Group {
-                target: row.target.clone(),
-                rows: Vec::new(),
-                state,
-                next: 0,
-                calls: 0,
-                holds_slot: false,
-                in_flight: None,
-                applied_once: false,
-            });
-            groups.len() - 1
-        });
-        groups[g].rows.push(i as u32);
-        row_group.push(g as u32);
-    }
-    (groups, row_group)
 }
