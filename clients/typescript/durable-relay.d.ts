@@ -51,6 +51,8 @@ export interface Enqueued {
   duplicate: boolean;
   /** Rows waiting at the source afterwards (queued plus parked). */
   queued_rows: number;
+  /** When the rows committed (the original enqueue's, for a duplicate), ms since the epoch. */
+  at_ms: number;
 }
 
 /** A parked or failing target, as a source reports it. */

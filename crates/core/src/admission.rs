@@ -50,6 +50,8 @@ pub enum Admission {
     Duplicate {
         /// The original sequences.
         seqs: Vec<u64>,
+        /// When the original enqueue committed, ms since the epoch.
+        at_ms: u64,
     },
     /// Write these rows and the new `os`.
     Append(AppendPlan),
@@ -83,7 +85,10 @@ pub fn admit(input: &AdmissionInput<'_>, rows: &[EnqueueRow]) -> Result<Admissio
         validate_key(key).map_err(EnqueueRefusal::Key)?;
         let d = content_digest(&encoded);
         match decide(input.record, &d, input.now_ms, input.dedup_horizon_ms) {
-            Dedup::Duplicate(seqs) => return Ok(Admission::Duplicate { seqs }),
+            Dedup::Duplicate(seqs) => {
+                let at_ms = input.record.map_or(input.now_ms, |r| r.at_ms);
+                return Ok(Admission::Duplicate { seqs, at_ms });
+            }
             Dedup::Conflict => return Err(EnqueueRefusal::Conflict { key: key.to_owned() }),
             Dedup::Fresh => digest = Some(d),
         }
@@ -159,7 +164,7 @@ mod tests {
         assert_eq!((record.first_seq, record.rows, record.at_ms), (11, 2, 5_000));
         let mut full = input(Some("k"), Some(&record), &none);
         full.capacity = Capacity { rows: 10, bytes: 0, max_rows: 10, max_bytes: 1 << 20 };
-        assert_eq!(admit(&full, &rows).unwrap(), Admission::Duplicate { seqs: vec![11, 12] });
+        assert_eq!(admit(&full, &rows).unwrap(), Admission::Duplicate { seqs: vec![11, 12], at_ms: 5_000 });
         assert_eq!(
             admit(&full, &[row("t", 9)]).unwrap_err(),
             EnqueueRefusal::Conflict { key: "k".into() },

@@ -186,6 +186,9 @@ pub const MIN_CALL_TIMEOUT_MS: u64 = 100;
 pub const MAX_CALL_TIMEOUT_MS: u64 = 120_000;
 /// Largest configurable `park_after_failed_cycles`.
 pub const MAX_PARK_AFTER_FAILED_CYCLES: u32 = 1_000;
+/// Longest configurable coalescing wait (`RELAY_COALESCE_MS`): rows that
+/// arrive while a source is busy wait at most this long to share a call.
+pub const MAX_COALESCE_MS: u64 = 1_000;
 /// How long the platform waits before retrying an alarm whose handler
 /// threw (it retries a few times with growing waits, then drops the alarm).
 pub const PLATFORM_ALARM_RETRY_MS: u64 = 2_000;

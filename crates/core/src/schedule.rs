@@ -52,6 +52,34 @@ pub fn next_alarm_at(wake: Wake, os_now: u64, now_ms: u64, prune_due_ms: Option<
     }
 }
 
+/// When an enqueue at `now_ms` wants the alarm. With coalescing on
+/// (`coalesce_ms > 0`) and rows arriving (the last delivery was less than
+/// `coalesce_ms` ago), rows wait until then to share calls; a source that
+/// was idle delivers a lone row at once.
+pub fn enqueue_due(now_ms: u64, last_delivery_ms: Option<u64>, coalesce_ms: u64) -> u64 {
+    match last_delivery_ms {
+        Some(last) if coalesce_ms > 0 && now_ms < last.saturating_add(coalesce_ms) => last + coalesce_ms,
+        _ => now_ms,
+    }
+}
+
+/// The delay before the next alarm, given what the alarm decided
+/// (`next_in_ms`) and the rows still queued: with coalescing on, a source
+/// with rows left that are fewer than one fire's worth (rows that arrived
+/// during the alarm, not a backlog) waits `coalesce_ms` so more can join
+/// them. A backlog, a back-off or an idle source is left as decided.
+pub fn coalesced(
+    next_in_ms: Option<u64>,
+    queued_rows: u64,
+    rows_per_fire: u32,
+    coalesce_ms: u64,
+) -> Option<u64> {
+    match next_in_ms {
+        Some(0) if coalesce_ms > 0 && queued_rows < u64::from(rows_per_fire) => Some(coalesce_ms),
+        other => other,
+    }
+}
+
 /// Whether a row committed at `at_ms` is past the lag bound at `now_ms`.
 pub fn lagging(at_ms: u64, now_ms: u64) -> bool {
     now_ms.saturating_sub(at_ms) > RELAY_LAG_BOUND_MS
@@ -152,6 +180,19 @@ mod tests {
         assert!(needs_rearm(1, None));
         assert!(!needs_rearm(1, Some(5)));
         assert!(!needs_rearm(0, None));
+    }
+
+    #[test]
+    fn coalescing_waits_only_while_rows_arrive() {
+        assert_eq!(enqueue_due(1_000, None, 50), 1_000, "an idle source: at once");
+        assert_eq!(enqueue_due(1_000, Some(900), 50), 1_000, "the last delivery is older than the wait");
+        assert_eq!(enqueue_due(1_000, Some(980), 50), 1_030, "rows are arriving: join the next batch");
+        assert_eq!(enqueue_due(1_000, Some(980), 0), 1_000, "off by default");
+        assert_eq!(coalesced(Some(0), 3, 256, 50), Some(50), "stragglers wait for company");
+        assert_eq!(coalesced(Some(0), 300, 256, 50), Some(0), "a backlog drains at once");
+        assert_eq!(coalesced(Some(2_000), 3, 256, 50), Some(2_000), "a back-off stands");
+        assert_eq!(coalesced(None, 0, 256, 50), None);
+        assert_eq!(coalesced(Some(0), 3, 256, 0), Some(0));
     }
 
     #[test]

@@ -11,6 +11,7 @@
 //! | `RELAY_BATCH_ROWS` | 512 | rows per target call |
 //! | `RELAY_SUBREQUESTS_PER_ALARM` | 50 / 10,000 | hard cap on target calls per alarm; never above the plan's |
 //! | `RELAY_MAX_IN_FLIGHT` | 6 | concurrent target calls in a fire |
+//! | `RELAY_COALESCE_MS` | 0 | rows arriving while a source delivers wait this long to share calls (0..=1,000) |
 //! | `RELAY_CALL_TIMEOUT_MS` | 30,000 | a target call unanswered this long counts as failed (100..=120,000) |
 //! | `RELAY_PARK_AFTER_FAILED_CYCLES` | never | park a target after this many consecutive failed cycles (1..=1,000) |
 //! | `RELAY_MAX_QUEUED_ROWS` | 100,000 | backpressure: rows waiting (queued plus parked) |
@@ -24,9 +25,9 @@ use std::fmt;
 
 use crate::core::{
     RelayBudget, DEFAULT_CALL_TIMEOUT_MS, DEFAULT_MAX_IN_FLIGHT, MAX_BATCH_BYTES, MAX_CALL_TIMEOUT_MS,
-    MAX_DEDUP_HORIZON_MS, MAX_IN_FLIGHT, MAX_PARK_AFTER_FAILED_CYCLES, MAX_QUEUED_BYTES_LIMIT,
-    MAX_QUEUED_ROWS_LIMIT, MIN_CALL_TIMEOUT_MS, MIN_DEDUP_HORIZON_MS, WORKER_FREE_SUBREQUESTS,
-    WORKER_PAID_SUBREQUESTS,
+    MAX_COALESCE_MS, MAX_DEDUP_HORIZON_MS, MAX_IN_FLIGHT, MAX_PARK_AFTER_FAILED_CYCLES,
+    MAX_QUEUED_BYTES_LIMIT, MAX_QUEUED_ROWS_LIMIT, MIN_CALL_TIMEOUT_MS, MIN_DEDUP_HORIZON_MS,
+    WORKER_FREE_SUBREQUESTS, WORKER_PAID_SUBREQUESTS,
 };
 use crate::driver::AlarmOptions;
 use crate::source::SourceConfig;
@@ -75,6 +76,8 @@ pub struct RelayConfig {
     pub faults: bool,
     /// Parking, backpressure and retention.
     pub settings: OutboxSettings,
+    /// How long rows arriving while a source delivers wait to share calls.
+    pub coalesce_ms: u64,
 }
 
 /// A variable with a bad value.
@@ -142,6 +145,7 @@ impl RelayConfig {
         SourceConfig {
             alarm: AlarmOptions { budget: self.budget, max_in_flight: self.max_in_flight },
             settings: self.settings,
+            coalesce_ms: self.coalesce_ms,
         }
     }
 
@@ -201,7 +205,16 @@ impl RelayConfig {
         let call_timeout_ms =
             ranged(&get, "RELAY_CALL_TIMEOUT_MS", MIN_CALL_TIMEOUT_MS, MAX_CALL_TIMEOUT_MS)?
                 .unwrap_or(DEFAULT_CALL_TIMEOUT_MS);
-        Ok(RelayConfig { plan, budget, max_in_flight, call_timeout_ms, faults, settings: settings(&get)? })
+        let coalesce_ms = ranged(&get, "RELAY_COALESCE_MS", 0, MAX_COALESCE_MS)?.unwrap_or(0);
+        Ok(RelayConfig {
+            plan,
+            budget,
+            max_in_flight,
+            call_timeout_ms,
+            faults,
+            settings: settings(&get)?,
+            coalesce_ms,
+        })
     }
 }
 
@@ -245,6 +258,13 @@ mod tests {
         assert!(parse(&[("RELAY_CALL_TIMEOUT_MS", "100")]).is_ok());
         assert!(parse(&[("RELAY_CALL_TIMEOUT_MS", "99")]).is_err());
         assert!(parse(&[("RELAY_CALL_TIMEOUT_MS", "120001")]).is_err());
+    }
+
+    #[test]
+    fn coalescing_is_off_by_default_and_bounded() {
+        assert_eq!(parse(&[]).unwrap().coalesce_ms, 0);
+        assert_eq!(parse(&[("RELAY_COALESCE_MS", "1000")]).unwrap().coalesce_ms, 1_000);
+        assert_eq!(parse(&[("RELAY_COALESCE_MS", "1001")]).unwrap_err().var, "RELAY_COALESCE_MS");
     }
 
     #[test]

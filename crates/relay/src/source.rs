@@ -25,7 +25,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::core::schedule::{arm, needs_rearm};
+use crate::core::schedule::{arm, coalesced, enqueue_due, needs_rearm};
 use crate::core::{
     delivered_through, relay_watermark, retry_backoff_ms, AlarmKnown, EnqueueRow, Name, ScanState,
 };
@@ -53,6 +53,12 @@ pub struct SourceConfig {
     pub alarm: AlarmOptions,
     /// Parking, backpressure and retention.
     pub settings: OutboxSettings,
+    /// How long rows that arrive while the source is delivering wait to
+    /// share calls, ms (0: never wait). A source that was idle delivers a
+    /// lone row at once either way. At most
+    /// [`MAX_COALESCE_MS`](crate::core::MAX_COALESCE_MS).
+    #[serde(default)]
+    pub coalesce_ms: u64,
 }
 
 /// Why an alarm failed. The alarm was re-armed with a back-off first
@@ -159,6 +165,9 @@ pub struct Relay<S, A> {
     known: Cell<AlarmKnown>,
     /// Consecutive alarms that failed; sets the back-off of the next.
     alarm_failures: Cell<u32>,
+    /// When an alarm last delivered rows (this instance's memory): rows that
+    /// arrive soon after may wait to share calls (`coalesce_ms`).
+    last_delivery_ms: Cell<Option<u64>>,
     /// A `Cell` so a running source can be reconfigured without exclusive
     /// access. Invariant: its budget is valid.
     config: Cell<SourceConfig>,
@@ -176,6 +185,7 @@ impl<S: Sql, A: AlarmStore> Relay<S, A> {
             alarm,
             known: Cell::new(AlarmKnown::Unknown),
             alarm_failures: Cell::new(0),
+            last_delivery_ms: Cell::new(None),
             config: Cell::new(config),
         })
     }
@@ -276,7 +286,8 @@ impl<S: Sql, A: AlarmStore> Relay<S, A> {
             (Err(e), None) => return Err(EnqueueFailure::Store(e)),
         };
         if !done.duplicate {
-            self.arm_at(now_ms).await.map_err(EnqueueFailure::Store)?;
+            let due = enqueue_due(now_ms, self.last_delivery_ms.get(), self.config.get().coalesce_ms);
+            self.arm_at(due).await.map_err(EnqueueFailure::Store)?;
         }
         Ok((r, done))
     }
@@ -293,8 +304,18 @@ impl<S: Sql, A: AlarmStore> Relay<S, A> {
         // The platform consumed the alarm that woke us.
         self.known.set(AlarmKnown::None);
         match run_alarm(&self.outbox, &self.name, &self.config.get().alarm, targets, now, observer).await {
-            Ok(summary) => {
+            Ok(mut summary) => {
                 self.alarm_failures.set(0);
+                let config = self.config.get();
+                if summary.rows_delivered > 0 {
+                    self.last_delivery_ms.set(Some(now()));
+                }
+                summary.next_in_ms = coalesced(
+                    summary.next_in_ms,
+                    summary.queued_rows,
+                    config.alarm.budget.rows_per_fire,
+                    config.coalesce_ms,
+                );
                 if let Some(delay) = summary.next_in_ms {
                     let retry = self.arm_at(now().saturating_add(delay)).await;
                     retry.map_err(|e| AlarmFailure { error: AlarmError::Store(e), retry_at_ms: None })?;
@@ -317,16 +338,12 @@ impl<S: Sql, A: AlarmStore> Relay<S, A> {
     pub async fn status(&self, now_ms: u64) -> Result<SourceStatus, StoreError> {
         let stored = self.alarm.get().await?;
         self.known.set(stored.map_or(AlarmKnown::None, AlarmKnown::At));
-        let mut state = self.outbox.state()?;
-        let rearmed = needs_rearm(state.queued_rows, stored);
+        let rearmed = needs_rearm(self.outbox.state()?.queued_rows, stored);
         if rearmed {
             self.arm_at(now_ms).await?;
         }
-        let pending = self.outbox.unwritten();
-        state.sql_rows_written += pending.writes;
-        state.dedup_hits += pending.dedup_hits;
-        state.rejected_full += pending.rejected_full;
-        self.status_of(state, stored, rearmed, now_ms)
+        // The state as it is, counts not yet written included.
+        self.status_of(self.outbox.state()?, stored, rearmed, now_ms)
     }
 
     /// Assembles a status from the state row and what status read.

@@ -81,7 +81,8 @@ fn waiting(world: &World, source: &Name) -> Result<BTreeSet<u64>, String> {
     let rows = relay
         .sql()
         .rows(
-            "SELECT seq FROM relay_outbox UNION ALL SELECT seq FROM relay_parked WHERE discarded_at_ms IS NULL",
+            "SELECT seq FROM relay_outbox WHERE target != '' UNION ALL \
+             SELECT seq FROM relay_parked WHERE discarded_at_ms IS NULL",
             vec![],
         )
         .map_err(|e| e.to_string())?;

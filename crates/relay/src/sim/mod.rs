@@ -288,7 +288,7 @@ impl Sim {
             world: self.world.clone(),
             source: source.clone(),
             src,
-            options: source_config(budget, settings).alarm,
+            options: source_config(budget, settings, 0).alarm,
             log: RefCell::default(),
             nested: false,
         })
@@ -308,7 +308,8 @@ impl Sim {
         let s = name(source);
         let src = self.world.source(&s);
         let settings = self.world.settings.borrow().get(&s).copied().unwrap_or_default();
-        src.relay.set_config(source_config(budget, settings))?;
+        let coalesce = self.world.coalesce.borrow().get(&s).copied().unwrap_or(0);
+        src.relay.set_config(source_config(budget, settings, coalesce))?;
         src.alarm.set(None);
         let targets = self.targets(&s, budget);
         let observer =
@@ -387,6 +388,17 @@ impl Sim {
         if let Some(t) = self.world.targets.borrow_mut().get_mut(&t) {
             t.fault = fault;
         }
+    }
+
+    /// Sets how long rows arriving while `source` delivers wait to share
+    /// calls (`RELAY_COALESCE_MS`; 0, the default, never waits).
+    pub fn set_coalesce(&mut self, source: &str, ms: u64) {
+        let s = name(source);
+        self.world.coalesce.borrow_mut().insert(s.clone(), ms);
+        let src = self.world.source(&s);
+        let mut config = src.relay.config();
+        config.coalesce_ms = ms;
+        let _ = src.relay.set_config(config);
     }
 
     /// Makes `target` refuse every call (a transient error) until healed.

@@ -209,8 +209,7 @@ impl Sim {
         let src = self.world.source(&name(source));
         let relay = &src.relay;
         let state = relay.outbox().state().expect("state");
-        let pending = relay.outbox().unwritten();
-        (state.dedup_hits + pending.dedup_hits, state.rejected_full + pending.rejected_full)
+        (state.dedup_hits, state.rejected_full)
     }
 
     /// Sequences queued at `source`, ascending.
@@ -223,7 +222,7 @@ impl Sim {
     pub fn queued_rows(&self, source: &str) -> Vec<StoredRow> {
         let src = self.world.source(&name(source));
         let relay = &src.relay;
-        stored_rows(relay.sql(), "relay_outbox", "").expect("queued rows")
+        stored_rows(relay.sql(), "relay_outbox", "WHERE target != ''").expect("queued rows")
     }
 
     /// `source`'s last allocated sequence.
@@ -276,6 +275,16 @@ impl Sim {
     pub fn value(&self, target: &str, key: &str) -> Option<String> {
         let targets = self.world.targets.borrow();
         targets.get(&name(target)).and_then(|t| t.inbox.value(key).expect("value"))
+    }
+
+    /// The target's inbox, for reads of anything else (watermarks, totals).
+    pub fn with_target<R>(&self, target: &str, f: impl FnOnce(&crate::Inbox<super::SqliteSql>) -> R) -> R {
+        let t = name(target);
+        self.world.ensure_target(&t);
+        let targets = self.world.targets.borrow();
+        #[allow(clippy::expect_used, reason = "ensured just above")]
+        let target = targets.get(&t).expect("the target exists");
+        f(&target.inbox)
     }
 
     /// The source's relay, for reads of anything else (status, targets,

@@ -87,6 +87,8 @@ pub(crate) struct World {
     pub(crate) discarded: RefCell<BTreeSet<(Name, u64)>>,
     /// Operating settings per source.
     pub(crate) settings: RefCell<BTreeMap<Name, OutboxSettings>>,
+    /// Coalescing waits per source, ms.
+    pub(crate) coalesce: RefCell<BTreeMap<Name, u64>>,
     /// Whether every fire ends with the audit, panicking on a breach.
     pub(crate) audit_every_fire: Cell<bool>,
     /// Target calls made in all.
@@ -108,6 +110,7 @@ impl World {
             enqueued: RefCell::new(BTreeMap::new()),
             discarded: RefCell::new(BTreeSet::new()),
             settings: RefCell::new(BTreeMap::new()),
+            coalesce: RefCell::new(BTreeMap::new()),
             audit_every_fire: Cell::new(false),
             total_calls: Cell::new(0),
         }
@@ -129,7 +132,8 @@ impl World {
         let settings = self.settings.borrow().get(name).copied().unwrap_or_default();
         let alarm = Rc::new(Cell::new(None));
         let sql = FaultySql::new(SqliteSql::memory().expect("an in-memory database"));
-        let config = source_config(RelayBudget::default(), settings);
+        let coalesce = self.coalesce.borrow().get(name).copied().unwrap_or(0);
+        let config = source_config(RelayBudget::default(), settings, coalesce);
         let relay =
             Relay::open(name.clone(), sql, SimAlarm { at: alarm.clone() }, config).expect("a valid source");
         let source = Rc::new(SimSource { relay, alarm, mid_fire: RefCell::default() });
@@ -172,6 +176,10 @@ impl World {
 }
 
 /// A source's configuration for `budget` and `settings`.
-pub(crate) fn source_config(budget: RelayBudget, settings: OutboxSettings) -> SourceConfig {
-    SourceConfig { alarm: AlarmOptions { budget, max_in_flight: DEFAULT_MAX_IN_FLIGHT }, settings }
+pub(crate) fn source_config(budget: RelayBudget, settings: OutboxSettings, coalesce_ms: u64) -> SourceConfig {
+    SourceConfig {
+        alarm: AlarmOptions { budget, max_in_flight: DEFAULT_MAX_IN_FLIGHT },
+        settings,
+        coalesce_ms,
+    }
 }

@@ -12,7 +12,9 @@
 //!
 //! Version 3 drops two test-only tables that versions 1 and 2 created in
 //! every target (the fault switch and the applied-sequence log); test
-//! builds keep them under their own component (`crate::testing`).
+//! builds keep them under their own component (`crate::testing`). Version
+//! 4 makes both tables WITHOUT ROWID, so an applied row costs two rows
+//! written even when each call carries one: its key and the watermark.
 //!
 //! Invariant: a source's watermark never moves back, and it moves only in
 //! the transaction that applies the rows up to it.
@@ -41,6 +43,25 @@ const MIGRATIONS: &[&[&str]] = &[
     ],
     &["ALTER TABLE relay_target_faults ADD COLUMN delay_ms INTEGER NOT NULL DEFAULT 0"],
     &["DROP TABLE relay_target_faults", "DROP TABLE relay_apply_log"],
+    // Version 4: keys and watermarks in WITHOUT ROWID tables, where the
+    // primary key is the table: writing a key or a watermark writes one
+    // b-tree row, not a table row and an index row.
+    &[
+        "CREATE TABLE relay_kv_v4 (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID",
+        "INSERT INTO relay_kv_v4 (key, value) SELECT key, value FROM relay_kv",
+        "DROP TABLE relay_kv",
+        "ALTER TABLE relay_kv_v4 RENAME TO relay_kv",
+        "CREATE TABLE relay_rh_v4 (
+        source TEXT PRIMARY KEY,
+        watermark INTEGER NOT NULL,
+        applied_rows INTEGER NOT NULL,
+        batches INTEGER NOT NULL,
+        sql_rows_written INTEGER NOT NULL
+    ) WITHOUT ROWID",
+        "INSERT INTO relay_rh_v4 SELECT source, watermark, applied_rows, batches, sql_rows_written FROM relay_rh",
+        "DROP TABLE relay_rh",
+        "ALTER TABLE relay_rh_v4 RENAME TO relay_rh",
+    ],
 ];
 
 /// Key-value pairs per multi-row upsert (two parameters each).

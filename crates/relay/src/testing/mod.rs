@@ -17,7 +17,7 @@ use std::cell::Cell;
 use serde::{Deserialize, Serialize};
 
 use crate::core::{ApplyRow, Effects, Name, RelayHook};
-use crate::store::outbox::CHECKPOINT_SQL;
+use crate::store::outbox::CHECKPOINT_GUARD_SQL;
 use crate::store::{int, schema, Rows, Sql, SqlValue, StoreError};
 
 /// A store that fails checkpoints on demand; otherwise the store it wraps.
@@ -51,7 +51,7 @@ pub const INJECTED_CRASH: &str = "injected crash before the checkpoint";
 impl<S: Sql> Sql for FaultySql<S> {
     fn exec(&self, query: &str, params: Vec<SqlValue>) -> Result<Rows, StoreError> {
         let armed = self.crash_checkpoints.get();
-        if armed > 0 && query == CHECKPOINT_SQL {
+        if armed > 0 && query == CHECKPOINT_GUARD_SQL {
             self.crash_checkpoints.set(armed - 1);
             return Err(StoreError::Sql(INJECTED_CRASH.into()));
         }

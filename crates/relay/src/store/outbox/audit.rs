@@ -32,11 +32,12 @@ impl<S: Sql> Outbox<S> {
         Ok(Ok(()))
     }
 
-    /// The gauges equal `COUNT` and `SUM` over the tables, and every row's
-    /// `bytes` is its body's length in bytes.
+    /// The gauges (the state row with its tail folded in) equal `COUNT` and
+    /// `SUM` over the live rows, and every row's `bytes` is its body's length.
     fn audit_counters(&self) -> Result<Option<String>, StoreError> {
         let state = self.state()?;
-        let queued = self.count("SELECT COUNT(*), COALESCE(SUM(bytes), 0) FROM relay_outbox", vec![])?;
+        let queued = self
+            .count("SELECT COUNT(*), COALESCE(SUM(bytes), 0) FROM relay_outbox WHERE target != ''", vec![])?;
         let parked = self.count(
             "SELECT COUNT(*), COALESCE(SUM(bytes), 0) FROM relay_parked WHERE discarded_at_ms IS NULL",
             vec![],
@@ -79,15 +80,22 @@ impl<S: Sql> Outbox<S> {
         Ok(row.map(|r| format!("target record {:?} is inconsistent", r.text(0))))
     }
 
-    /// No stored sequence is past `os`.
+    /// The folded `os` is at most the effective one; at most one tombstone
+    /// exists and it is the outbox's newest row.
     fn audit_sequences(&self) -> Result<Option<String>, StoreError> {
+        let folded = self.stored()?.os;
         let os = self.state()?.os;
-        let row = self.sql.first(
-            "SELECT MAX(m) FROM (SELECT MAX(seq) AS m FROM relay_outbox UNION ALL SELECT MAX(seq) FROM relay_parked)",
-            vec![],
-        )?;
-        let max = row.map(|r| r.opt_u64(0)).transpose()?.flatten().unwrap_or(0);
-        Ok((max > os).then(|| format!("sequence {max} is stored but os is {os}")))
+        if folded > os {
+            return Ok(Some(format!("the folded os {folded} is past the effective os {os}")));
+        }
+        let tombstones = self.sql.rows("SELECT seq FROM relay_outbox WHERE target = ''", vec![])?;
+        let newest = self.sql.first("SELECT MAX(seq) FROM relay_outbox", vec![])?;
+        let newest = newest.map(|r| r.opt_u64(0)).transpose()?.flatten();
+        match tombstones.as_slice() {
+            [] => Ok(None),
+            [one] if Some(one.u64(0)?) == newest => Ok(None),
+            _ => Ok(Some(format!("{} tombstones; the outbox's newest row is {newest:?}", tombstones.len()))),
+        }
     }
 
     /// A stored `rs` decodes, ends at or before `os`, and while its cycle is
@@ -106,7 +114,7 @@ impl<S: Sql> Outbox<S> {
             return Ok(None);
         }
         let rows = self.sql.rows(
-            "SELECT seq, target FROM relay_outbox WHERE seq <= ? ORDER BY seq",
+            "SELECT seq, target FROM relay_outbox WHERE seq <= ? AND target != '' ORDER BY seq",
             vec![super::int(scan.cursor)],
         )?;
         for r in rows {

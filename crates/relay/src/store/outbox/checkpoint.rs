@@ -3,22 +3,24 @@
 //! cycles, and store the new `rs` with the fire's figures, in one
 //! transaction that commits only if `rs` is still what the fire read and
 //! every deleted range still holds the rows it saw.
+//!
+//! The common case writes less: a fire that found the cycle complete, left
+//! it complete with nothing blocked, changed no target's record and only
+//! deleted rows past the folded `os` needs no state write at all (see
+//! `ledger.rs`): the stored completed marker is as good as a new one, and
+//! the gauges never counted those rows. If it deletes the outbox's newest
+//! row, that row becomes the tombstone that keeps `os`.
 
 use serde::Serialize;
 
-use super::{int, pending_set, Outbox, Sql, SqlValue, StoreError};
-use crate::core::{Checkpoint, FireReport, Name, TargetChanges};
+use super::ledger::{StateWrite, Stored, Tail};
+use super::{int, Outbox, Pending, Sql, SqlValue, StoreError};
+use crate::core::{Checkpoint, FireReport, Name, ScanState, TargetChanges};
 
-/// The checkpoint's guarded state update. Public so a fault-injecting
-/// store wrapper (`testing::FaultySql`) can recognise the checkpoint.
-pub const CHECKPOINT_SQL: &str = concat!(
-    "UPDATE relay_state SET rs = ?, queued_rows = queued_rows - ?, queued_bytes = queued_bytes - ?, ",
-    "parked_rows = parked_rows + ?, parked_bytes = parked_bytes + ?, delivered_rows = delivered_rows + ?, ",
-    "fires = fires + 1, calls = calls + ?, alarms = alarms + ?, lag_breaches = lag_breaches + ?, ",
-    "last_alarm = COALESCE(?, last_alarm), ",
-    pending_set!(),
-    " WHERE id = 1 AND rs IS ?"
-);
+/// The checkpoint's first statement: the guard's read of `rs` and `os`.
+/// Public so a fault-injecting store wrapper (`testing::FaultySql`) can
+/// recognise a checkpoint.
+pub const CHECKPOINT_GUARD_SQL: &str = "SELECT rs, os FROM relay_state WHERE id = 1 /* checkpoint */";
 
 /// How a checkpoint ended.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -43,6 +45,9 @@ struct Moved {
     parked: Vec<(Name, u64, String)>,
 }
 
+/// A guard failure inside the checkpoint's transaction.
+const CONFLICT: StoreError = StoreError::Guard("rs changed since the fire read it");
+
 impl<S: Sql> Outbox<S> {
     /// Applies a settled fire's checkpoint and target changes atomically if
     /// its guards hold. `last_alarm` (the alarm's JSON figures, on the
@@ -54,48 +59,98 @@ impl<S: Sql> Outbox<S> {
         now_ms: u64,
         last_alarm: Option<&str>,
     ) -> Result<Commit, StoreError> {
+        self.add_pending(Pending {
+            fires: 1,
+            calls: u64::from(report.calls),
+            alarms: u64::from(last_alarm.is_some()),
+            lag_breaches: u64::from(report.lag_exceeded),
+            ..Pending::default()
+        });
         let changes = report.target_changes();
-        let mut carried = None;
         let result = self.sql.transaction(|| {
-            let (deleted, deleted_bytes) = self.delete_delivered(cp)?;
-            let moved = self.park_targets(&changes, now_ms)?;
-            let counted = self.count_failures(&changes, now_ms)?;
-            let (pending, taken) = self.take_pending(u64::from(deleted) + moved.writes + counted + 1);
-            carried = Some(taken);
-            let mut params = vec![
-                cp.rs_new.as_str().into(),
-                int(u64::from(deleted) + moved.rows),
-                int(deleted_bytes + moved.bytes),
-                int(moved.rows),
-                int(moved.bytes),
-                int(u64::from(deleted)),
-                int(u64::from(report.calls)),
-                int(u64::from(last_alarm.is_some())),
-                int(u64::from(report.lag_exceeded)),
-                last_alarm.into(),
-            ];
-            params.extend(pending);
-            params.push(cp.rs_expected.as_deref().into());
-            if self.sql.run(CHECKPOINT_SQL, params)? != 1 {
-                return Err(StoreError::Guard("rs changed since the fire read it"));
+            let row = self.sql.first(CHECKPOINT_GUARD_SQL, vec![])?.ok_or(CONFLICT)?;
+            let (stored_rs, folded_os) = (row.opt_text(0)?, row.u64(1)?);
+            if stored_rs != cp.rs_expected {
+                return Err(CONFLICT);
             }
-            Ok(moved.parked)
+            if skips_state(cp, &changes, folded_os) {
+                self.delete_tail(cp)?;
+                return Ok(Vec::new());
+            }
+            self.full_checkpoint(cp, &changes, now_ms, last_alarm)
         });
         match result {
-            Ok(parked) => Ok(Commit::Committed { parked }),
-            Err(e) => {
-                if let Some(p) = carried {
-                    self.add_pending(p);
+            Ok(parked) => {
+                if last_alarm.is_some() {
+                    *self.last_alarm.borrow_mut() = last_alarm.map(str::to_owned);
                 }
-                match e {
-                    StoreError::Guard(_) => {
-                        self.record_conflict(report, last_alarm)?;
-                        Ok(Commit::Conflict)
-                    }
-                    other => Err(other),
-                }
+                Ok(Commit::Committed { parked })
             }
+            Err(StoreError::Guard(_)) => {
+                self.add_pending(Pending { conflicts: 1, ..Pending::default() });
+                Ok(Commit::Conflict)
+            }
+            Err(e) => Err(e),
         }
+    }
+
+    /// The checkpoint with its state write: fold the tail, delete, park,
+    /// count failures, store `rs`.
+    fn full_checkpoint(
+        &self,
+        cp: &Checkpoint,
+        changes: &TargetChanges,
+        now_ms: u64,
+        last_alarm: Option<&str>,
+    ) -> Result<Vec<(Name, u64, String)>, StoreError> {
+        let stored: Stored = self.stored()?;
+        let tail: Tail = self.tail(stored.os)?;
+        let (deleted, deleted_bytes) = self.delete_delivered(cp)?;
+        let moved = self.park_targets(changes, now_ms)?;
+        let counted = self.count_failures(changes, now_ms)?;
+        let signed = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+        let write = StateWrite {
+            rs: Some(&cp.rs_new),
+            rs_expected: Some(cp.rs_expected.as_deref()),
+            queued: (-signed(u64::from(deleted) + moved.rows), -signed(deleted_bytes + moved.bytes)),
+            parked: (signed(moved.rows), signed(moved.bytes)),
+            last_alarm,
+            writes: u64::from(deleted) + moved.writes + counted,
+            ..StateWrite::default()
+        };
+        if !self.write_state(&tail, &write)? {
+            return Err(CONFLICT);
+        }
+        Ok(moved.parked)
+    }
+
+    /// Deletes delivered rows that the state row never counted, keeping the
+    /// newest as a tombstone when the newest is among them.
+    fn delete_tail(&self, cp: &Checkpoint) -> Result<(), StoreError> {
+        let newest = self.sql.first("SELECT MAX(seq) FROM relay_outbox", vec![])?;
+        let newest = newest.map(|r| r.opt_u64(0)).transpose()?.flatten();
+        let mut written = 0u64;
+        for range in &cp.deletes {
+            let keep = newest.filter(|n| (range.first..=range.last).contains(n));
+            let last = keep.map_or(range.last, |n| n - 1);
+            let n = self.sql.run(
+                "DELETE FROM relay_outbox WHERE seq >= ? AND seq <= ? AND target != ''",
+                vec![int(range.first), int(last)],
+            )?;
+            let tombstoned = match keep {
+                Some(seq) => self.sql.run(
+                    "UPDATE relay_outbox SET target = '', bytes = 0, body = '' WHERE seq = ? AND target != ''",
+                    vec![int(seq)],
+                )?,
+                None => 0,
+            };
+            if n + tombstoned != range.rows {
+                return Err(StoreError::Guard("a delivered row changed"));
+            }
+            written += u64::from(n + tombstoned);
+        }
+        self.add_pending(Pending { writes: written, ..Pending::default() });
+        Ok(())
     }
 
     /// Deletes the delivered ranges, each guarded by its row count.
@@ -103,7 +158,7 @@ impl<S: Sql> Outbox<S> {
         let (mut rows, mut bytes) = (0u32, 0u64);
         for range in &cp.deletes {
             let n = self.sql.run(
-                "DELETE FROM relay_outbox WHERE seq >= ? AND seq <= ?",
+                "DELETE FROM relay_outbox WHERE seq >= ? AND seq <= ? AND target != ''",
                 vec![int(range.first), int(range.last)],
             )?;
             if n != range.rows {
@@ -171,25 +226,67 @@ impl<S: Sql> Outbox<S> {
         }
         Ok(written)
     }
+}
 
-    /// Counts a fire whose checkpoint lost its guard.
-    fn record_conflict(&self, report: &FireReport, last_alarm: Option<&str>) -> Result<(), StoreError> {
-        let (pending, taken) = self.take_pending(1);
-        let mut params =
-            vec![int(u64::from(report.calls)), int(u64::from(last_alarm.is_some())), last_alarm.into()];
-        params.extend(pending);
-        let result = self.sql.run(
-            concat!(
-                "UPDATE relay_state SET conflicts = conflicts + 1, fires = fires + 1, calls = calls + ?, ",
-                "alarms = alarms + ?, last_alarm = COALESCE(?, last_alarm), ",
-                pending_set!(),
-                " WHERE id = 1"
-            ),
-            params,
-        );
-        if result.is_err() {
-            self.add_pending(taken);
+/// Whether a checkpoint can leave the state row alone: the stored `rs` and
+/// the new one are both completed markers with nothing blocked and no idle
+/// streak, or the stored one is absent (either way the next fire starts a
+/// new cycle from the head, exactly as after the new marker), no target's
+/// record changes, and every row it deletes is past the folded `os` (so no
+/// gauge counted it).
+fn skips_state(cp: &Checkpoint, changes: &TargetChanges, folded_os: u64) -> bool {
+    let marker = |text: &str| {
+        ScanState::decode(text).is_ok_and(|s| s.is_complete() && s.blocked.is_empty() && s.idle_fires == 0)
+    };
+    let plain_marker = |text: Option<&str>| text.is_none_or(marker);
+    let no_changes = changes.failed.is_empty() && changes.parked.is_empty() && changes.recovered.is_empty();
+    let all_tail = cp.deletes.iter().all(|r| r.first > folded_os);
+    no_changes && all_tail && plain_marker(cp.rs_expected.as_deref()) && plain_marker(Some(&cp.rs_new))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::DeleteRange;
+
+    fn marker(os: u64, idle: u32, blocked: &[&str]) -> String {
+        let mut s = ScanState::new_cycle(os, None);
+        s.cursor = os;
+        s.idle_fires = idle;
+        s.blocked = blocked.iter().map(|b| Name::new(*b).unwrap()).collect();
+        s.encode()
+    }
+
+    fn cp(expected: Option<String>, new: String, first: u64) -> Checkpoint {
+        Checkpoint {
+            rs_expected: expected,
+            rs_new: new,
+            deletes: vec![DeleteRange { first, last: first, rows: 1, bytes: 9 }],
         }
-        result.map(|_| ())
+    }
+
+    #[test]
+    fn only_a_plain_drain_of_tail_rows_skips_the_state_write() {
+        let none = TargetChanges::default();
+        assert!(skips_state(&cp(Some(marker(5, 0, &[])), marker(6, 0, &[]), 6), &none, 5));
+        assert!(!skips_state(&cp(Some(marker(5, 0, &[])), marker(6, 0, &[]), 5), &none, 5), "a folded row");
+        assert!(skips_state(&cp(None, marker(6, 0, &[]), 6), &none, 5), "no stored rs: as good as a marker");
+        assert!(
+            !skips_state(&cp(Some("{corrupt".into()), marker(6, 0, &[]), 6), &none, 5),
+            "a corrupt rs is replaced"
+        );
+        assert!(
+            !skips_state(&cp(Some(marker(5, 2, &[])), marker(6, 0, &[]), 6), &none, 5),
+            "an idle streak to reset"
+        );
+        let mut active = ScanState::new_cycle(9, None);
+        active.cursor = 6;
+        assert!(!skips_state(&cp(Some(marker(5, 0, &[])), active.encode(), 6), &none, 5), "an active cycle");
+        let failed =
+            TargetChanges { failed: vec![(Name::new("t").unwrap(), "x".into())], ..TargetChanges::default() };
+        assert!(
+            !skips_state(&cp(Some(marker(5, 0, &[])), marker(6, 0, &[]), 6), &failed, 5),
+            "a target record"
+        );
     }
 }

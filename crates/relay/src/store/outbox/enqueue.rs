@@ -5,7 +5,7 @@ use std::fmt;
 
 use serde::Serialize;
 
-use super::{int, pending_set, Outbox, Pending, Sql, SqlValue, StoreError};
+use super::{int, Outbox, Pending, Sql, SqlValue, StoreError};
 use crate::core::{
     admit, Admission, AdmissionInput, AppendPlan, DedupRecord, EnqueueError, EnqueueRefusal, EnqueueRow,
     StoredRow,
@@ -26,6 +26,9 @@ pub struct Enqueued {
     pub duplicate: bool,
     /// Rows waiting afterwards (queued plus parked).
     pub queued_rows: u64,
+    /// When the rows committed (the original enqueue's time for a
+    /// duplicate), ms since the epoch: their `at_ms`.
+    pub at_ms: u64,
 }
 
 /// Why an enqueue wrote nothing. `E` is the error of the caller's own
@@ -103,28 +106,37 @@ impl<S: Sql> Outbox<S> {
                 }
                 Err(EnqueueFailure::Refused(refusal))
             }
-            Ok(Admission::Duplicate { seqs }) => {
+            Ok(Admission::Duplicate { seqs, at_ms }) => {
                 self.add_pending(Pending { dedup_hits: 1, ..Pending::default() });
-                Ok(Enqueued { seqs, os: state.os, duplicate: true, queued_rows: waiting })
+                Ok(Enqueued { seqs, os: state.os, duplicate: true, queued_rows: waiting, at_ms })
             }
             Ok(Admission::Append(plan)) => {
-                self.write_append(&plan, state.os)?;
+                self.write_append(&plan)?;
                 let n = plan.plan.rows.len() as u64;
                 Ok(Enqueued {
                     seqs: plan.plan.seqs(),
                     os: plan.plan.os,
                     duplicate: false,
                     queued_rows: waiting + n,
+                    at_ms: now_ms,
                 })
             }
         }
     }
 
-    /// Writes an admitted enqueue: the rows, the dedup record, and the state
-    /// row guarded on the `os` it was planned from.
-    fn write_append(&self, plan: &AppendPlan, os_read: u64) -> Result<(), StoreError> {
+    /// Writes an admitted enqueue: the rows and the dedup record, and no
+    /// state row (the ledger folds them later). The first row bound for the
+    /// outbox takes a tombstone's slot, if there is one, so it costs one
+    /// write. Two writers allocating the same sequence collide on the
+    /// primary key, and the transaction rolls back.
+    fn write_append(&self, plan: &AppendPlan) -> Result<(), StoreError> {
         let mut written = 0u64;
-        for (table, list) in [("relay_outbox", &plan.queued), ("relay_parked", &plan.parked)] {
+        let mut queued: &[StoredRow] = &plan.queued;
+        if let (Some(first), Some(slot)) = (queued.first(), self.tombstone()?) {
+            written += u64::from(self.reuse_slot(slot, first)?);
+            queued = queued.get(1..).unwrap_or_default();
+        }
+        for (table, list) in [("relay_outbox", queued), ("relay_parked", plan.parked.as_slice())] {
             for chunk in list.chunks(INSERT_ROWS_PER_STATEMENT) {
                 written += u64::from(self.insert(table, chunk)?);
             }
@@ -132,35 +144,37 @@ impl<S: Sql> Outbox<S> {
         if let Some(record) = &plan.record {
             written += u64::from(self.put_dedup(record)?);
         }
-        let (nq, np) = (plan.queued.len() as u64, plan.parked.len() as u64);
-        let (pending, taken) = self.take_pending(written + 1);
-        let mut params = vec![
-            int(plan.plan.os),
-            int(nq),
-            int(AppendPlan::bytes(&plan.queued)),
-            int(np),
-            int(AppendPlan::bytes(&plan.parked)),
-            int(nq + np),
-        ];
-        params.extend(pending);
-        params.push(int(os_read));
-        let updated = self.sql.run(
-            concat!(
-                "UPDATE relay_state SET os = ?, queued_rows = queued_rows + ?, queued_bytes = queued_bytes + ?, ",
-                "parked_rows = parked_rows + ?, parked_bytes = parked_bytes + ?, enqueued_rows = enqueued_rows + ?, ",
-                pending_set!(),
-                " WHERE id = 1 AND os = ?"
-            ),
-            params,
-        );
-        match updated {
-            Ok(1) => Ok(()),
-            other => {
-                self.add_pending(taken);
-                other?;
-                Err(StoreError::Guard("os changed during enqueue"))
-            }
+        self.add_pending(Pending { writes: written, ..Pending::default() });
+        Ok(())
+    }
+
+    /// The sequence of the outbox's tombstone, if it has one. A tombstone is
+    /// always the newest row (see `ledger.rs`), so this reads one row.
+    pub(crate) fn tombstone(&self) -> Result<Option<u64>, StoreError> {
+        let row = self.sql.first("SELECT seq, target FROM relay_outbox ORDER BY seq DESC LIMIT 1", vec![])?;
+        match row {
+            Some(r) if r.text(1)?.is_empty() => Ok(Some(r.u64(0)?)),
+            _ => Ok(None),
         }
+    }
+
+    /// Turns the tombstone at `slot` into `row`.
+    fn reuse_slot(&self, slot: u64, row: &StoredRow) -> Result<u32, StoreError> {
+        let n = self.sql.run(
+            "UPDATE relay_outbox SET seq = ?, target = ?, at_ms = ?, bytes = ?, body = ? WHERE seq = ? AND target = ''",
+            vec![
+                int(row.seq),
+                row.target.as_str().into(),
+                int(row.at_ms),
+                int(row.body.len() as u64),
+                row.body.as_str().into(),
+                int(slot),
+            ],
+        )?;
+        if n != 1 {
+            return Err(StoreError::Guard("the tombstone changed during enqueue"));
+        }
+        Ok(n)
     }
 
     fn insert(&self, table: &str, rows: &[StoredRow]) -> Result<u32, StoreError> {

@@ -33,6 +33,7 @@
 mod audit;
 mod checkpoint;
 mod enqueue;
+mod ledger;
 mod parking;
 mod prune;
 mod window;
@@ -42,11 +43,12 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
-pub use checkpoint::{Commit, CHECKPOINT_SQL};
+pub use checkpoint::{Commit, CHECKPOINT_GUARD_SQL};
 pub use enqueue::{EnqueueFailure, Enqueued};
+pub use ledger::Pending;
 pub use parking::{ActionOutcome, ParkedPage, ParkedRow, TargetReport};
 
-use super::{int, schema, Row, Sql, SqlValue, StoreError};
+use super::{int, schema, Sql, SqlValue, StoreError};
 use crate::core::{
     Capacity, Head, Name, RelayPolicy, DEFAULT_DEDUP_HORIZON_MS, DEFAULT_DISCARD_HORIZON_MS,
     DEFAULT_MAX_QUEUED_BYTES, DEFAULT_MAX_QUEUED_ROWS,
@@ -113,13 +115,23 @@ const MIGRATIONS: &[&[&str]] = &[
         )",
         "CREATE INDEX relay_dedup_at ON relay_dedup (at_ms)",
     ],
+    // Version 3: the state row is folded lazily (see ledger.rs); delivered
+    // rows are derived, which needs the rows ever discarded.
+    &[
+        "ALTER TABLE relay_state ADD COLUMN discarded_total INTEGER NOT NULL DEFAULT 0",
+        "UPDATE relay_state SET discarded_total = MAX(0, os - queued_rows - parked_rows - delivered_rows)",
+    ],
 ];
 
 /// The `SET` fragment that adds the pending counts (see [`Pending`]); binds
-/// three parameters. A macro so statements can be built with `concat!`.
+/// eight parameters. A macro so statements can be built with `concat!`.
 macro_rules! pending_set {
     () => {
-        "sql_rows_written = sql_rows_written + ?, dedup_hits = dedup_hits + ?, rejected_full = rejected_full + ?"
+        concat!(
+            "sql_rows_written = sql_rows_written + ?, dedup_hits = dedup_hits + ?, ",
+            "rejected_full = rejected_full + ?, fires = fires + ?, calls = calls + ?, alarms = alarms + ?, ",
+            "conflicts = conflicts + ?, lag_breaches = lag_breaches + ?"
+        )
     };
 }
 pub(crate) use pending_set;
@@ -151,7 +163,8 @@ impl Default for OutboxSettings {
     }
 }
 
-/// The source's state row.
+/// The source's state as it is, whatever the state row has folded yet
+/// (see `ledger.rs`): what every reader sees.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct SourceState {
     /// Last allocated sequence.
@@ -166,10 +179,12 @@ pub struct SourceState {
     pub parked_rows: u64,
     /// Body bytes of parked rows.
     pub parked_bytes: u64,
-    /// Rows ever enqueued.
+    /// Rows ever enqueued (sequences are allocated contiguously: `os`).
     pub enqueued_rows: u64,
-    /// Rows ever deleted as delivered.
+    /// Rows ever delivered: `os - queued - parked - discarded_total`.
     pub delivered_rows: u64,
+    /// Rows ever discarded by an operator.
+    pub discarded_total: u64,
     /// SQLite rows written by the relay (inserts, deletes, moves, state
     /// updates, alarm arms), for rows-written-per-delivered-row.
     pub sql_rows_written: u64,
@@ -193,48 +208,6 @@ pub struct SourceState {
     pub last_alarm: Option<String>,
 }
 
-const STATE_COLUMNS: &str = "os, rs, queued_rows, queued_bytes, parked_rows, parked_bytes, enqueued_rows, \
-     delivered_rows, sql_rows_written, alarms, fires, calls, conflicts, dedup_hits, rejected_full, \
-     lag_breaches, last_prune_ms, last_alarm";
-
-impl SourceState {
-    fn from_row(r: &Row) -> Result<SourceState, StoreError> {
-        Ok(SourceState {
-            os: r.u64(0)?,
-            rs: r.opt_text(1)?,
-            queued_rows: r.u64(2)?,
-            queued_bytes: r.u64(3)?,
-            parked_rows: r.u64(4)?,
-            parked_bytes: r.u64(5)?,
-            enqueued_rows: r.u64(6)?,
-            delivered_rows: r.u64(7)?,
-            sql_rows_written: r.u64(8)?,
-            alarms: r.u64(9)?,
-            fires: r.u64(10)?,
-            calls: r.u64(11)?,
-            conflicts: r.u64(12)?,
-            dedup_hits: r.u64(13)?,
-            rejected_full: r.u64(14)?,
-            lag_breaches: r.u64(15)?,
-            last_prune_ms: r.u64(16)?,
-            last_alarm: r.opt_text(17)?,
-        })
-    }
-}
-
-/// Counts gathered where nothing may be written (duplicates, refusals) or
-/// outside SQL (alarm arms); added to the next state-row write. An instance
-/// evicted before that write loses them: they are figures, not data.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Pending {
-    /// Rows written outside SQL (each `setAlarm` writes one).
-    pub writes: u64,
-    /// Keyed enqueues answered as duplicates.
-    pub dedup_hits: u64,
-    /// Enqueues refused as full.
-    pub rejected_full: u64,
-}
-
 /// A source's outbox over a SQLite database.
 pub struct Outbox<S> {
     sql: S,
@@ -243,13 +216,20 @@ pub struct Outbox<S> {
     settings: Cell<OutboxSettings>,
     /// Counts not yet written; see [`Pending`].
     pending: Cell<Pending>,
+    /// The last alarm's figures when its checkpoint wrote no state row.
+    last_alarm: std::cell::RefCell<Option<String>>,
 }
 
 impl<S: Sql> Outbox<S> {
     /// Opens the outbox, creating or migrating its tables.
     pub fn open(sql: S, settings: OutboxSettings) -> Result<Outbox<S>, StoreError> {
         schema::migrate(&sql, COMPONENT, MIGRATIONS)?;
-        Ok(Outbox { sql, settings: Cell::new(settings), pending: Cell::new(Pending::default()) })
+        Ok(Outbox {
+            sql,
+            settings: Cell::new(settings),
+            pending: Cell::new(Pending::default()),
+            last_alarm: std::cell::RefCell::new(None),
+        })
     }
 
     /// The database this outbox lives in: write your own tables through
@@ -268,15 +248,41 @@ impl<S: Sql> Outbox<S> {
         self.settings.set(settings);
     }
 
-    /// Reads the state row.
+    /// The source's state: the state row with the tail folded in, the
+    /// derived counts, and the counts not yet written.
     pub fn state(&self) -> Result<SourceState, StoreError> {
-        let row = self.sql.first(&format!("SELECT {STATE_COLUMNS} FROM relay_state WHERE id = 1"), vec![])?;
-        SourceState::from_row(&row.ok_or(StoreError::Corrupt("relay_state row is missing".into()))?)
+        let st = self.stored()?;
+        let t = self.tail(st.os)?;
+        let p = self.pending.get();
+        let queued_rows = st.queued_rows + t.queued_rows;
+        let parked_rows = st.parked_rows + t.parked_rows;
+        let last_alarm = self.last_alarm.borrow().clone().or(st.last_alarm);
+        Ok(SourceState {
+            os: t.os,
+            rs: st.rs,
+            queued_rows,
+            queued_bytes: st.queued_bytes + t.queued_bytes,
+            parked_rows,
+            parked_bytes: st.parked_bytes + t.parked_bytes,
+            enqueued_rows: t.os,
+            delivered_rows: t.os.saturating_sub(queued_rows + parked_rows + st.discarded_total),
+            discarded_total: st.discarded_total,
+            sql_rows_written: st.sql_rows_written + p.writes,
+            alarms: st.alarms + p.alarms,
+            fires: st.fires + p.fires,
+            calls: st.calls + p.calls,
+            conflicts: st.conflicts + p.conflicts,
+            dedup_hits: st.dedup_hits + p.dedup_hits,
+            rejected_full: st.rejected_full + p.rejected_full,
+            lag_breaches: st.lag_breaches + p.lag_breaches,
+            last_prune_ms: st.last_prune_ms,
+            last_alarm,
+        })
     }
 
-    /// The oldest queued row, if any.
+    /// The oldest queued row, if any (tombstones are not rows).
     pub fn head(&self) -> Result<Option<Head>, StoreError> {
-        self.head_of("SELECT seq, at_ms FROM relay_outbox ORDER BY seq LIMIT 1")
+        self.head_of("SELECT seq, at_ms FROM relay_outbox WHERE target != '' ORDER BY seq LIMIT 1")
     }
 
     /// The oldest parked row that was not discarded, if any.
@@ -309,24 +315,15 @@ impl<S: Sql> Outbox<S> {
         self.add_pending(Pending { writes: 1, ..Pending::default() });
     }
 
-    /// Counts not yet written. Status adds them to the persisted counters.
+    /// Counts not yet written ([`state`](Outbox::state) already adds them).
     pub fn unwritten(&self) -> Pending {
         self.pending.get()
     }
 
     fn add_pending(&self, p: Pending) {
         let mut now = self.pending.get();
-        now.writes += p.writes;
-        now.dedup_hits += p.dedup_hits;
-        now.rejected_full += p.rejected_full;
+        now.add(p);
         self.pending.set(now);
-    }
-
-    /// Takes the pending counts as the three [`pending_set!`] parameters,
-    /// plus `writes` rows the statement's own transaction wrote.
-    fn take_pending(&self, writes: u64) -> (Vec<SqlValue>, Pending) {
-        let p = self.pending.replace(Pending::default());
-        (vec![int(p.writes + writes), int(p.dedup_hits), int(p.rejected_full)], p)
     }
 
     /// Names of parked targets.

@@ -3,7 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{int, pending_set, Outbox, Sql, SqlValue, StoreError};
+use super::ledger::StateWrite;
+use super::{int, Outbox, Sql, SqlValue, StoreError};
 use crate::core::ScanState;
 
 /// A parked (or failing) target as operators see it.
@@ -25,6 +26,11 @@ pub struct TargetReport {
     pub last_error: Option<String>,
     /// Parked rows (not discarded).
     pub rows: u64,
+}
+
+/// A count as a signed gauge change.
+fn signed(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
 }
 
 /// One parked row.
@@ -115,10 +121,18 @@ impl<S: Sql> Outbox<S> {
     /// an active cursor) and any fire in flight loses its checkpoint guard.
     pub fn redrive(&self, target: &str) -> Result<ActionOutcome, StoreError> {
         self.sql.transaction(|| {
+            let stored = self.stored()?;
+            let tail = self.tail(stored.os)?;
             let was_parked = self.parked_set()?.contains(target);
             let (rows, bytes) = self.parked_count(target)?;
             let t: SqlValue = target.into();
-            let mut written = u64::from(self.sql.run(
+            // The rows come back below os, maybe above a tombstone, which must
+            // stay the newest row; this write folds os, so it is not needed.
+            let mut written = match self.tombstone()? {
+                Some(seq) => u64::from(self.sql.run("DELETE FROM relay_outbox WHERE seq = ?", vec![int(seq)])?),
+                None => 0,
+            };
+            written += u64::from(self.sql.run(
                 "INSERT INTO relay_outbox (seq, target, at_ms, bytes, body) SELECT seq, target, at_ms, bytes, body \
                  FROM relay_parked WHERE target = ? AND discarded_at_ms IS NULL",
                 vec![t.clone()],
@@ -127,20 +141,10 @@ impl<S: Sql> Outbox<S> {
                 self.sql.run("DELETE FROM relay_parked WHERE target = ? AND discarded_at_ms IS NULL", vec![t.clone()])?,
             );
             written += u64::from(self.sql.run("DELETE FROM relay_targets WHERE target = ?", vec![t])?);
-            let state = self.state()?;
-            let marker = ScanState::restart_marker(state.rs.as_deref(), state.os).encode();
-            let (pending, _) = self.take_pending(written + 1);
-            let mut params = vec![marker.as_str().into(), int(rows), int(bytes), int(rows), int(bytes)];
-            params.extend(pending);
-            self.sql.run(
-                concat!(
-                    "UPDATE relay_state SET rs = ?, queued_rows = queued_rows + ?, queued_bytes = queued_bytes + ?, ",
-                    "parked_rows = parked_rows - ?, parked_bytes = parked_bytes - ?, ",
-                    pending_set!(),
-                    " WHERE id = 1"
-                ),
-                params,
-            )?;
+            let marker = ScanState::restart_marker(stored.rs.as_deref(), tail.os).encode();
+            let (r, b) = (signed(rows), signed(bytes));
+            let write = StateWrite { rs: Some(&marker), queued: (r, b), parked: (-r, -b), writes: written, ..StateWrite::default() };
+            self.write_state(&tail, &write)?;
             Ok(ActionOutcome { rows, was_parked })
         })
     }
@@ -149,6 +153,8 @@ impl<S: Sql> Outbox<S> {
     /// horizon, then pruned) and unparks it, in one transaction.
     pub fn discard(&self, target: &str, now_ms: u64) -> Result<ActionOutcome, StoreError> {
         self.sql.transaction(|| {
+            let stored = self.stored()?;
+            let tail = self.tail(stored.os)?;
             let was_parked = self.parked_set()?.contains(target);
             let (rows, bytes) = self.parked_count(target)?;
             let mut written = u64::from(self.sql.run(
@@ -157,17 +163,13 @@ impl<S: Sql> Outbox<S> {
             )?);
             written +=
                 u64::from(self.sql.run("DELETE FROM relay_targets WHERE target = ?", vec![target.into()])?);
-            let (pending, _) = self.take_pending(written + 1);
-            let mut params = vec![int(rows), int(bytes)];
-            params.extend(pending);
-            self.sql.run(
-                concat!(
-                    "UPDATE relay_state SET parked_rows = parked_rows - ?, parked_bytes = parked_bytes - ?, ",
-                    pending_set!(),
-                    " WHERE id = 1"
-                ),
-                params,
-            )?;
+            let write = StateWrite {
+                parked: (-signed(rows), -signed(bytes)),
+                discarded: rows,
+                writes: written,
+                ..StateWrite::default()
+            };
+            self.write_state(&tail, &write)?;
             Ok(ActionOutcome { rows, was_parked })
         })
     }

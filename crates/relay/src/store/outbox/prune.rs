@@ -2,7 +2,8 @@
 //! the alarm in bounded batches ([`PrunePlan`]), and an idle source wakes to
 //! prune at most once per interval ([`idle_prune_at`](crate::core::schedule::idle_prune_at)).
 
-use super::{int, pending_set, Outbox, Sql, StoreError};
+use super::ledger::StateWrite;
+use super::{int, Outbox, Sql, StoreError};
 use crate::core::schedule::{idle_prune_at, records_prune};
 use crate::core::PrunePlan;
 
@@ -32,17 +33,11 @@ impl<S: Sql> Outbox<S> {
             }
         }
         if records_prune(pruned) {
-            let (pending, taken) = self.take_pending(pruned + 1);
-            let mut params = vec![int(now_ms)];
-            params.extend(pending);
-            let result = self.sql.run(
-                concat!("UPDATE relay_state SET last_prune_ms = ?, ", pending_set!(), " WHERE id = 1"),
-                params,
-            );
-            if result.is_err() {
-                self.add_pending(taken);
-            }
-            result?;
+            // Discarded rows were folded when they were discarded, so the
+            // folded os covers them: pruning them cannot lower os.
+            let tail = self.tail(self.stored()?.os)?;
+            let write = StateWrite { last_prune_ms: Some(now_ms), writes: pruned, ..StateWrite::default() };
+            self.write_state(&tail, &write)?;
         }
         Ok(pruned)
     }

@@ -45,7 +45,8 @@ impl<S: Sql> Outbox<S> {
     pub fn read_window(&self, begun: &Begun) -> Result<(Vec<StoredRow>, bool), StoreError> {
         let w = begun.window;
         let rows = self.sql.rows(
-            "SELECT seq, target, at_ms, bytes FROM relay_outbox WHERE seq > ? AND seq <= ? ORDER BY seq LIMIT ?",
+            "SELECT seq, target, at_ms, bytes FROM relay_outbox WHERE seq > ? AND seq <= ? AND target != '' \
+             ORDER BY seq LIMIT ?",
             vec![int(w.after), int(w.through), int(u64::from(w.probe_rows()))],
         )?;
         let mut meta = rows
@@ -75,7 +76,7 @@ impl<S: Sql> Outbox<S> {
     /// `(seq, body)` of rows with `after < seq <= last`, ascending.
     fn bodies_between(&self, after: u64, last: u64) -> Result<Vec<(u64, String)>, StoreError> {
         let rows = self.sql.rows(
-            "SELECT seq, body FROM relay_outbox WHERE seq > ? AND seq <= ? ORDER BY seq",
+            "SELECT seq, body FROM relay_outbox WHERE seq > ? AND seq <= ? AND target != '' ORDER BY seq",
             vec![int(after), int(last)],
         )?;
         rows.iter().map(|r| Ok((r.u64(0)?, r.text(1)?))).collect()

@@ -1,0 +1,242 @@
+//! The source's books: the one-row state and how to read it right.
+//!
+//! Writing the state row costs a SQLite row write, so the hot path avoids
+//! it: an enqueue writes only its rows, and a checkpoint that only deletes
+//! rows enqueued since the last state write writes no state either. The
+//! state row is therefore *folded* lazily:
+//!
+//! - `os` in the row is the **folded** high-water mark F: every gauge in the
+//!   row (`queued_*`, `parked_*`) counts exactly the rows with `seq <= F`.
+//! - Rows with `seq > F` (the **tail**) are counted by reading them: a
+//!   primary-key range scan over rows added since the last state write.
+//! - The effective `os` is the largest of F and the largest sequence stored
+//!   in the outbox or the parked list. Sequences never go back: a checkpoint
+//!   that deletes the outbox's newest row without writing the state turns it
+//!   into a **tombstone** (target `''`, which no valid name is) instead, so the largest sequence
+//!   stays stored; the next enqueue reuses the tombstone's slot for its
+//!   first row, so the slot costs one write per row, not two.
+//! - Every operation that writes the state row first folds the tail into
+//!   it (F becomes the effective `os`, the gauges absorb the tail), then
+//!   applies its own changes.
+//! - `enqueued_rows` is the effective `os` (sequences are allocated
+//!   contiguously from 1); `delivered_rows` is `os - queued - parked -
+//!   discarded_total`.
+//! - Counters that are figures (fires, calls, rows written...) wait in
+//!   memory ([`Pending`]) for the next state write; an instance evicted
+//!   before it loses them, never data.
+//!
+//! Invariants (checked by `Outbox::audit`): the effective gauges equal
+//! `COUNT`/`SUM` over the live rows; at most one tombstone exists and it is
+//! the outbox's newest row; F is at most the effective `os`.
+
+use super::{int, pending_set, Outbox, Sql, SqlValue, StoreError};
+
+/// The state row as stored.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Stored {
+    /// The folded high-water mark F.
+    pub(crate) os: u64,
+    pub(crate) rs: Option<String>,
+    pub(crate) queued_rows: u64,
+    pub(crate) queued_bytes: u64,
+    pub(crate) parked_rows: u64,
+    pub(crate) parked_bytes: u64,
+    pub(crate) discarded_total: u64,
+    pub(crate) sql_rows_written: u64,
+    pub(crate) alarms: u64,
+    pub(crate) fires: u64,
+    pub(crate) calls: u64,
+    pub(crate) conflicts: u64,
+    pub(crate) dedup_hits: u64,
+    pub(crate) rejected_full: u64,
+    pub(crate) lag_breaches: u64,
+    pub(crate) last_prune_ms: u64,
+    pub(crate) last_alarm: Option<String>,
+}
+
+const STORED_COLUMNS: &str = "os, rs, queued_rows, queued_bytes, parked_rows, parked_bytes, discarded_total, \
+     sql_rows_written, alarms, fires, calls, conflicts, dedup_hits, rejected_full, lag_breaches, last_prune_ms, \
+     last_alarm";
+
+/// What the tail adds to the folded state, and the effective `os`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Tail {
+    pub(crate) os: u64,
+    pub(crate) queued_rows: u64,
+    pub(crate) queued_bytes: u64,
+    pub(crate) parked_rows: u64,
+    pub(crate) parked_bytes: u64,
+}
+
+/// Counts gathered where nothing may be written (duplicates, refusals,
+/// checkpoints that skip the state row) or outside SQL (alarm arms); added
+/// to the next state write.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Pending {
+    /// Rows written whose count is not yet in `sql_rows_written` (each
+    /// `setAlarm` writes one; so does every row of a skipped-state write).
+    pub writes: u64,
+    /// Keyed enqueues answered as duplicates.
+    pub dedup_hits: u64,
+    /// Enqueues refused as full.
+    pub rejected_full: u64,
+    /// Fires run.
+    pub fires: u64,
+    /// Target calls made.
+    pub calls: u64,
+    /// Alarms that ended.
+    pub alarms: u64,
+    /// Checkpoints that lost their guard.
+    pub conflicts: u64,
+    /// Fires that saw a row older than the lag bound.
+    pub lag_breaches: u64,
+}
+
+impl Pending {
+    pub(crate) fn add(&mut self, p: Pending) {
+        self.writes += p.writes;
+        self.dedup_hits += p.dedup_hits;
+        self.rejected_full += p.rejected_full;
+        self.fires += p.fires;
+        self.calls += p.calls;
+        self.alarms += p.alarms;
+        self.conflicts += p.conflicts;
+        self.lag_breaches += p.lag_breaches;
+    }
+
+    /// The eight [`pending_set!`] parameters, with `own` more rows written.
+    fn params(&self, own: u64) -> Vec<SqlValue> {
+        [
+            self.writes + own,
+            self.dedup_hits,
+            self.rejected_full,
+            self.fires,
+            self.calls,
+            self.alarms,
+            self.conflicts,
+            self.lag_breaches,
+        ]
+        .into_iter()
+        .map(int)
+        .collect()
+    }
+}
+
+/// One state write: what an operation changes beyond the fold.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct StateWrite<'a> {
+    /// The new `rs`, or `None` to keep it.
+    pub(crate) rs: Option<&'a str>,
+    /// Guard: the stored `rs` must still be this (`Some(None)`: absent).
+    pub(crate) rs_expected: Option<Option<&'a str>>,
+    /// Change to the queued gauges after the fold (rows, bytes).
+    pub(crate) queued: (i64, i64),
+    /// Change to the parked gauges after the fold (rows, bytes).
+    pub(crate) parked: (i64, i64),
+    /// Rows discarded by this operation.
+    pub(crate) discarded: u64,
+    /// A new `last_prune_ms`.
+    pub(crate) last_prune_ms: Option<u64>,
+    /// The alarm's figures, stored with the write.
+    pub(crate) last_alarm: Option<&'a str>,
+    /// Rows this operation's own statements wrote (the state row adds one).
+    pub(crate) writes: u64,
+}
+
+/// The one statement that writes the state row.
+const STATE_WRITE_SQL: &str = concat!(
+    "UPDATE relay_state SET os = ?, rs = COALESCE(?, rs), queued_rows = queued_rows + ?, ",
+    "queued_bytes = queued_bytes + ?, parked_rows = parked_rows + ?, parked_bytes = parked_bytes + ?, ",
+    "discarded_total = discarded_total + ?, last_prune_ms = COALESCE(?, last_prune_ms), ",
+    "last_alarm = COALESCE(?, last_alarm), ",
+    pending_set!(),
+    " WHERE id = 1 AND (? = 0 OR rs IS ?)"
+);
+
+/// A signed gauge change as a bound integer.
+fn signed(v: i64) -> SqlValue {
+    assert!(v.unsigned_abs() <= crate::core::SEQ_MAX, "gauge change {v} past SEQ_MAX");
+    SqlValue::Int(v)
+}
+
+impl<S: Sql> Outbox<S> {
+    /// The state row as stored.
+    pub(crate) fn stored(&self) -> Result<Stored, StoreError> {
+        let row =
+            self.sql.first(&format!("SELECT {STORED_COLUMNS} FROM relay_state WHERE id = 1"), vec![])?;
+        let r = row.ok_or(StoreError::Corrupt("relay_state row is missing".into()))?;
+        Ok(Stored {
+            os: r.u64(0)?,
+            rs: r.opt_text(1)?,
+            queued_rows: r.u64(2)?,
+            queued_bytes: r.u64(3)?,
+            parked_rows: r.u64(4)?,
+            parked_bytes: r.u64(5)?,
+            discarded_total: r.u64(6)?,
+            sql_rows_written: r.u64(7)?,
+            alarms: r.u64(8)?,
+            fires: r.u64(9)?,
+            calls: r.u64(10)?,
+            conflicts: r.u64(11)?,
+            dedup_hits: r.u64(12)?,
+            rejected_full: r.u64(13)?,
+            lag_breaches: r.u64(14)?,
+            last_prune_ms: r.u64(15)?,
+            last_alarm: r.opt_text(16)?,
+        })
+    }
+
+    /// What the rows past the folded `os` add, and the effective `os`.
+    pub(crate) fn tail(&self, folded_os: u64) -> Result<Tail, StoreError> {
+        let f = int(folded_os);
+        let (queued_rows, queued_bytes) = self.count(
+            "SELECT COUNT(*), COALESCE(SUM(bytes), 0) FROM relay_outbox WHERE seq > ? AND target != ''",
+            vec![f.clone()],
+        )?;
+        let (parked_rows, parked_bytes) = self.count(
+            "SELECT COUNT(*), COALESCE(SUM(bytes), 0) FROM relay_parked WHERE seq > ? AND discarded_at_ms IS NULL",
+            vec![f],
+        )?;
+        let row = self.sql.first(
+            "SELECT MAX(m) FROM (SELECT MAX(seq) AS m FROM relay_outbox UNION ALL SELECT MAX(seq) FROM relay_parked)",
+            vec![],
+        )?;
+        let stored_max = row.map(|r| r.opt_u64(0)).transpose()?.flatten().unwrap_or(0);
+        Ok(Tail { os: stored_max.max(folded_os), queued_rows, queued_bytes, parked_rows, parked_bytes })
+    }
+
+    /// Writes the state row: folds `tail`, applies `w` and every pending
+    /// count. Returns whether the guard held (nothing was written if not).
+    pub(crate) fn write_state(&self, tail: &Tail, w: &StateWrite<'_>) -> Result<bool, StoreError> {
+        let pending = self.pending.replace(Pending::default());
+        let (guarded, expected) = match w.rs_expected {
+            None => (0, SqlValue::Null),
+            Some(e) => (1, e.into()),
+        };
+        let mut params = vec![
+            int(tail.os),
+            w.rs.into(),
+            signed(i64::try_from(tail.queued_rows).unwrap_or(i64::MAX) + w.queued.0),
+            signed(i64::try_from(tail.queued_bytes).unwrap_or(i64::MAX) + w.queued.1),
+            signed(i64::try_from(tail.parked_rows).unwrap_or(i64::MAX) + w.parked.0),
+            signed(i64::try_from(tail.parked_bytes).unwrap_or(i64::MAX) + w.parked.1),
+            int(w.discarded),
+            w.last_prune_ms.map(int).unwrap_or(SqlValue::Null),
+            w.last_alarm.into(),
+        ];
+        params.extend(pending.params(w.writes + 1));
+        params.push(int(guarded));
+        params.push(expected);
+        match self.sql.run(STATE_WRITE_SQL, params) {
+            Ok(1) => Ok(true),
+            Ok(_) => {
+                self.add_pending(pending);
+                Ok(false)
+            }
+            Err(e) => {
+                self.add_pending(pending);
+                Err(e)
+            }
+        }
+    }
+}
