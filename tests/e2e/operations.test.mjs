@@ -103,14 +103,22 @@ test("a target is parked after 2 failed cycles with all its rows, later rows par
 test("a permanent error parks at once; discard drops the rows and unparks the target", async () => {
   const src = "perm";
   await fault("perm-t", { reject: true, permanent: true });
-  const { seqs } = await relay.enqueue(src, [put("perm-t", "a", 1), put("perm-t", "b", 2)]);
+  const { seqs, at_ms } = await relay.enqueue(src, [put("perm-t", "a", 1), put("perm-t", "b", 2)]);
   await until(async () => (await parked(src)).some((t) => t.parked), "the target to be parked");
   const [t] = await parked(src);
   assert.match(t.reason, /permanent error/);
   assert.equal(t.rows, 2);
+  // A parked row has not been delivered: both contract reads say so, and
+  // the watermark stays below the parked rows' commit time.
+  const through = await relay.api("GET", `/v1/sources/${src}/delivered-through/${seqs[1]}`);
+  assert.deepEqual(through.body, { seq: seqs[1], delivered: false }, "a parked row is not delivered");
+  const wm = await relay.api("GET", `/v1/sources/${src}/watermark`);
+  assert.equal(wm.body.relay_watermark, at_ms - 1, "held just below the parked rows' commit time");
   const discard = await relay.api("POST", `/v1/sources/${src}/parked/perm-t/discard`);
   assert.deepEqual(discard.body, { rows: 2, was_parked: true });
   assert.deepEqual((await relay.api("POST", `/v1/sources/${src}/parked/perm-t/discard`)).body, { rows: 0, was_parked: false });
+  const settled = await relay.api("GET", `/v1/sources/${src}/delivered-through/${seqs[1]}`);
+  assert.deepEqual(settled.body, { seq: seqs[1], delivered: true }, "a discarded row is settled by the operator");
   await fault("perm-t", { reject: false });
   const next = await relay.enqueue(src, [put("perm-t", "c", 3)]);
   await relay.drained(src);

@@ -25,3 +25,29 @@ test("a call that times out after the target applied is redelivered harmlessly",
     await relay.stop();
   }
 });
+
+test("an enqueue is answered while the source's alarm awaits a slow target", async () => {
+  // The alarm's target calls are awaited I/O: the Durable Object takes
+  // other requests meanwhile, so an enqueue never queues behind delivery.
+  const relay = await Relay.start();
+  const src = "busy-src";
+  try {
+    await relay.api("POST", "/v1/targets/slow-t/faults", { delay_ms: 3_000 });
+    await relay.enqueue(src, [put("slow-t", "a", 1)]);
+    // The alarm starts at once; the assertions below check it had.
+    await new Promise((r) => setTimeout(r, 500));
+    const sent = Date.now();
+    const second = await relay.enqueue(src, [put("other-t", "b", 2)]);
+    const answered = Date.now();
+    await relay.drained(src, 30_000);
+    const first = relay.alarmLogs().find((a) => a.source === src && a.rows_delivered >= 1);
+    assert.ok(first, "the alarm that called the slow target logged");
+    const alarmEnd = first.started_at_ms + first.duration_ms;
+    assert.ok(first.started_at_ms < sent, `the alarm had started (${first.started_at_ms}) before the enqueue (${sent})`);
+    assert.ok(answered < alarmEnd, `the enqueue was answered at ${answered}, before the alarm ended at ${alarmEnd}`);
+    assert.ok(second.at_ms < alarmEnd, "and committed before it ended");
+    assert.deepEqual(await relay.audit(), [], "the relay's own audit");
+  } finally {
+    await relay.stop();
+  }
+});
