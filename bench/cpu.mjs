@@ -43,7 +43,8 @@ function ours() {
 /** A snapshot to diff later with `foreignShare`. */
 export function snapshot() {
   try {
-    return { machine: machine(), ours: ours() };
+    const driver = process.cpuUsage();
+    return { machine: machine(), ours: ours(), driver_us: driver.user + driver.system };
   } catch {
     return null;
   }
@@ -60,4 +61,19 @@ export function usage(a, b) {
   const mine = Math.max(0, b.ours - a.ours);
   const round = (x) => Math.round(x * 1000) / 1000;
   return { busy: round(busy / total), foreign: round(Math.max(0, busy - mine) / total) };
+}
+
+/** Jiffies per second in /proc (USER_HZ, 100 on Linux). */
+const USER_HZ = 100;
+
+/**
+ * CPU milliseconds the processes this benchmark started (wrangler and
+ * workerd) used between two snapshots: the tree's time less the driver's
+ * own. Null where /proc is missing.
+ */
+export function workerCpuMs(a, b) {
+  if (!a || !b) return null;
+  const tree = ((b.ours - a.ours) * 1000) / USER_HZ;
+  const driver = (b.driver_us - a.driver_us) / 1000;
+  return Math.max(0, Math.round(tree - driver));
 }

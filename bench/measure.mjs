@@ -23,7 +23,7 @@ const STATUS_SWEEP_POLLS = 25;
 const CURVE_POINTS = 240;
 
 /** Runs `f` over `items`, at most `n` at a time; returns results in order. */
-async function pool(items, n, f) {
+export async function pool(items, n, f) {
   const out = new Array(items.length);
   let next = 0;
   const worker = async () => {
@@ -36,13 +36,13 @@ async function pool(items, n, f) {
   return out;
 }
 
-async function getOk(worker, path) {
+export async function getOk(worker, path) {
   const r = await worker.api("GET", path);
   if (r.status !== 200) throw new Error(`GET ${path}: ${r.status} ${JSON.stringify(r.body)}`);
   return r.body;
 }
 
-const ROUTES = {
+export const ROUTES = {
   relay: (s) => `/v1/sources/${s}/enqueue`,
   queue: (s) => `/v1/bench/queue/${s}/enqueue`,
   direct: (s) => `/v1/bench/direct/${s}/enqueue`,
@@ -80,14 +80,8 @@ function curve(arrivals, total, t0) {
   return pts.map(([t, r]) => [Math.max(0, t), r]);
 }
 
-/**
- * Runs `workload` on `system` in `worker`. `healAfterMs` is when W4's
- * failing targets heal, from the start. Returns the measurement.
- */
-export async function runWorkload({ worker, system, workload, healAfterMs, progress }) {
-  const { sources, targets, failing } = names(system, workload);
-  const total = totalRows(workload);
-  const label = `${system.id} ${workload.id}`;
+/** Counts what the Worker logs for `sources` while a run lasts (alarms, consumer batches). */
+export function watch(worker, system, sources) {
   const own = new Set(sources);
   const seen = { alarmBusyMs: 0, firstAlarmAt: null, applied: 0, alarms: 0, maxAlarmCalls: 0, alarmErrors: 0, batches: 0, batchCalls: 0, maxBatchCalls: 0, batchFailedCalls: 0, batchErrors: 0 };
   worker.listener = (ev) => {
@@ -108,44 +102,24 @@ export async function runWorkload({ worker, system, workload, healAfterMs, progr
       if (ev.error) seen.batchErrors += 1;
     }
   };
+  return seen;
+}
 
-  for (const t of failing) {
-    const r = await worker.api("POST", `/v1/targets/${t}/faults`, { reject: true });
-    if (r.status !== 200) throw new Error(`fault switch on ${t}: ${r.status} ${JSON.stringify(r.body)}`);
-  }
-  const plans = sources.map((s) => ({ source: s, requests: requestsFor(s, targets, workload.rowsPerPair) }));
-  let healedAtMs = null;
-  let healTimer = null;
-  const t0 = Date.now();
-  if (failing.length) {
-    healTimer = setTimeout(async () => {
-      healedAtMs = Date.now() - t0;
-      for (const t of failing) await worker.api("POST", `/v1/targets/${t}/faults`, { reject: false });
-    }, healAfterMs);
-  }
-  let sent = 0;
-  let sendError = null;
-  const sending = Promise.all(
-    plans.map(async ({ source, requests }) => {
-      for (const rows of requests) {
-        const r = await worker.api("POST", ROUTES[system.kind](source), { rows });
-        if (r.status !== 200) throw new Error(`enqueue ${source}: ${r.status} ${JSON.stringify(r.body)}`);
-        sent += rows.length;
-        if (system.kind === "direct") seen.applied += rows.length;
-      }
-    }),
-  ).then(() => Date.now() - t0, (e) => { sendError = e; });
-
-  let enqueueMs = null;
-  sending.then((ms) => (enqueueMs = ms ?? null));
+/**
+ * Waits until every row is applied: `run.sent`, `run.error` and
+ * `run.enqueueMs` (set once every request was answered) are updated by the
+ * sender. Shows progress; throws on a send error or a stall.
+ */
+export async function waitForDrain({ worker, system, sources, total, seen, t0, run, label, progress }) {
   let polls = 0;
   let last = -1;
   let lastChange = Date.now();
   for (;;) {
-    if (sendError) throw sendError;
+    if (run.error) throw run.error;
     const secs = ((Date.now() - t0) / 1000).toFixed(1);
     const extra = system.kind === "relay" ? `, ${seen.alarms} alarms` : system.kind === "queue" ? `, ${seen.batches} consumer batches` : "";
-    progress.update(`bench: ${label.padEnd(18)} sent ${sent}/${total}, applied ${Math.min(seen.applied, total)}/${total} (${Math.floor((100 * Math.min(seen.applied, total)) / total)}%)${extra}, ${secs} s`);
+    const applied = Math.min(seen.applied, total);
+    progress.update(`bench: ${label.padEnd(18)} sent ${run.sent}/${total}, applied ${applied}/${total} (${Math.floor((100 * applied) / total)}%)${extra}, ${secs} s`);
     if (seen.applied !== last) {
       last = seen.applied;
       lastChange = Date.now();
@@ -154,7 +128,7 @@ export async function runWorkload({ worker, system, workload, healAfterMs, progr
     // The relay's alarm log says when to look; a status sweep now and then
     // covers a log line that never arrived.
     const relayCheck = seen.applied >= total || polls % STATUS_SWEEP_POLLS === 0;
-    if (enqueueMs !== null && (seen.applied >= total || (system.kind === "relay" && relayCheck))) {
+    if (run.enqueueMs !== null && (seen.applied >= total || (system.kind === "relay" && relayCheck))) {
       if (system.kind !== "relay") break;
       const statuses = await Promise.all(sources.map((s) => getOk(worker, `/v1/sources/${s}/status`)));
       if (statuses.every((s) => s.queued_rows === 0)) break;
@@ -162,14 +136,19 @@ export async function runWorkload({ worker, system, workload, healAfterMs, progr
     if (Date.now() - lastChange > STALL_MS) throw new Error(`${label}: no progress for ${STALL_MS / 1000} s (${seen.applied}/${total})`);
     await sleep(POLL_MS);
   }
-  clearTimeout(healTimer);
   const drainedSeenMs = Date.now() - t0;
   progress.done(`bench: ${label.padEnd(18)} drained ${total} rows in ${(drainedSeenMs / 1000).toFixed(1)} s (as seen by the driver); reading figures`);
+}
 
+/**
+ * After a drain: reads every target's arrival log and the sources' figures.
+ * Returns the measurement common to every workload, plus `stats` (the
+ * targets' logs, for callers that need the rows).
+ */
+export async function readFigures({ worker, system, workload, sources, targets, total, seen, t0 }) {
   const stats = await pool(targets, READ_CONCURRENCY, (t) => getOk(worker, `/v1/bench/targets/${t}/stats`));
   const sum = (f) => stats.reduce((a, s) => a + f(s), 0);
   const arrivals = stats.flatMap((s) => s.first_arrivals);
-  const lastMs = (subset) => Math.max(...subset.map((s) => s.last_ms ?? 0)) - t0;
   const distinct = sum((s) => s.distinct);
   const m = {
     system: system.id,
@@ -177,8 +156,7 @@ export async function runWorkload({ worker, system, workload, healAfterMs, progr
     rows: total,
     sources: sources.length,
     targets: targets.length,
-    drain_ms: lastMs(stats),
-    enqueue_ms: enqueueMs,
+    drain_ms: Math.max(...stats.map((s) => s.last_ms ?? 0)) - t0,
     delivered_rows: distinct,
     lost_rows: total - distinct,
     out_of_order: sum((s) => s.out_of_order),
@@ -186,15 +164,8 @@ export async function runWorkload({ worker, system, workload, healAfterMs, progr
     per_target_last_ms: stats.map((s) => (s.last_ms ?? t0) - t0),
     curve: curve(arrivals, total, t0),
   };
-  if (failing.length) {
-    const failed = new Set(failing);
-    m.failing_targets = failing;
-    m.healed_at_ms = healedAtMs;
-    m.healthy_drain_ms = lastMs(stats.filter((_, i) => !failed.has(targets[i])));
-  }
   if (system.kind === "relay") {
     const st = await pool(sources, READ_CONCURRENCY, (s) => getOk(worker, `/v1/sources/${s}/status`));
-    const delivered = st.reduce((a, s) => a + s.delivered_rows, 0);
     m.invocations = st.reduce((a, s) => a + s.alarms, 0);
     m.invocation_kind = "alarms";
     m.fires = st.reduce((a, s) => a + s.fires, 0);
@@ -206,7 +177,7 @@ export async function runWorkload({ worker, system, workload, healAfterMs, progr
     m.alarm_errors = seen.alarmErrors;
     m.conflicts = st.reduce((a, s) => a + s.conflicts, 0);
     m.source_sql_rows_written = st.reduce((a, s) => a + s.sql_rows_written, 0);
-    m.source_delivered_rows = delivered;
+    m.source_delivered_rows = st.reduce((a, s) => a + s.delivered_rows, 0);
     m.target_sql_rows_written = sum((s) => s.relay_sql_rows_written);
     m.budget = st[0]?.budget;
   } else {
@@ -231,9 +202,60 @@ export async function runWorkload({ worker, system, workload, healAfterMs, progr
   m.target_calls_per_row = m.target_calls / total;
   m.source_sql_rows_per_row = m.source_sql_rows_written / total;
   m.target_sql_rows_per_row = m.target_sql_rows_written / total;
-  progress.done(
-    `bench: ${label.padEnd(18)} drain ${(m.drain_ms / 1000).toFixed(2)} s at the targets, ${m.invocations} ${m.invocation_kind}, ` +
-      `${m.target_calls_per_row.toFixed(4)} calls/row, out of order ${m.out_of_order}, twice ${m.applied_twice}, lost ${m.lost_rows}`,
-  );
+  return { m, stats };
+}
+
+/** The one-line summary printed after a run. */
+export function summary(label, m) {
+  return `bench: ${label.padEnd(18)} drain ${(m.drain_ms / 1000).toFixed(2)} s at the targets, ${m.invocations} ${m.invocation_kind}, ` +
+    `${m.target_calls_per_row.toFixed(4)} calls/row, out of order ${m.out_of_order}, twice ${m.applied_twice}, lost ${m.lost_rows}`;
+}
+
+/**
+ * Runs `workload` on `system` in `worker`. `healAfterMs` is when W4's
+ * failing targets heal, from the start. Returns the measurement.
+ */
+export async function runWorkload({ worker, system, workload, healAfterMs, progress }) {
+  const { sources, targets, failing } = names(system, workload);
+  const total = totalRows(workload);
+  const label = `${system.id} ${workload.id}`;
+  const seen = watch(worker, system, sources);
+  for (const t of failing) {
+    const r = await worker.api("POST", `/v1/targets/${t}/faults`, { reject: true });
+    if (r.status !== 200) throw new Error(`fault switch on ${t}: ${r.status} ${JSON.stringify(r.body)}`);
+  }
+  const plans = sources.map((s) => ({ source: s, requests: requestsFor(s, targets, workload.rowsPerPair) }));
+  let healedAtMs = null;
+  let healTimer = null;
+  const t0 = Date.now();
+  if (failing.length) {
+    healTimer = setTimeout(async () => {
+      healedAtMs = Date.now() - t0;
+      for (const t of failing) await worker.api("POST", `/v1/targets/${t}/faults`, { reject: false });
+    }, healAfterMs);
+  }
+  const run = { sent: 0, error: null, enqueueMs: null };
+  Promise.all(
+    plans.map(async ({ source, requests }) => {
+      for (const rows of requests) {
+        const r = await worker.api("POST", ROUTES[system.kind](source), { rows });
+        if (r.status !== 200) throw new Error(`enqueue ${source}: ${r.status} ${JSON.stringify(r.body)}`);
+        run.sent += rows.length;
+        if (system.kind === "direct") seen.applied += rows.length;
+      }
+    }),
+  ).then(() => (run.enqueueMs = Date.now() - t0), (e) => (run.error = e));
+
+  await waitForDrain({ worker, system, sources, total, seen, t0, run, label, progress });
+  clearTimeout(healTimer);
+  const { m } = await readFigures({ worker, system, workload, sources, targets, total, seen, t0 });
+  m.enqueue_ms = run.enqueueMs;
+  if (failing.length) {
+    const failed = new Set(failing);
+    m.failing_targets = failing;
+    m.healed_at_ms = healedAtMs;
+    m.healthy_drain_ms = Math.max(...m.per_target_last_ms.filter((_, i) => !failed.has(targets[i])));
+  }
+  progress.done(summary(label, m));
   return m;
 }

@@ -3,6 +3,8 @@
 // Markdown report. Absolute times stay in the JSON; the report's headline
 // figures are ratios and per-row counts.
 
+import { totalRows } from "./workloads.mjs";
+
 const fmt = (v, digits = 2) => (v === null || v === undefined || Number.isNaN(v) ? "—" : Number(v).toFixed(digits));
 const int = (v) => (v === null || v === undefined ? "—" : Number(v).toLocaleString("en-US"));
 
@@ -61,6 +63,7 @@ export function evaluateAims(bySystem, healthy, backlog = []) {
       if (w.W3.drain_vs_direct !== null) add("W3 within 3x of the direct-write floor", system, "W3", w.W3.drain_vs_direct, 3, w.W3.drain_vs_direct <= 3, "drain time ÷ direct");
     }
     for (const [id, m] of Object.entries(w)) {
+      if (id.startsWith("W5")) continue;
       add("at most 2.2 SQLite rows written per delivered row at the source", system, id, m.source_sql_rows_per_row, 2.2, m.source_sql_rows_per_row <= 2.2, "rows written ÷ rows delivered");
     }
     if (healthy[system]) {
@@ -68,6 +71,7 @@ export function evaluateAims(bySystem, healthy, backlog = []) {
       add("W4's healthy targets drain within 1.5x of their W3 time", system, "W4", h.ratio, 1.5, h.ratio <= 1.5, "healthy targets' drain ÷ the same targets' W3 drain");
     }
   }
+  streamAims(bySystem, add);
   // The same alarm and call aims on a backlog, from the simulator.
   const simName = { free: "relay-free", "free-50": "relay-free-50", paid: "relay-paid" };
   for (const d of backlog) {
@@ -81,6 +85,71 @@ export function evaluateAims(bySystem, healthy, backlog = []) {
     }
   }
   return aims;
+}
+
+/** Issue 11's aims on W5 (workloads absent from the run are skipped). */
+function streamAims(bySystem, add) {
+  const relays = Object.keys(bySystem).filter((s) => s.startsWith("relay") && s !== "relay-coalesce");
+  const queues = bySystem.queues ?? {};
+  const ownIds = ["W5-own-8", "W5-own-32"];
+  const sharedIds = ["W5-shared-8-hot", "W5-shared-32-hot", "W5-shared-32-wide"];
+  for (const system of relays) {
+    const w = bySystem[system];
+    for (const id of ownIds) {
+      const m = w[id];
+      if (!m) continue;
+      add("W5, one source per producer: at most 3.0 source SQLite rows per row", system, id, m.source_sql_rows_per_row, 3, m.source_sql_rows_per_row <= 3, "rows written ÷ rows");
+      add("W5, one row per call: at most 2.0 target SQLite rows per row", system, id, m.target_sql_rows_per_row, 2, m.target_sql_rows_per_row <= 2, "rows written ÷ rows");
+    }
+    for (const id of sharedIds) {
+      const m = w[id];
+      if (m) add("W5, producers sharing a source: at most 2.3 source SQLite rows per row", system, id, m.source_sql_rows_per_row, 2.3, m.source_sql_rows_per_row <= 2.3, "rows written ÷ rows");
+    }
+    for (const id of [...ownIds, ...sharedIds]) {
+      const m = w[id];
+      const q = queues[id];
+      if (!m || !q) continue;
+      const ratio = m.accepted_per_s / q.accepted_per_s;
+      add("W5: accepted requests per second at least 0.95x Queues", system, id, ratio, 0.95, ratio >= 0.95, "req/s ÷ Queues' req/s");
+    }
+  }
+  const free = bySystem["relay-free"]?.["W5-shared-32-100"];
+  const q = queues["W5-shared-32-100"];
+  if (free && q) {
+    const ratio = free.e2e_p50_ms / Math.max(1, q.e2e_p50_ms);
+    add("W5 Free, 32 producers, 64 targets, 100 rows/s: end-to-end p50 within 2x Queues", "relay-free", "W5-shared-32-100", ratio, 2, ratio <= 2, "e2e p50 ÷ Queues' e2e p50 (Queues' floored at 1 ms)");
+  }
+  for (const system of relays) {
+    const slow = bySystem[system]["W5-slow"];
+    const plain = bySystem[system]["W5-shared-8-hot"];
+    if (!slow || !plain) continue;
+    const ratio = slow.enqueue_p50_ms / Math.max(1, plain.enqueue_p50_ms);
+    add("W5: enqueues do not wait for target calls (enqueue p50 with 100 ms targets within 1.2x of W5-shared-8-hot's)", system, "W5-slow", ratio, 1.2, ratio <= 1.2, "enqueue p50 ÷ the same system's W5-shared-8-hot enqueue p50");
+  }
+  for (const id of ["W5-shared-8-hot", "W5-shared-32-hot"]) {
+    const m = bySystem["relay-coalesce"]?.[id];
+    if (m) add("W5 with RELAY_COALESCE_MS=50, 4 hot targets: at most 0.05 target calls per row", "relay-coalesce", id, m.target_calls_per_row, 0.05, m.target_calls_per_row <= 0.05, "calls per row");
+  }
+}
+
+/** W5's table: throughput, latency and cost per row for every system. */
+function streamTable(bySystem, workloads) {
+  const lines = [
+    "| workload | system | accepted req/s | ÷ Queues | enqueue p50 / p99 ms | end-to-end p50 / p99 ms | target calls per row | alarms / batches / requests per row | source SQLite rows per row | target SQLite rows per row | worker CPU ms per row | out of order / twice / lost |",
+    "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+  ];
+  for (const w of workloads.filter((w) => w.stream)) {
+    const q = bySystem.queues?.[w.id];
+    for (const [system, ws] of Object.entries(bySystem)) {
+      const m = ws[w.id];
+      if (!m) continue;
+      const vsQ = q ? fmt(m.accepted_per_s / q.accepted_per_s) : "—";
+      lines.push(
+        `| ${w.id} | ${system} | ${fmt(m.accepted_per_s, 0)} | ${vsQ} | ${int(m.enqueue_p50_ms)} / ${int(m.enqueue_p99_ms)} | ${int(m.e2e_p50_ms)} / ${int(m.e2e_p99_ms)} | ${fmt(m.target_calls_per_row, 3)} | ${fmt(m.invocations_per_row, 3)} | ${fmt(m.source_sql_rows_per_row, 2)} | ${fmt(m.target_sql_rows_per_row, 2)} | ${fmt(m.cpu_ms_per_row, 2)} | ${int(m.out_of_order)} / ${int(m.applied_twice)} / ${int(m.lost_rows)} |`,
+      );
+    }
+  }
+  return lines.join("\n");
 }
 
 function mainTable(bySystem, workloads) {
@@ -164,7 +233,7 @@ function coreTable(core) {
 export function renderReport(run) {
   const { meta, workloads, systems, bySystem, healthy, aims, core, upload } = run;
   const sys = systems.map((s) => `- \`${s.id}\`: ${s.label}${s.kind === "relay" ? `; vars ${Object.entries(s.vars).map(([k, v]) => `${k}=${v}`).join(" ")}` : ""}`).join("\n");
-  const wl = workloads.map((w) => `- ${w.id}: ${w.title} (${int(w.sources * w.targets * w.rowsPerPair)} rows)`).join("\n");
+  const wl = workloads.map((w) => `- ${w.id}: ${w.title} (${int(totalRows(w))} rows)`).join("\n");
   const missed = aims.filter((a) => !a.met);
   return `# durable-relay benchmark${meta.quick ? " (quick mode)" : ""}
 
@@ -185,8 +254,14 @@ ${wl}
 
 Time to drain runs from the driver's first request to the last row's first arrival at its target (stamped by the target), divided by the direct-write floor for the same workload. Per-row figures divide by the workload's rows.
 
-${mainTable(bySystem, workloads)}
+${mainTable(bySystem, workloads.filter((w) => !w.stream))}
+${workloads.some((w) => w.stream) ? `
+### W5: streaming single-row enqueues
 
+Every request enqueues one row. Accepted req/s: rows ÷ (last reply − first request), seen by the driver. Enqueue latency: request to reply, seen by the driver. End-to-end latency: from the \`at_ms\` the source stamped on the accepted row (the relay's commit time, the bench source's allocation time) to the row's first arrival, stamped by its target, so both ends are server clocks. Worker CPU: wrangler and workerd processes from the first request to the drain. Direct writes apply before they answer, so their end-to-end time is inside their enqueue time.
+
+${streamTable(bySystem, workloads)}
+` : ""}
 ### W4: healthy targets against W3
 
 ${Object.keys(healthy).length ? healthyTable(healthy) : "_W3 and W4 were not both run_"}

@@ -3,7 +3,7 @@
 // side by side, in local workerd (issue 5).
 //
 //   npm run bench -- [--quick] [--plan free|paid|all] [--out DIR] [--no-build]
-//                    [--systems a,b] [--workloads W1,W3]
+//                    [--systems a,b] [--workloads W1,W3,W5-lone] (W5: every streaming workload)
 //   npm run bench -- --render DIR   (redraw report.md and chart.svg from DIR/results.json)
 //
 // Builds the benchmark variant of the Worker (cargo feature "bench", into
@@ -22,7 +22,8 @@ import { join, relative, resolve } from "node:path";
 import { ROOT } from "../tests/e2e/harness.mjs";
 import { startBenchWorker } from "./workerd.mjs";
 import { runWorkload, Progress } from "./measure.mjs";
-import { FULL, QUICK, SYSTEMS, totalRows } from "./workloads.mjs";
+import { runStream } from "./stream.mjs";
+import { FULL, QUICK, STREAM_FULL, STREAM_QUICK, SYSTEMS, runsOn, totalRows } from "./workloads.mjs";
 import { renderChart } from "./chart.mjs";
 import { addRatios, evaluateAims, healthyComparison, renderReport } from "./report.mjs";
 
@@ -169,7 +170,8 @@ async function main() {
   const started = new Date();
   const stamp = started.toISOString().replace(/[:]/g, "-").replace(/\..*/, "");
   const outDir = resolve(ROOT, opts.out ?? join("results", `${stamp}${opts.quick ? "-quick" : ""}`));
-  const workloads = (opts.quick ? QUICK : FULL).filter((w) => !opts.workloads || opts.workloads.includes(w.id));
+  const selected = (w) => !opts.workloads || opts.workloads.some((id) => w.id === id || (id === "W5" && w.stream));
+  const workloads = (opts.quick ? [...QUICK, ...STREAM_QUICK] : [...FULL, ...STREAM_FULL]).filter(selected);
   const systems = SYSTEMS.filter((s) => (opts.plan === "all" || s.plans.includes(opts.plan)) && (!opts.systems || opts.systems.includes(s.id)));
   if (!systems.length || !workloads.length) throw new Error("nothing selected");
 
@@ -189,7 +191,7 @@ async function main() {
   // the runs that are compared with each other happen close together. A
   // full run whose timing other processes disturbed is measured again.
   for (const workload of workloads) {
-    for (const system of systems) {
+    for (const system of systems.filter((s) => runsOn(s, workload))) {
       let best = null;
       for (let attempt = 1; attempt <= (opts.quick ? 1 : 1 + MAX_RERUNS); attempt++) {
         const quiet = opts.quick ? null : await waitForQuiet();
@@ -204,7 +206,9 @@ async function main() {
           const w3 = bySystem[system.id].W3;
           const healAfterMs = w3 ? Math.round(HEAL_FRACTION * w3.drain_ms) : HEAL_DEFAULT_MS;
           const before = snapshot();
-          const m = await runWorkload({ worker, system, workload, healAfterMs, progress });
+          const m = workload.stream
+            ? await runStream({ worker, system, workload, progress })
+            : await runWorkload({ worker, system, workload, healAfterMs, progress });
           const cpu = usage(before, snapshot());
           m.cpu_busy_before = quiet;
           m.cpu_busy = cpu.busy;

@@ -26,6 +26,34 @@ export const QUICK = [
   { id: "W4", short: "W3, 1 of 16 targets failing at first", title: "quick W3 with 1 of the 16 targets failing for the first half (quick)", sources: 4, targets: 16, rowsPerPair: 5, failing: 1 },
 ];
 
+/**
+ * W5, the streaming workloads (issue 11): every request enqueues one row.
+ * `producers` send concurrently; `shape` "own" gives each producer its own
+ * source (as when every order Durable Object is its own outbox), "shared"
+ * sends every producer's rows into one source. Producer p's i-th row goes
+ * to target (p + i) mod `targets`. `ratePerS` null sends as fast as
+ * requests are accepted (each producer waits for its reply); a number
+ * paces the producers to that total rate. `slowTargetMs` delays every
+ * target call (test fault switch) to see whether enqueues wait behind
+ * delivery. `systems` restricts the run to those systems.
+ */
+export const STREAM_FULL = [
+  { id: "W5-own-8", stream: true, shape: "own", producers: 8, targets: 64, rows: 2_000, ratePerS: null, short: "8 producers, own sources, 64 targets", title: "W5: 8 producers, one source each, 64 targets, as fast as accepted" },
+  { id: "W5-own-32", stream: true, shape: "own", producers: 32, targets: 64, rows: 2_016, ratePerS: null, short: "32 producers, own sources, 64 targets", title: "W5: 32 producers, one source each, 64 targets, as fast as accepted" },
+  { id: "W5-shared-8-hot", stream: true, shape: "shared", producers: 8, targets: 4, rows: 2_000, ratePerS: null, coalesce: true, short: "8 producers, 1 source, 4 hot targets", title: "W5: 8 producers into one source, 4 hot targets, as fast as accepted" },
+  { id: "W5-shared-32-hot", stream: true, shape: "shared", producers: 32, targets: 4, rows: 2_016, ratePerS: null, coalesce: true, short: "32 producers, 1 source, 4 hot targets", title: "W5: 32 producers into one source, 4 hot targets, as fast as accepted" },
+  { id: "W5-shared-32-wide", stream: true, shape: "shared", producers: 32, targets: 64, rows: 2_016, ratePerS: null, short: "32 producers, 1 source, 64 targets", title: "W5: 32 producers into one source, 64 targets, as fast as accepted" },
+  { id: "W5-shared-32-100", stream: true, shape: "shared", producers: 32, targets: 64, rows: 2_016, ratePerS: 100, short: "32 producers, 1 source, 64 targets, 100 rows/s", title: "W5: 32 producers into one source, 64 targets, steady 100 rows/s" },
+  { id: "W5-lone", stream: true, shape: "own", producers: 1, targets: 1, rows: 40, ratePerS: 4, coalesce: true, short: "a lone row every 250 ms", title: "W5: one row every 250 ms into an idle source (latency of a lone row)" },
+  { id: "W5-slow", stream: true, shape: "shared", producers: 8, targets: 4, rows: 2_000, ratePerS: null, slowTargetMs: 100, systems: ["relay-free", "relay-paid"], short: "W5-shared-8-hot, targets answer after 100 ms", title: "W5: 8 producers into one source, 4 targets that answer after 100 ms (does enqueue wait for delivery?)" },
+];
+
+/** W5 small enough for the test command. */
+export const STREAM_QUICK = [
+  { id: "W5-shared-8-hot", stream: true, shape: "shared", producers: 8, targets: 4, rows: 200, ratePerS: null, coalesce: true, short: "8 producers, 1 source, 4 hot targets", title: "W5: 8 producers into one source, 4 hot targets (quick)" },
+  { id: "W5-lone", stream: true, shape: "own", producers: 1, targets: 1, rows: 4, ratePerS: 4, short: "a lone row every 250 ms", title: "W5: one row every 250 ms into an idle source (quick)" },
+];
+
 /** The relay budget that keeps every alarm within 50 subrequests on Free while delivering the most per alarm (see README "Benchmarks"). */
 export const FREE_50 = {
   RELAY_PLAN: "free",
@@ -45,16 +73,24 @@ export const SYSTEMS = [
   { id: "relay-free", code: "rf", kind: "relay", label: "relay, Free preset (8x2x2, cap 50)", vars: { RELAY_PLAN: "free" }, plans: ["free"] },
   { id: "relay-free-50", code: "r50", kind: "relay", label: "relay, Free at 50 (25x2x2, cap 50)", vars: FREE_50, plans: ["free"] },
   { id: "relay-paid", code: "rp", kind: "relay", label: "relay, Paid preset (32x8x2)", vars: { RELAY_PLAN: "paid" }, plans: ["paid"] },
+  { id: "relay-coalesce", code: "rc", kind: "relay", label: "relay, Free preset, RELAY_COALESCE_MS=50", vars: { RELAY_PLAN: "free", RELAY_COALESCE_MS: "50" }, plans: ["free"], optIn: "coalesce" },
 ];
+
+/** Whether `system` runs `workload`: a workload may name its systems, and an opt-in system runs only where a workload asks for it. */
+export function runsOn(system, workload) {
+  if (workload.systems) return workload.systems.includes(system.id);
+  return !system.optIn || Boolean(workload[system.optIn]);
+}
 
 /** Source and target names of `workload` for `system`, and which targets fail. */
 export function names(system, workload) {
   const p = `${system.code}-${workload.id.toLowerCase()}`;
-  const sources = Array.from({ length: workload.sources }, (_, i) => `${p}-s${i}`);
+  const count = workload.stream ? (workload.shape === "own" ? workload.producers : 1) : workload.sources;
+  const sources = Array.from({ length: count }, (_, i) => `${p}-s${i}`);
   const targets = Array.from({ length: workload.targets }, (_, i) => `${p}-t${i}`);
   // Spread the failing targets over the target list.
-  const stride = Math.floor(workload.targets / Math.max(1, workload.failing));
-  const failing = Array.from({ length: workload.failing }, (_, i) => targets[i * stride]);
+  const stride = Math.floor(workload.targets / Math.max(1, workload.failing ?? 0));
+  const failing = Array.from({ length: workload.failing ?? 0 }, (_, i) => targets[i * stride]);
   return { sources, targets, failing };
 }
 
@@ -74,4 +110,4 @@ export function requestsFor(source, targets, rowsPerPair) {
 }
 
 /** Total rows of a workload. */
-export const totalRows = (w) => w.sources * w.targets * w.rowsPerPair;
+export const totalRows = (w) => (w.stream ? w.rows : w.sources * w.targets * w.rowsPerPair);

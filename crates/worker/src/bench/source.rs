@@ -73,6 +73,35 @@ pub struct BenchSource {
     ready: OnceCell<()>,
 }
 
+/// A bench source's answer to an enqueue: what the relay's `Enqueued`
+/// says, so the driver reads every system's reply the same way.
+#[derive(serde::Serialize)]
+struct Accepted {
+    /// The sequences allocated, in request order (no holes at a bench source).
+    seqs: Vec<u64>,
+    /// When they were allocated, ms since the epoch: the start of the
+    /// end-to-end latency the benchmark measures.
+    at_ms: u64,
+    /// Target calls made (direct writes).
+    target_calls: u64,
+    /// Target calls that failed and were retried (direct writes).
+    failed_calls: u64,
+    /// Queue send batches (Queues).
+    queue_sends: u64,
+}
+
+impl Accepted {
+    fn new(rows: &[StoredRow], work: &Work) -> Accepted {
+        Accepted {
+            seqs: rows.iter().map(|r| r.seq).collect(),
+            at_ms: rows.first().map_or(0, |r| r.at_ms),
+            target_calls: work.target_calls,
+            failed_calls: work.failed_calls,
+            queue_sends: work.queue_sends,
+        }
+    }
+}
+
 /// What one request did, added to the counters.
 #[derive(Default)]
 struct Work {
@@ -127,24 +156,13 @@ impl BenchSource {
                 let rows = self.allocate(req).await?;
                 let work = self.direct(&rows).await;
                 self.count(&work)?;
-                json(&serde_json::json!({
-                    "os": rows.last().map(|r| r.seq),
-                    "rows": rows.len(),
-                    "target_calls": work.target_calls,
-                    "failed_calls": work.failed_calls,
-                }))
-                .map_err(internal)
+                json(&Accepted::new(&rows, &work)).map_err(internal)
             }
             ("POST", "/queue") => {
                 let rows = self.allocate(req).await?;
                 let work = self.enqueue_messages(&rows).await?;
                 self.count(&work)?;
-                json(&serde_json::json!({
-                    "os": rows.last().map(|r| r.seq),
-                    "rows": rows.len(),
-                    "queue_sends": work.queue_sends,
-                }))
-                .map_err(internal)
+                json(&Accepted::new(&rows, &work)).map_err(internal)
             }
             ("GET", "/status") => self.status(),
             (m, p) => Err(HttpError::new(404, "no_route", format!("no route for {m} {p} on a bench source"))),

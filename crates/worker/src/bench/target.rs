@@ -178,6 +178,7 @@ impl Arrivals {
                 continue;
             }
             stats.first_arrivals.push(a.at_ms);
+            stats.first_rows.push((a.source.clone(), a.seq, a.at_ms));
             let m = max.entry(a.source.as_str()).or_insert(a.seq);
             if a.seq < *m {
                 stats.out_of_order += 1;
@@ -222,6 +223,10 @@ pub struct TargetStats {
     pub last_ms: Option<u64>,
     /// Every first-arrival time, ascending (for the rows-remaining curve).
     pub first_arrivals: Vec<u64>,
+    /// Every first arrival as `[source, seq, at_ms]`, in arrival order: the
+    /// driver pairs them with the enqueue replies' `at_ms` for end-to-end
+    /// latency stamped on the server at both ends.
+    pub first_rows: Vec<(String, u64, u64)>,
     /// `POST /bench/apply` calls served (Queues and direct writes).
     pub bench_calls: u64,
     /// SQLite rows those calls' effects wrote.
