@@ -6,7 +6,7 @@
 //! the isolate); each refusal is a typed error with a known code; each
 //! accepted value round-trips to the target exactly.
 //!
-//! About 107,000 generated inputs per run, from one base seed printed at
+//! 110,000 generated inputs per run (the case counts below), from one base seed printed at
 //! the start. `RELAY_FUZZ_SEED=<seed>` replays a run; `RELAY_FUZZ_SCALE=<n>`
 //! multiplies every case count. Inputs a run found are kept as named
 //! regression tests at the bottom of this file.
