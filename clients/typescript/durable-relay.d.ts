@@ -226,7 +226,9 @@ export type ErrorCode =
   | "bad_configuration"
   | "internal"
   | "faults_disabled"
-  | "invalid_delay";
+  | "invalid_delay"
+  | "source_not_empty"
+  | "no_directory";
 
 /**
  * What `RelayRpc` throws. Over Workers RPC the error arrives as an `Error`

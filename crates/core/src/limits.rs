@@ -171,6 +171,10 @@ pub const MAX_CONTROL_BODY_DEPTH: u32 = 4;
 pub const MAX_PARKED_ROWS_PER_PAGE: u32 = 500;
 /// Most keys one listing returns.
 pub const MAX_KEYS_PER_PAGE: u32 = 1_000;
+/// Most sources one directory page returns (`GET /v1/sources`). A console
+/// reads each listed source's status with one request, so a page stays
+/// small enough to refresh every few seconds.
+pub const MAX_SOURCES_PER_PAGE: u32 = 100;
 /// Default and recommended concurrent target calls in one fire: Workers
 /// allow six simultaneous outgoing connections per invocation.
 pub const DEFAULT_MAX_IN_FLIGHT: u32 = 6;

@@ -173,9 +173,11 @@ impl SourceClient {
 
     async fn call<T: DeserializeOwned>(&self, op: SourceOp, body: Option<String>) -> Result<T, RelayError> {
         let method = match op {
-            SourceOp::Enqueue | SourceOp::Faults | SourceOp::Redrive(_) | SourceOp::Discard(_) => {
-                Method::Post
-            }
+            SourceOp::Enqueue
+            | SourceOp::Faults
+            | SourceOp::Redrive(_)
+            | SourceOp::Discard(_)
+            | SourceOp::Retire => Method::Post,
             _ => Method::Get,
         };
         let mut init = RequestInit::new();

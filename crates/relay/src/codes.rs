@@ -92,6 +92,8 @@ codes! {
     Internal => "internal": "A storage or runtime failure (500).",
     FaultsDisabled => "faults_disabled": "A test-only route in a build or environment without them.",
     InvalidDelay => "invalid_delay": "A test fault delay out of range.",
+    SourceNotEmpty => "source_not_empty": "A source still holds queued or parked rows, so it cannot be retired (409).",
+    NoDirectory => "no_directory": "The Worker has no source directory bound (RELAY_DIRECTORY) (501).",
 }
 
 impl fmt::Display for ErrorCode {

@@ -13,7 +13,9 @@
 
 use worker::Url;
 
-use crate::core::{Name, MAX_KEYS_PER_PAGE, MAX_KEY_BYTES, MAX_PARKED_ROWS_PER_PAGE, SEQ_MAX};
+use crate::core::{
+    Name, MAX_KEYS_PER_PAGE, MAX_KEY_BYTES, MAX_PARKED_ROWS_PER_PAGE, MAX_SOURCES_PER_PAGE, SEQ_MAX,
+};
 use crate::http::HttpError;
 
 /// What a request asks of a source.
@@ -46,6 +48,39 @@ pub enum SourceOp {
     Discard(Name),
     /// `GET /audit` (test builds only): the outbox's invariants on its tables.
     Audit,
+    /// `GET /alarms`: the recent alarms' figures (reference Worker).
+    Alarms,
+    /// `POST /retire`: leave the source directory; refused unless nothing
+    /// is queued or parked (reference Worker).
+    Retire,
+}
+
+/// What a request asks of the source directory (reference Worker).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DirectoryOp {
+    /// `POST /sources/{source}`: list a source (idempotent).
+    Register(Name),
+    /// `GET /sources?after=&limit=`: a page of sources in name order.
+    List {
+        /// Sources after this name (none: from the first).
+        after: Option<Name>,
+        /// At most this many, 1..=[`MAX_SOURCES_PER_PAGE`].
+        limit: u32,
+    },
+    /// `DELETE /sources/{source}`: unlist a source (idempotent).
+    Retire(Name),
+}
+
+/// A static file of the operator console (served without the token: it
+/// holds no data, and every API call it makes sends the token).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConsoleAsset {
+    /// `GET /`: the page.
+    Page,
+    /// `GET /console.js`.
+    Script,
+    /// `GET /console.css`.
+    Style,
 }
 
 /// What a request asks of a target.
@@ -81,6 +116,13 @@ pub enum TargetOp {
 pub enum FrontRoute {
     /// `GET /v1/health`.
     Health,
+    /// `GET /v1/sources?after=&limit=`: the source directory.
+    Sources {
+        /// Sources after this name.
+        after: Option<Name>,
+        /// At most this many, 1..=[`MAX_SOURCES_PER_PAGE`].
+        limit: u32,
+    },
     /// `/v1/sources/{source}/...`.
     Source(Name, SourceOp),
     /// `/v1/targets/{target}/...` (never `/apply`).
@@ -173,6 +215,8 @@ impl SourceOp {
             ("POST", ["parked", t, "redrive"]) => SourceOp::Redrive(name(t, "invalid_target")?),
             ("POST", ["parked", t, "discard"]) => SourceOp::Discard(name(t, "invalid_target")?),
             ("GET", ["audit"]) => SourceOp::Audit,
+            ("GET", ["alarms"]) => SourceOp::Alarms,
+            ("POST", ["retire"]) => SourceOp::Retire,
             _ => return Err(no_route(method, url)),
         };
         no_query(url)?;
@@ -199,6 +243,59 @@ impl SourceOp {
             SourceOp::Redrive(t) => format!("/parked/{t}/redrive"),
             SourceOp::Discard(t) => format!("/parked/{t}/discard"),
             SourceOp::Audit => "/audit".into(),
+            SourceOp::Alarms => "/alarms".into(),
+            SourceOp::Retire => "/retire".into(),
+        }
+    }
+}
+
+/// A directory page's bounds from the query.
+fn page(url: &Url) -> Result<(Option<Name>, u32), HttpError> {
+    let [after, limit_text] = params(url, ["after", "limit"])?;
+    let after = after.filter(|a| !a.is_empty()).map(|a| name(&a, "invalid_query")).transpose()?;
+    Ok((after, limit(limit_text, MAX_SOURCES_PER_PAGE)?))
+}
+
+impl DirectoryOp {
+    /// Parses a request to the directory Durable Object.
+    pub fn from_url(method: &str, url: &Url) -> Result<DirectoryOp, HttpError> {
+        let op = match (method, segments(url).as_slice()) {
+            ("GET", ["sources"]) => {
+                let (after, limit) = page(url)?;
+                return Ok(DirectoryOp::List { after, limit });
+            }
+            ("POST", ["sources", s]) => DirectoryOp::Register(name(s, "invalid_name")?),
+            ("DELETE", ["sources", s]) => DirectoryOp::Retire(name(s, "invalid_name")?),
+            _ => return Err(no_route(method, url)),
+        };
+        no_query(url)?;
+        Ok(op)
+    }
+
+    /// The method and path (with query) of the operation in the directory's protocol.
+    pub fn request(&self) -> (&'static str, String) {
+        match self {
+            DirectoryOp::Register(s) => ("POST", format!("/sources/{s}")),
+            DirectoryOp::Retire(s) => ("DELETE", format!("/sources/{s}")),
+            DirectoryOp::List { after, limit } => {
+                let after = after.as_ref().map_or("", |a| a.as_str());
+                ("GET", format!("/sources?after={after}&limit={limit}"))
+            }
+        }
+    }
+}
+
+impl ConsoleAsset {
+    /// The console file a request line asks for, if it is one.
+    pub fn from_url(method: &str, url: &Url) -> Option<ConsoleAsset> {
+        if method != "GET" || url.query().is_some() {
+            return None;
+        }
+        match url.path() {
+            "/" => Some(ConsoleAsset::Page),
+            "/console.js" => Some(ConsoleAsset::Script),
+            "/console.css" => Some(ConsoleAsset::Style),
+            _ => None,
         }
     }
 }
@@ -271,6 +368,10 @@ impl FrontRoute {
                 no_query(url)?;
                 Ok(FrontRoute::Health)
             }
+            ["v1", "sources"] if method == "GET" => {
+                let (after, limit) = page(url)?;
+                Ok(FrontRoute::Sources { after, limit })
+            }
             ["v1", "sources", s, rest @ ..] if !rest.is_empty() => {
                 let source = name(s, "invalid_name")?;
                 Ok(FrontRoute::Source(source, SourceOp::parse(method, rest, url)?))
@@ -318,6 +419,54 @@ mod tests {
                 TargetOp::Keys { prefix: "a b".into(), after: String::new(), limit: MAX_KEYS_PER_PAGE }
             )
         );
+    }
+
+    #[test]
+    fn the_directory_pages_at_its_limit_and_its_operations_round_trip() {
+        let s = |n: &str| Name::new(n).unwrap();
+        assert_eq!(
+            front("GET", "/v1/sources").unwrap(),
+            FrontRoute::Sources { after: None, limit: MAX_SOURCES_PER_PAGE }
+        );
+        assert_eq!(
+            front("GET", "/v1/sources?after=b&limit=100").unwrap(),
+            FrontRoute::Sources { after: Some(s("b")), limit: 100 }
+        );
+        assert_eq!(code("GET", "/v1/sources?limit=101"), "invalid_limit");
+        assert_eq!(code("GET", "/v1/sources?limit=0"), "invalid_limit");
+        assert_eq!(code("GET", "/v1/sources?after=a%2Fb"), "invalid_query");
+        assert_eq!(code("POST", "/v1/sources"), "no_route");
+        assert_eq!(
+            front("POST", "/v1/sources/a/retire").unwrap(),
+            FrontRoute::Source(s("a"), SourceOp::Retire)
+        );
+        assert_eq!(
+            front("GET", "/v1/sources/a/alarms").unwrap(),
+            FrontRoute::Source(s("a"), SourceOp::Alarms)
+        );
+        for op in [
+            DirectoryOp::Register(s("a")),
+            DirectoryOp::Retire(s("a")),
+            DirectoryOp::List { after: None, limit: 1 },
+            DirectoryOp::List { after: Some(s("x:y")), limit: 100 },
+        ] {
+            let (method, path) = op.request();
+            let url = Url::parse(&format!("https://d{path}")).unwrap();
+            assert_eq!(DirectoryOp::from_url(method, &url).unwrap(), op);
+        }
+    }
+
+    #[test]
+    fn only_the_exact_console_files_are_open() {
+        let asset =
+            |m: &str, p: &str| ConsoleAsset::from_url(m, &Url::parse(&format!("https://r{p}")).unwrap());
+        assert_eq!(asset("GET", "/"), Some(ConsoleAsset::Page));
+        assert_eq!(asset("GET", "/console.js"), Some(ConsoleAsset::Script));
+        assert_eq!(asset("GET", "/console.css"), Some(ConsoleAsset::Style));
+        assert_eq!(asset("POST", "/"), None);
+        assert_eq!(asset("GET", "/?token=x"), None);
+        assert_eq!(asset("GET", "/console.js/x"), None);
+        assert_eq!(asset("GET", "/v1/health"), None);
     }
 
     #[test]

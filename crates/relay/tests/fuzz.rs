@@ -18,7 +18,7 @@ use durable_relay::core::{
     decode_enqueue, decode_request, encode_request, encode_rows, plan_encoded, Capacity, Effects, Name,
     QueuedRow, ScanState, StoredRow, TargetCall, ValueError, MAX_VALUE_DEPTH,
 };
-use durable_relay::routes::{FrontRoute, SourceOp, TargetOp};
+use durable_relay::routes::{ConsoleAsset, DirectoryOp, FrontRoute, SourceOp, TargetOp};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngSeed, TestCaseError, TestRunner};
 
@@ -650,6 +650,9 @@ fn segment() -> impl Strategy<Value = String> {
         "faults",
         "log",
         "health",
+        "alarms",
+        "retire",
+        "console.js",
         "0",
         "9007199254740991",
         "9007199254740992",
@@ -671,7 +674,8 @@ fn segment() -> impl Strategy<Value = String> {
 }
 
 fn query_text() -> impl Strategy<Value = String> {
-    let key = prop::sample::select(vec!["after", "limit", "prefix", "source", "seq", "x", "", "after"]);
+    let key =
+        prop::sample::select(vec!["after", "limit", "prefix", "source", "seq", "x", "", "after", "limit"]);
     let value = prop_oneof![
         Just("0".to_owned()),
         Just("1".to_owned()),
@@ -718,8 +722,26 @@ fn generated_request_lines_route_or_get_a_4xx_and_routes_survive_forwarding() {
                     "forwarded path re-parses"
                 );
             }
+            Ok(FrontRoute::Sources { after, limit }) => {
+                let op = DirectoryOp::List { after, limit };
+                let (m, path) = op.request();
+                let inner = worker::Url::parse(&format!("https://relay{path}")).unwrap();
+                prop_assert_eq!(DirectoryOp::from_url(m, &inner).ok(), Some(op), "directory page re-parses");
+            }
             Ok(FrontRoute::Health) => {}
             Err(e) => prop_assert!(check(&e), "{} {}: {:?}", method, text, e),
+        }
+        match DirectoryOp::from_url(method, &url) {
+            Ok(op) => {
+                let (m, path) = op.request();
+                let inner = worker::Url::parse(&format!("https://relay{path}")).unwrap();
+                prop_assert_eq!(DirectoryOp::from_url(m, &inner).ok(), Some(op), "directory op re-parses");
+            }
+            Err(e) => prop_assert!(check(&e)),
+        }
+        if let Some(asset) = ConsoleAsset::from_url(method, &url) {
+            prop_assert_eq!(method, "GET");
+            prop_assert!(matches!(asset, ConsoleAsset::Page | ConsoleAsset::Script | ConsoleAsset::Style));
         }
         if let Err(e) = SourceOp::from_url(method, &url) {
             prop_assert!(check(&e));

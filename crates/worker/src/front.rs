@@ -12,7 +12,7 @@ use worker::{Env, Method, Request, RequestInit, Response};
 
 use durable_relay::core::Name;
 use durable_relay::http::{check_bearer, json, read_body, HttpError};
-use durable_relay::routes::{FrontRoute, SourceOp, TargetOp};
+use durable_relay::routes::{ConsoleAsset, DirectoryOp, FrontRoute, SourceOp, TargetOp};
 
 use crate::{SOURCE_BINDING, TARGET_BINDING, TOKEN_SECRET};
 
@@ -27,13 +27,22 @@ pub fn authorize(req: &Request, env: &Env) -> Result<(), HttpError> {
     check_bearer(req.headers().get("authorization").ok().flatten().as_deref(), &token)
 }
 
-/// Routes one request.
+/// Routes one request. The console's static files need no token; every
+/// other route does.
 pub async fn handle(mut req: Request, env: &Env) -> Result<Response, HttpError> {
-    authorize(&req, env)?;
     let url = req.url().map_err(|e| HttpError::bad_request("bad_url", e.to_string()))?;
     let method = req.method();
+    if let Some(asset) = ConsoleAsset::from_url(method.as_ref(), &url) {
+        return crate::console::serve(asset);
+    }
+    authorize(&req, env)?;
     match FrontRoute::parse(method.as_ref(), &url)? {
         FrontRoute::Health => health(env),
+        FrontRoute::Sources { after, limit } => {
+            crate::directory::call(env, &DirectoryOp::List { after, limit }).await?.ok_or_else(|| {
+                HttpError::new(501, "no_directory", "no source directory is bound (RELAY_DIRECTORY)")
+            })
+        }
         FrontRoute::Source(source, op) => {
             let body = match op {
                 SourceOp::Enqueue | SourceOp::Faults => Some(read_body(&mut req).await?),

@@ -12,6 +12,8 @@
 
 #[cfg(feature = "bench")]
 pub mod bench;
+pub mod console;
+pub mod directory;
 pub mod front;
 mod metrics;
 pub mod source_do;

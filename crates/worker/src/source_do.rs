@@ -4,20 +4,62 @@
 //! and logs what the alarm did. An embedder's own source object is the same
 //! few lines around the same type.
 //!
+//! Beyond the library's protocol it serves, for the operator's console:
+//! `GET /alarms` (the figures of the last [`ALARM_HISTORY_LEN`] alarms,
+//! kept in memory: a restarted object starts a new history, and keeping it
+//! costs no write) and `POST /retire` (leave the source directory; 409
+//! `source_not_empty` while rows are queued or parked). After its first
+//! accepted enqueue it lists itself in the directory ([`crate::directory`])
+//! and keeps a one-row mark so it never asks again.
+//!
 //! Test builds (feature `testing`, and only with `RELAY_TEST_FAULTS=on`)
 //! also serve `POST /faults` (`{"crash_checkpoints":n,"drop_alarm":bool}`)
 //! and `GET /audit` (the outbox's invariants on its tables).
 
-use std::cell::OnceCell;
+use std::cell::{Cell, OnceCell, RefCell};
+use std::collections::VecDeque;
+
+use serde::Serialize;
 
 use durable_relay::core::{Name, RELAY_LAG_BOUND_MS};
 use durable_relay::durable::{now_ms, DoAlarm, DoSql, DoTargets};
-use durable_relay::http::{respond, HttpError};
-use durable_relay::routes::SourceOp;
+use durable_relay::http::{json, respond, HttpError};
+use durable_relay::routes::{DirectoryOp, SourceOp};
+use durable_relay::store::{int, schema, Sql};
 use durable_relay::{AlarmSummary, NoObserver, Relay, RelayConfig};
 use worker::{durable_object, wasm_bindgen, DurableObject, Env, Request, Response, State};
 
-use crate::{config, TARGET_BINDING};
+use crate::{config, directory, TARGET_BINDING};
+
+/// Alarms whose figures `GET /alarms` keeps: two minutes of a source that
+/// re-fires every second, in about 10 KB of memory.
+pub const ALARM_HISTORY_LEN: usize = 120;
+
+/// The reference source's own table: the directory mark.
+const COMPONENT: &str = "reference_source";
+const MIGRATIONS: &[&[&str]] = &[&["CREATE TABLE reference_listed (id INTEGER PRIMARY KEY CHECK (id = 1), \
+     listed_ms INTEGER NOT NULL)"]];
+
+/// One alarm's figures in the history.
+#[derive(Clone, Debug, Serialize)]
+pub struct AlarmPoint {
+    /// When the alarm started, ms since the epoch.
+    pub at_ms: u64,
+    /// How long it ran, ms.
+    pub duration_ms: u64,
+    /// Rows delivered (left the outbox).
+    pub rows_delivered: u32,
+    /// Target calls made.
+    pub subrequests: u32,
+    /// Rows queued when it ended.
+    pub queued_rows: u64,
+    /// Rows parked when it ended.
+    pub parked_rows: u64,
+    /// Age of the oldest owed row when it ended, ms.
+    pub oldest_row_age_ms: Option<u64>,
+    /// Whether it saw a row older than the lag bound.
+    pub lag_exceeded: bool,
+}
 
 /// The source's store: in test builds, behind the fault-injecting wrapper.
 #[cfg(feature = "testing")]
@@ -32,11 +74,21 @@ pub struct RelaySource {
     state: State,
     env: Env,
     relay: OnceCell<Relay<SourceSql, DoAlarm>>,
+    /// The last [`ALARM_HISTORY_LEN`] alarms, oldest first.
+    history: RefCell<VecDeque<AlarmPoint>>,
+    /// Whether this source is in the directory (or none is bound), once read.
+    listed: Cell<Option<bool>>,
 }
 
 impl DurableObject for RelaySource {
     fn new(state: State, env: Env) -> Self {
-        RelaySource { state, env, relay: OnceCell::new() }
+        RelaySource {
+            state,
+            env,
+            relay: OnceCell::new(),
+            history: RefCell::new(VecDeque::with_capacity(ALARM_HISTORY_LEN)),
+            listed: Cell::new(None),
+        }
     }
 
     async fn fetch(&self, mut req: Request) -> worker::Result<Response> {
@@ -84,7 +136,112 @@ impl RelaySource {
         if matches!(op, SourceOp::Faults | SourceOp::Audit) {
             return self.testing(relay, req, op).await;
         }
-        durable_relay::durable::source::serve(relay, req, op).await
+        let internal = |e: worker::Error| HttpError::internal(e.to_string());
+        match op {
+            SourceOp::Alarms => {
+                let history: Vec<AlarmPoint> = self.history.borrow().iter().cloned().collect();
+                json(&serde_json::json!({"alarms": history, "kept": ALARM_HISTORY_LEN})).map_err(internal)
+            }
+            SourceOp::Retire => self.retire(relay).await,
+            SourceOp::Enqueue => {
+                let resp = durable_relay::durable::source::serve(relay, req, op).await?;
+                if resp.status_code() == 200 {
+                    // The rows are committed: a directory failure must not
+                    // turn into an error the caller would retry.
+                    if let Err(e) = self.list(relay.name()).await {
+                        worker::console_warn!(
+                            "{}",
+                            serde_json::json!({"event": "relay_directory_error", "source": relay.name(), "error": e.message})
+                        );
+                    }
+                }
+                Ok(resp)
+            }
+            op => durable_relay::durable::source::serve(relay, req, op).await,
+        }
+    }
+
+    /// Whether the mark says this source is listed (read once).
+    fn listed(&self) -> Result<bool, HttpError> {
+        if let Some(listed) = self.listed.get() {
+            return Ok(listed);
+        }
+        let db = DoSql::new(&self.state);
+        let store = |e: durable_relay::StoreError| HttpError::internal(e.to_string());
+        schema::migrate(&db, COMPONENT, MIGRATIONS).map_err(store)?;
+        let row = db.first("SELECT listed_ms FROM reference_listed WHERE id = 1", vec![]).map_err(store)?;
+        self.listed.set(Some(row.is_some()));
+        Ok(row.is_some())
+    }
+
+    /// Lists this source in the directory once: one directory call and one
+    /// mark row, the first time only.
+    async fn list(&self, name: &Name) -> Result<(), HttpError> {
+        if self.listed()? {
+            return Ok(());
+        }
+        let Some(resp) = directory::call(&self.env, &DirectoryOp::Register(name.clone())).await? else {
+            // No directory bound: nothing to do, and nothing to ask again.
+            self.listed.set(Some(true));
+            return Ok(());
+        };
+        if resp.status_code() != 200 {
+            return Err(HttpError::internal(format!("the directory answered {}", resp.status_code())));
+        }
+        DoSql::new(&self.state)
+            .run(
+                "INSERT INTO reference_listed (id, listed_ms) VALUES (1, ?) ON CONFLICT(id) DO NOTHING",
+                vec![int(now_ms())],
+            )
+            .map_err(|e| HttpError::internal(e.to_string()))?;
+        self.listed.set(Some(true));
+        Ok(())
+    }
+
+    /// Leaves the directory, if nothing is owed.
+    async fn retire(&self, relay: &Relay<SourceSql, DoAlarm>) -> Result<Response, HttpError> {
+        let status = relay.status(now_ms()).await?;
+        if status.queued_rows > 0 || status.parked_rows > 0 {
+            return Err(HttpError::new(
+                409,
+                "source_not_empty",
+                format!(
+                    "{} rows queued and {} parked: deliver, redrive or discard them first",
+                    status.queued_rows, status.parked_rows
+                ),
+            ));
+        }
+        let was_listed = self.listed()?;
+        let resp = directory::call(&self.env, &DirectoryOp::Retire(relay.name().clone())).await?.ok_or_else(
+            || HttpError::new(501, "no_directory", "no source directory is bound (RELAY_DIRECTORY)"),
+        )?;
+        if resp.status_code() != 200 {
+            return Err(HttpError::internal(format!("the directory answered {}", resp.status_code())));
+        }
+        DoSql::new(&self.state)
+            .run("DELETE FROM reference_listed WHERE id = 1", vec![])
+            .map_err(|e| HttpError::internal(e.to_string()))?;
+        self.listed.set(Some(false));
+        json(&serde_json::json!({"source": relay.name(), "retired": true, "was_listed": was_listed}))
+            .map_err(|e| HttpError::internal(e.to_string()))
+    }
+
+    /// Adds an alarm to the history, dropping the oldest past the bound.
+    fn remember(&self, summary: &AlarmSummary) {
+        let mut history = self.history.borrow_mut();
+        if history.len() == ALARM_HISTORY_LEN {
+            history.pop_front();
+        }
+        history.push_back(AlarmPoint {
+            at_ms: summary.started_at_ms,
+            duration_ms: summary.duration_ms,
+            rows_delivered: summary.rows_delivered,
+            subrequests: summary.subrequests,
+            queued_rows: summary.queued_rows,
+            parked_rows: summary.parked_rows,
+            oldest_row_age_ms: summary.oldest_row_age_ms,
+            lag_exceeded: summary.lag_exceeded,
+        });
     }
 
     #[cfg(feature = "testing")]
@@ -125,6 +282,7 @@ impl RelaySource {
             format!("{} ({retry})", f.error)
         })?;
         summary.metrics_written = crate::metrics::write(&self.env, relay, &summary);
+        self.remember(&summary);
         log(&summary);
         Ok(())
     }

@@ -91,6 +91,11 @@ pub async fn serve<S: Sql>(
         SourceOp::Faults | SourceOp::Audit => {
             Err(HttpError::new(404, "no_route", "the fault switch and the audit exist only in test builds"))
         }
+        SourceOp::Alarms | SourceOp::Retire => Err(HttpError::new(
+            404,
+            "no_route",
+            "the alarm history and the source directory are served by the reference Worker's source",
+        )),
     }
 }
 

@@ -1,0 +1,144 @@
+//! `RelayDirectory`: which sources exist, for the operator's console and
+//! `GET /v1/sources`. One object (named [`DIRECTORY_OBJECT`]) holds one row
+//! per source. A source lists itself once, after its first accepted enqueue
+//! ([`crate::source_do`] keeps a one-row mark so it never asks again), so
+//! the enqueue hot path pays nothing after a source's first row. Retiring
+//! is explicit (`POST /v1/sources/{s}/retire`) and only for an empty source.
+//!
+//! | method and path | reply |
+//! | --- | --- |
+//! | `POST /sources/{source}` | `{"source","new":bool}` (one row written when new) |
+//! | `GET /sources?after=&limit=` | [`SourcePage`] |
+//! | `DELETE /sources/{source}` | `{"source","removed":bool}` |
+//!
+//! Schema (component `relay_directory`, version 1):
+//!
+//! ```sql
+//! relay_directory (name TEXT PRIMARY KEY, listed_ms INTEGER) WITHOUT ROWID
+//! ```
+
+use std::cell::OnceCell;
+
+use serde::{Deserialize, Serialize};
+use worker::{
+    durable_object, wasm_bindgen, DurableObject, Env, Method, Request, RequestInit, Response, State,
+};
+
+use durable_relay::core::Name;
+use durable_relay::durable::{now_ms, DoSql};
+use durable_relay::http::{json, respond, HttpError};
+use durable_relay::routes::DirectoryOp;
+use durable_relay::store::{int, schema, Sql, StoreError};
+
+/// Binding name of the directory's namespace. Optional: without it the
+/// relay works as before and `GET /v1/sources` answers 501 `no_directory`.
+pub const DIRECTORY_BINDING: &str = "RELAY_DIRECTORY";
+/// The one directory object's name.
+pub const DIRECTORY_OBJECT: &str = "sources";
+
+const COMPONENT: &str = "relay_directory";
+const MIGRATIONS: &[&[&str]] = &[&["CREATE TABLE relay_directory (name TEXT PRIMARY KEY, \
+     listed_ms INTEGER NOT NULL) WITHOUT ROWID"]];
+
+/// One listed source.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Listed {
+    /// The source's name.
+    pub name: String,
+    /// When it listed itself, ms since the epoch.
+    pub listed_ms: u64,
+}
+
+/// A page of the directory, in name order.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SourcePage {
+    /// The sources on this page.
+    pub sources: Vec<Listed>,
+    /// Pass as `after` for the next page; none on the last.
+    pub next: Option<String>,
+}
+
+/// The directory Durable Object.
+#[durable_object]
+pub struct RelayDirectory {
+    db: DoSql,
+    ready: OnceCell<()>,
+}
+
+impl DurableObject for RelayDirectory {
+    fn new(state: State, _env: Env) -> Self {
+        RelayDirectory { db: DoSql::new(&state), ready: OnceCell::new() }
+    }
+
+    async fn fetch(&self, req: Request) -> worker::Result<Response> {
+        respond(self.route(&req))
+    }
+}
+
+fn store(e: StoreError) -> HttpError {
+    HttpError::internal(e.to_string())
+}
+
+impl RelayDirectory {
+    fn route(&self, req: &Request) -> Result<Response, HttpError> {
+        if self.ready.get().is_none() {
+            schema::migrate(&self.db, COMPONENT, MIGRATIONS).map_err(store)?;
+            let _ = self.ready.set(());
+        }
+        let url = req.url().map_err(|e| HttpError::bad_request("bad_url", e.to_string()))?;
+        let internal = |e: worker::Error| HttpError::internal(e.to_string());
+        match DirectoryOp::from_url(req.method().as_ref(), &url)? {
+            DirectoryOp::Register(name) => {
+                let new = self
+                    .db
+                    .run(
+                        "INSERT INTO relay_directory (name, listed_ms) VALUES (?, ?) ON CONFLICT(name) DO NOTHING",
+                        vec![name.as_str().into(), int(now_ms())],
+                    )
+                    .map_err(store)?;
+                json(&serde_json::json!({"source": name.as_str(), "new": new > 0})).map_err(internal)
+            }
+            DirectoryOp::Retire(name) => {
+                let removed = self
+                    .db
+                    .run("DELETE FROM relay_directory WHERE name = ?", vec![name.as_str().into()])
+                    .map_err(store)?;
+                json(&serde_json::json!({"source": name.as_str(), "removed": removed > 0})).map_err(internal)
+            }
+            DirectoryOp::List { after, limit } => json(&self.page(after.as_ref(), limit)?).map_err(internal),
+        }
+    }
+
+    /// Up to `limit` sources after `after`, and whether more follow.
+    fn page(&self, after: Option<&Name>, limit: u32) -> Result<SourcePage, HttpError> {
+        let after = after.map_or("", |a| a.as_str());
+        let mut sources: Vec<Listed> = self
+            .db
+            .rows_as(
+                "SELECT name, listed_ms FROM relay_directory WHERE name > ? ORDER BY name LIMIT ?",
+                vec![after.into(), int(u64::from(limit) + 1)],
+            )
+            .map_err(store)?;
+        let more = sources.len() > limit as usize;
+        sources.truncate(limit as usize);
+        let next = if more { sources.last().map(|s| s.name.clone()) } else { None };
+        Ok(SourcePage { sources, next })
+    }
+}
+
+/// Sends `op` to the directory, if one is bound: `Ok(None)` when none is.
+pub async fn call(env: &Env, op: &DirectoryOp) -> Result<Option<Response>, HttpError> {
+    let internal = |e: worker::Error| HttpError::internal(e.to_string());
+    let Ok(namespace) = env.durable_object(DIRECTORY_BINDING) else { return Ok(None) };
+    let stub = namespace.id_from_name(DIRECTORY_OBJECT).map_err(internal)?.get_stub().map_err(internal)?;
+    let (method, path) = op.request();
+    let method = match method {
+        "POST" => Method::Post,
+        "DELETE" => Method::Delete,
+        _ => Method::Get,
+    };
+    let mut init = RequestInit::new();
+    init.with_method(method);
+    let req = Request::new_with_init(&format!("https://directory{path}"), &init).map_err(internal)?;
+    stub.fetch_with_request(req).await.map(Some).map_err(internal)
+}
