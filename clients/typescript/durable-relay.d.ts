@@ -39,6 +39,12 @@ export interface Row {
 export interface EnqueueOptions {
   /** 1 to 128 bytes: the same key and rows again answer the original sequences. */
   idempotencyKey?: string;
+  /**
+   * W3C trace context, version 00 (`00-<32 hex>-<16 hex>-<2 hex>`): stored and
+   * sent with every row, named in the source's alarm log line and the
+   * target's apply log line. A retry with a new one is still a duplicate.
+   */
+  traceparent?: string;
 }
 
 /** What an enqueue did. */
@@ -228,6 +234,7 @@ export type ErrorCode =
   | "faults_disabled"
   | "invalid_delay"
   | "source_not_empty"
+  | "invalid_traceparent"
   | "no_directory";
 
 /**

@@ -89,6 +89,11 @@ test("the Rust client in this Worker enqueues at the reference relay through a s
   const bad = await app.api("POST", "/forward/fwd-src", { rows: [{ target: "fwd-t" }] });
   assert.equal(bad.status, 400);
   assert.equal(bad.body.error.code, "row_without_effects", "the relay's code comes back through the client");
+  // The client's enqueue_traced carries the caller's trace context to the relay's target.
+  const trace = "00-1af7651916cd43dd8448eb211c80319c-c7ad6b7169203331-01";
+  const traced = await app.api("POST", "/forward/fwd-src", { rows: [{ target: "fwd-t", puts: [["k", 2]] }] }, { headers: { traceparent: trace } });
+  assert.equal(traced.status, 200, traced.text);
+  await until(async () => app.output.includes('"event":"relay_apply"') && app.output.includes(trace), "the relay's apply log line");
 });
 
 test("killed mid-delivery and restarted on its persisted state, the example loses nothing", async () => {

@@ -94,10 +94,10 @@ export class Relay {
     for (const f of this.tempFiles) rmSync(f, { force: true });
   }
 
-  /** An HTTP call with the token; returns { status, body } (body parsed when JSON). */
-  async api(method, path, body, { token = TOKEN, raw = false } = {}) {
+  /** An HTTP call with the token (and any extra `headers`); returns { status, body } (body parsed when JSON). */
+  async api(method, path, body, { token = TOKEN, raw = false, headers: extra = {} } = {}) {
     this.remember(path, body);
-    const headers = {};
+    const headers = { ...extra };
     if (token !== null) headers.authorization = `Bearer ${token}`;
     // A hung isolate (a wasm panic aborts it) must fail the test, not stall it.
     const init = { method, headers, signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS) };

@@ -56,6 +56,17 @@ test("RelayRpc enqueues with typed replies, idempotency and status", async () =>
   assert.ok(Math.abs(w - Date.now()) < 60_000, "an empty outbox reports now");
 });
 
+test("RelayRpc carries a traceparent option to the target's apply log line", async () => {
+  const trace = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+  const r = await app.api("POST", "/rpc/enqueue/trace-src", { rows: [{ target: "trace-t", puts: [["k", 1]] }] }, { headers: { traceparent: trace } });
+  assert.equal(r.status, 200, r.text);
+  await until(async () => (await app.api("GET", "/rpc/status/trace-src")).body.delivered_rows === 1, "delivery");
+  await until(async () => app.output.includes('"event":"relay_apply"') && app.output.includes(trace), "the apply log line");
+  const bad = await app.api("POST", "/rpc/enqueue/trace-src", { rows: [{ target: "trace-t", puts: [["k", 2]] }] }, { headers: { traceparent: "00-nope" } });
+  assert.equal(bad.status, 400, bad.text);
+  assert.equal(bad.body.error.code, "invalid_traceparent");
+});
+
 test("RelayRpc throws errors that keep the HTTP API's code and status across the RPC boundary", async () => {
   const bad = await app.api("POST", "/rpc/enqueue/rpc-src", { rows: [{ target: "rpc-t" }] });
   assert.equal(bad.status, 400);

@@ -238,6 +238,7 @@ mod tests {
             effects: Effects {
                 puts: vec![(format!("k{seq}"), JsonValue::from_value(&seq.into()))],
                 deletes: vec![],
+                trace: None,
             },
         }
     }

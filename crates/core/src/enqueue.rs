@@ -18,6 +18,7 @@ use crate::limits::{
 };
 use crate::name::Name;
 use crate::row::{Effects, JsonValue, RowError, StoredRow};
+use crate::trace::Traceparent;
 
 /// One row as a caller submits it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -31,6 +32,10 @@ pub struct EnqueueRow {
     /// Keys to remove.
     #[serde(default)]
     pub deletes: Vec<String>,
+    /// The producer's trace context (from a `traceparent` header or option,
+    /// never from the row's JSON), stored and sent with the row.
+    #[serde(skip)]
+    pub trace: Option<Traceparent>,
 }
 
 impl EnqueueRow {
@@ -38,7 +43,13 @@ impl EnqueueRow {
     /// planning time.
     pub fn new(target: Name, puts: Vec<(String, serde_json::Value)>, deletes: Vec<String>) -> Self {
         let puts = puts.into_iter().map(|(k, v)| (k, JsonValue::from_value(&v))).collect();
-        EnqueueRow { target, puts, deletes }
+        EnqueueRow { target, puts, deletes, trace: None }
+    }
+
+    /// The same row carrying `trace`.
+    pub fn with_trace(mut self, trace: Option<Traceparent>) -> Self {
+        self.trace = trace;
+        self
     }
 
     /// The row's effects with every value in its canonical text (see
@@ -53,7 +64,7 @@ impl EnqueueRow {
                 .map_err(|_| RowError::Value { key: k.clone(), error: ValueError::TooDeep })?;
             puts.push((k.clone(), value));
         }
-        Ok(Effects { puts, deletes: self.deletes.clone() })
+        Ok(Effects { puts, deletes: self.deletes.clone(), trace: self.trace.clone() })
     }
 }
 

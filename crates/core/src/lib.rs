@@ -24,6 +24,7 @@ pub mod row;
 pub mod scan;
 pub mod schedule;
 pub mod settle;
+pub mod trace;
 pub mod watermark;
 
 pub use admission::{admit, Admission, AdmissionInput, AppendPlan};
@@ -46,6 +47,7 @@ pub use row::{CorruptRow, Effects, JsonValue, QueuedRow, RowError, StoredRow};
 pub use scan::{CorruptScan, ScanState};
 pub use schedule::{AlarmKnown, PrunePlan};
 pub use settle::{Checkpoint, DeleteRange, FireReport, Settlement, TargetChanges, Wake};
+pub use trace::{TraceError, Traceparent};
 pub use watermark::{delivered_through, owed_head, relay_watermark, Head};
 
 #[cfg(test)]

@@ -169,6 +169,12 @@ pub const MAX_REQUEST_BYTES: u32 = 2 * 1024 * 1024;
 pub const MAX_CONTROL_BODY_DEPTH: u32 = 4;
 /// Most parked rows one page returns.
 pub const MAX_PARKED_ROWS_PER_PAGE: u32 = 500;
+/// Bytes of a W3C `traceparent` (version 00): carried in the row body, so
+/// it counts towards [`MAX_ROW_BYTES`] with its 12 bytes of framing.
+pub const TRACEPARENT_BYTES: u32 = 55;
+/// Distinct `traceparent`s one alarm's log line names (the rest are
+/// counted, not listed), so a busy alarm's line stays small.
+pub const MAX_TRACES_PER_LOG: u32 = 16;
 /// Most keys one listing returns.
 pub const MAX_KEYS_PER_PAGE: u32 = 1_000;
 /// Most sources one directory page returns (`GET /v1/sources`). A console

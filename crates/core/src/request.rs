@@ -134,7 +134,7 @@ pub fn decode_enqueue(text: &str) -> Result<EnqueueRequest, RequestError> {
         .zip(body.rows)
         .map(|(index, r)| {
             let target = Name::new(r.target).map_err(|error| RequestError::Target { index, error })?;
-            Ok(EnqueueRow { target, puts: r.puts, deletes: r.deletes })
+            Ok(EnqueueRow { target, puts: r.puts, deletes: r.deletes, trace: None })
         })
         .collect::<Result<Vec<_>, RequestError>>()?;
     Ok(EnqueueRequest { rows, idempotency_key: body.idempotency_key })

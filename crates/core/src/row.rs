@@ -15,8 +15,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
 use crate::json::ValueError;
-use crate::limits::{MAX_EFFECTS_PER_ROW, MAX_KEY_BYTES, MAX_ROW_BYTES, MAX_VALUE_BYTES, SEQ_MAX};
+use crate::limits::{
+    MAX_EFFECTS_PER_ROW, MAX_KEY_BYTES, MAX_ROW_BYTES, MAX_VALUE_BYTES, SEQ_MAX, TRACEPARENT_BYTES,
+};
 use crate::name::Name;
+use crate::trace::Traceparent;
 
 /// A JSON value kept as its compact text.
 ///
@@ -66,6 +69,10 @@ pub struct Effects {
     /// Keys to remove.
     #[serde(default)]
     pub deletes: Vec<String>,
+    /// The producer's W3C trace context, when the enqueue carried one. Last
+    /// in the encoding, so [`Effects::untraced`] can set it aside.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<Traceparent>,
 }
 
 /// Why a row is not acceptable. Each has a stable code for the HTTP API.
@@ -190,6 +197,32 @@ impl Effects {
         Ok(body)
     }
 
+    /// The body without its trace context: what identifies the row's
+    /// content (an idempotent retry may carry a new `traceparent`). A body
+    /// from [`Effects::encode`] ends with `,"trace":"<55 bytes>"}` when it
+    /// has one, and with `]}` otherwise.
+    pub fn untraced(body: &str) -> std::borrow::Cow<'_, str> {
+        const SUFFIX_BYTES: usize = TRACEPARENT_BYTES as usize + r#","trace":""}"#.len();
+        let cut = body.len().saturating_sub(SUFFIX_BYTES);
+        match (body.get(..cut), body.get(cut..)) {
+            (Some(head), Some(tail)) if tail.starts_with(r#","trace":""#) && tail.ends_with(r#""}"#) => {
+                std::borrow::Cow::Owned(format!("{head}}}"))
+            }
+            _ => std::borrow::Cow::Borrowed(body),
+        }
+    }
+
+    /// The trace context a body from [`Effects::encode`] carries, if any,
+    /// without decoding it.
+    pub fn trace_of(body: &str) -> Option<&str> {
+        let untraced_len = Effects::untraced(body).len();
+        if untraced_len == body.len() {
+            return None;
+        }
+        let start = untraced_len - 1 + r#","trace":""#.len();
+        body.get(start..start + TRACEPARENT_BYTES as usize)
+    }
+
     /// Decodes and validates a body produced by [`Effects::encode`].
     pub fn decode(body: &str) -> Result<Effects, CorruptRow> {
         if body.len() > MAX_ROW_BYTES as usize {
@@ -305,10 +338,30 @@ mod tests {
     }
 
     #[test]
+    fn a_trace_rides_last_in_the_body_and_can_be_set_aside() {
+        let trace = Traceparent::parse("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01").unwrap();
+        let plain = Effects { puts: vec![put("a", serde_json::json!(1))], deletes: vec![], trace: None };
+        let traced = Effects { trace: Some(trace.clone()), ..plain.clone() };
+        let (p, t) = (plain.encode().unwrap(), traced.encode().unwrap());
+        assert_eq!(t, format!(r#"{{"puts":[["a",1]],"deletes":[],"trace":"{trace}"}}"#));
+        assert_eq!(Effects::decode(&t).unwrap(), traced);
+        assert_eq!(Effects::untraced(&t), p, "the traced body less its trace is the plain body");
+        assert_eq!(Effects::untraced(&p), p, "a plain body is left alone");
+        assert_eq!(Effects::trace_of(&t), Some(trace.as_str()));
+        assert_eq!(Effects::trace_of(&p), None);
+        // A value that merely ends like a trace is not cut: the body ends in "]}".
+        let sly =
+            Effects { puts: vec![put("k", serde_json::json!(format!(",\"trace\":\"{trace}\"}}")))], ..plain };
+        let body = sly.encode().unwrap();
+        assert_eq!(Effects::untraced(&body), body);
+    }
+
+    #[test]
     fn effects_round_trip_through_their_body() {
         let e = Effects {
             puts: vec![put("a", serde_json::json!({"z": 1, "a": [true, null]}))],
             deletes: vec!["b".into()],
+            trace: None,
         };
         let body = e.encode().unwrap();
         assert_eq!(body, r#"{"puts":[["a",{"a":[true,null],"z":1}]],"deletes":["b"]}"#);
@@ -322,8 +375,11 @@ mod tests {
 
     #[test]
     fn effect_count_is_checked_at_and_past_the_limit() {
-        let mut e =
-            Effects { puts: vec![], deletes: (0..MAX_EFFECTS_PER_ROW).map(|i| format!("k{i}")).collect() };
+        let mut e = Effects {
+            puts: vec![],
+            deletes: (0..MAX_EFFECTS_PER_ROW).map(|i| format!("k{i}")).collect(),
+            trace: None,
+        };
         assert!(e.encode().is_ok());
         e.deletes.push("one-more".into());
         assert_eq!(e.encode(), Err(RowError::TooManyEffects(MAX_EFFECTS_PER_ROW + 1)));
@@ -333,11 +389,11 @@ mod tests {
     fn key_length_is_checked_at_and_past_the_limit() {
         let at = "k".repeat(MAX_KEY_BYTES as usize);
         let past = "k".repeat(MAX_KEY_BYTES as usize + 1);
-        let ok = Effects { puts: vec![], deletes: vec![at] };
+        let ok = Effects { puts: vec![], deletes: vec![at], trace: None };
         assert!(ok.encode().is_ok());
-        let bad = Effects { puts: vec![], deletes: vec![past] };
+        let bad = Effects { puts: vec![], deletes: vec![past], trace: None };
         assert_eq!(bad.encode(), Err(RowError::KeyTooLong(MAX_KEY_BYTES + 1)));
-        let empty = Effects { puts: vec![], deletes: vec![String::new()] };
+        let empty = Effects { puts: vec![], deletes: vec![String::new()], trace: None };
         assert_eq!(empty.encode(), Err(RowError::EmptyKey));
     }
 
@@ -345,16 +401,17 @@ mod tests {
     fn value_size_is_checked_at_and_past_the_limit() {
         // A JSON string of n bytes of text encodes to n + 2 bytes.
         let at = "x".repeat(MAX_VALUE_BYTES as usize - 2);
-        let e = Effects { puts: vec![put("k", serde_json::json!(at))], deletes: vec![] };
+        let e = Effects { puts: vec![put("k", serde_json::json!(at))], deletes: vec![], trace: None };
         assert!(e.encode().is_ok());
         let past = "x".repeat(MAX_VALUE_BYTES as usize - 1);
-        let e = Effects { puts: vec![put("k", serde_json::json!(past))], deletes: vec![] };
+        let e = Effects { puts: vec![put("k", serde_json::json!(past))], deletes: vec![], trace: None };
         assert_eq!(e.encode(), Err(RowError::ValueTooLarge(MAX_VALUE_BYTES + 1)));
     }
 
     #[test]
     fn duplicate_key_in_one_row_is_rejected() {
-        let e = Effects { puts: vec![put("k", serde_json::json!(1))], deletes: vec!["k".into()] };
+        let e =
+            Effects { puts: vec![put("k", serde_json::json!(1))], deletes: vec!["k".into()], trace: None };
         assert_eq!(e.encode(), Err(RowError::DuplicateKey("k".into())));
     }
 
@@ -365,12 +422,14 @@ mod tests {
         let e = Effects {
             puts: (0..17).map(|i| put(&format!("k{i}"), serde_json::json!(big))).collect(),
             deletes: vec![],
+            trace: None,
         };
         assert!(matches!(e.encode(), Err(RowError::RowTooLarge(n)) if n > MAX_ROW_BYTES));
         // Pad one row to exactly MAX_ROW_BYTES: accepted.
         let mut e = Effects {
             puts: (0..16).map(|i| put(&format!("k{i}"), serde_json::json!(big))).collect(),
             deletes: vec![],
+            trace: None,
         };
         let base = e.encode().unwrap().len();
         let pad = MAX_ROW_BYTES as usize - base - r#",["pad",""]"#.len();

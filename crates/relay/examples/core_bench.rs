@@ -136,6 +136,7 @@ fn window(rows: u64, target_of: fn(u64) -> u64) -> Vec<StoredRow> {
                     JsonValue::from_value(&serde_json::json!({ "i": seq, "s": "src-00" })),
                 )],
                 deletes: vec![],
+                trace: None,
             };
             StoredRow {
                 seq,

@@ -20,8 +20,8 @@ use serde::{Deserialize, Serialize};
 use worker::{Env, Method, ObjectNamespace, Request, RequestInit, Stub};
 
 use crate::codes::ErrorCode;
-use crate::core::{EnqueueRow, Name};
-use crate::durable::source::{DeliveredThrough, WatermarkReply};
+use crate::core::{EnqueueRow, Name, Traceparent};
+use crate::durable::source::{DeliveredThrough, WatermarkReply, TRACEPARENT_HEADER};
 use crate::routes::SourceOp;
 use crate::source::SourceStatus;
 use crate::store::outbox::{ActionOutcome, Enqueued, TargetReport};
@@ -132,6 +132,20 @@ impl SourceClient {
         self.send_enqueue(rows, Some(key)).await
     }
 
+    /// Enqueues `rows` carrying the caller's W3C trace context: stored and
+    /// sent with every row, and named in the source's and the target's log
+    /// lines. `key` as in [`SourceClient::enqueue_keyed`].
+    pub async fn enqueue_traced(
+        &self,
+        trace: &Traceparent,
+        key: Option<&str>,
+        rows: &[EnqueueRow],
+    ) -> Result<Enqueued, RelayError> {
+        let body = serde_json::to_string(&EnqueueBody { rows, idempotency_key: key })
+            .map_err(RelayError::runtime)?;
+        self.call_with(SourceOp::Enqueue, Some(body), Some(trace)).await
+    }
+
     async fn send_enqueue(&self, rows: &[EnqueueRow], key: Option<&str>) -> Result<Enqueued, RelayError> {
         let body = serde_json::to_string(&EnqueueBody { rows, idempotency_key: key })
             .map_err(RelayError::runtime)?;
@@ -172,6 +186,15 @@ impl SourceClient {
     }
 
     async fn call<T: DeserializeOwned>(&self, op: SourceOp, body: Option<String>) -> Result<T, RelayError> {
+        self.call_with(op, body, None).await
+    }
+
+    async fn call_with<T: DeserializeOwned>(
+        &self,
+        op: SourceOp,
+        body: Option<String>,
+        trace: Option<&Traceparent>,
+    ) -> Result<T, RelayError> {
         let method = match op {
             SourceOp::Enqueue
             | SourceOp::Faults
@@ -182,6 +205,11 @@ impl SourceClient {
         };
         let mut init = RequestInit::new();
         init.with_method(method).with_body(body.map(Into::into));
+        if let Some(trace) = trace {
+            let headers = worker::Headers::new();
+            headers.set(TRACEPARENT_HEADER, trace.as_str()).map_err(RelayError::runtime)?;
+            init.with_headers(headers);
+        }
         let req = Request::new_with_init(&format!("https://relay{}", op.path()), &init)
             .map_err(RelayError::runtime)?;
         let mut resp = self.stub.fetch_with_request(req).await.map_err(RelayError::runtime)?;

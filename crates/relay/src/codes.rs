@@ -93,6 +93,7 @@ codes! {
     FaultsDisabled => "faults_disabled": "A test-only route in a build or environment without them.",
     InvalidDelay => "invalid_delay": "A test fault delay out of range.",
     SourceNotEmpty => "source_not_empty": "A source still holds queued or parked rows, so it cannot be retired (409).",
+    InvalidTraceparent => "invalid_traceparent": "A traceparent that is not W3C version 00 (400).",
     NoDirectory => "no_directory": "The Worker has no source directory bound (RELAY_DIRECTORY) (501).",
 }
 

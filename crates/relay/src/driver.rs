@@ -19,8 +19,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::core::schedule::next_alarm_at;
 use crate::core::{
-    begin, encode_request, AlarmRun, AlarmTotals, BudgetError, CallOutcome, Checkpoint, Fire, FireReport,
-    Name, RelayBudget, ScanState, Wake, MAX_IN_FLIGHT,
+    begin, encode_request, AlarmRun, AlarmTotals, BudgetError, CallOutcome, Checkpoint, Effects, Fire,
+    FireReport, Name, QueuedRow, RelayBudget, ScanState, TargetCall, Wake, MAX_IN_FLIGHT, MAX_TRACES_PER_LOG,
 };
 use crate::store::outbox::{Commit, Outbox};
 use crate::store::{Sql, StoreError};
@@ -46,6 +46,9 @@ pub struct FireRecord {
     pub checkpoint: Checkpoint,
     /// How the checkpoint ended.
     pub commit: Commit,
+    /// The `traceparent` of every row a target took in this fire, in call
+    /// order (rows enqueued without one are not listed).
+    pub traces: Vec<String>,
 }
 
 /// Watches an alarm's fires (the simulator audits after each; a shell may
@@ -140,6 +143,17 @@ pub struct AlarmSummary {
     pub parked: Vec<(Name, u64, String)>,
     /// Whether the figures went to Workers Analytics Engine.
     pub metrics_written: bool,
+    /// Distinct `traceparent`s of the rows delivered, at most
+    /// `MAX_TRACES_PER_LOG` (left out of the log line when none).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub traces: Vec<String>,
+    /// Rows delivered that carried a `traceparent`.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub traced_rows: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// Given a settled fire's report and wake-up, the alarm's figures as JSON
@@ -161,7 +175,7 @@ pub async fn fire<S: Sql>(
     let begun = begin(start)?;
     let (window, exhausted) = outbox.read_window(&begun)?;
     let mut fire = Fire::new(begun, &window, exhausted);
-    call_targets(&mut fire, source, options.max_in_flight, targets).await;
+    let traces = call_targets(&mut fire, source, options.max_in_flight, targets).await;
     let settlement = fire.settle();
     let figures = last_alarm.and_then(|f| f(&settlement.report, settlement.wake));
     let commit = outbox.checkpoint(&settlement.checkpoint, &settlement.report, now(), figures.as_deref())?;
@@ -171,15 +185,23 @@ pub async fn fire<S: Sql>(
         scan: settlement.scan,
         checkpoint: settlement.checkpoint,
         commit,
+        traces,
     })
 }
 
 /// Makes the fire's calls, round by round, until it hands out none.
-async fn call_targets(fire: &mut Fire, source: &Name, max_in_flight: u32, targets: &impl Targets) {
+/// Returns the trace context of every row a target took (see [`traces_of`]).
+async fn call_targets(
+    fire: &mut Fire,
+    source: &Name,
+    max_in_flight: u32,
+    targets: &impl Targets,
+) -> Vec<String> {
+    let mut traces = Vec::new();
     loop {
         let calls = fire.next_calls();
         if calls.is_empty() {
-            return;
+            return traces;
         }
         let requests: Vec<_> = calls.iter().map(|c| (c, encode_request(source, c, fire.rows()))).collect();
         let outcomes: Vec<_> = stream::iter(requests)
@@ -188,9 +210,19 @@ async fn call_targets(fire: &mut Fire, source: &Name, max_in_flight: u32, target
             .collect()
             .await;
         for (call, outcome) in outcomes {
+            if matches!(outcome, CallOutcome::Applied { .. }) {
+                traces.extend(traces_of(call, fire.rows()));
+            }
             fire.record(call, outcome);
         }
     }
+}
+
+/// The `traceparent`s the rows of `call` carry, read from their bodies.
+fn traces_of<'a>(call: &'a TargetCall, rows: &'a [QueuedRow]) -> impl Iterator<Item = String> + 'a {
+    rows.iter()
+        .filter(|r| call.seqs.binary_search(&r.seq).is_ok())
+        .filter_map(|r| Effects::trace_of(&r.body).map(str::to_owned))
 }
 
 /// Runs one alarm's worth of fires for `source`, then prunes and decides the
@@ -206,6 +238,7 @@ pub async fn run_alarm<S: Sql>(
     let started = now();
     let mut run = AlarmRun::new(options.budget)?;
     let mut parked = Vec::new();
+    let mut traces = Traces::default();
     while let Some(calls_left) = run.next_fire() {
         // The alarm's last fire stores the alarm's figures with its
         // checkpoint, so they cost no row write of their own.
@@ -225,9 +258,31 @@ pub async fn run_alarm<S: Sql>(
             }
             Commit::Conflict => run.conflicted(&record.report),
         }
+        traces.add(&record.traces);
         observer.fire_settled(&record);
     }
-    finish(outbox, source, options, &run, started, now, parked)
+    let mut summary = finish(outbox, source, options, &run, started, now, parked)?;
+    (summary.traces, summary.traced_rows) = (traces.listed, traces.rows);
+    Ok(summary)
+}
+
+/// The distinct `traceparent`s an alarm delivered, at most
+/// [`MAX_TRACES_PER_LOG`] listed, and how many rows carried one.
+#[derive(Default)]
+struct Traces {
+    listed: Vec<String>,
+    rows: u32,
+}
+
+impl Traces {
+    fn add(&mut self, traces: &[String]) {
+        for t in traces {
+            self.rows = self.rows.saturating_add(1);
+            if self.listed.len() < MAX_TRACES_PER_LOG as usize && !self.listed.contains(t) {
+                self.listed.push(t.clone());
+            }
+        }
+    }
 }
 
 /// After the fires: prune, read the gauges, and decide the next wake-up.

@@ -6,7 +6,7 @@
 //! the isolate); each refusal is a typed error with a known code; each
 //! accepted value round-trips to the target exactly.
 //!
-//! 110,000 generated inputs per run (the case counts below), from one base seed printed at
+//! 115,000 generated inputs per run (the case counts below), from one base seed printed at
 //! the start. `RELAY_FUZZ_SEED=<seed>` replays a run; `RELAY_FUZZ_SCALE=<n>`
 //! multiplies every case count. Inputs a run found are kept as named
 //! regression tests at the bottom of this file.
@@ -767,6 +767,44 @@ fn generated_keys_and_headers_are_judged_without_panicking() {
         let want =
             header.as_deref().and_then(|h| h.strip_prefix("Bearer ")).map(str::trim) == Some(token.as_str());
         prop_assert_eq!(ok, want && !token.is_empty());
+        Ok(())
+    });
+}
+
+/// An oracle for the version-00 `traceparent` form written apart from the
+/// parser: four dash-separated fields of fixed widths, lowercase hex, version
+/// `00`, neither id all zeros.
+fn traceparent_ok(text: &str) -> bool {
+    let hex = |s: &str| s.chars().all(|c| matches!(c, '0'..='9' | 'a'..='f'));
+    let fields: Vec<&str> = text.split('-').collect();
+    fields.len() == 4
+        && fields.iter().zip([2, 32, 16, 2]).all(|(f, n)| f.len() == n && hex(f))
+        && fields[0] == "00"
+        && fields[1].chars().any(|c| c != '0')
+        && fields[2].chars().any(|c| c != '0')
+}
+
+#[test]
+fn generated_traceparents_are_accepted_exactly_in_the_version_00_form() {
+    let hex = |n: usize| {
+        prop::collection::vec(
+            prop_oneof![8 => proptest::char::range('0', '9'), 8 => proptest::char::range('a', 'f'), 1 => Just('0'), 1 => proptest::char::range('A', 'F'), 1 => Just('-'), 1 => any::<char>()],
+            n..=n,
+        )
+    };
+    let text = prop_oneof![
+        4 => (prop_oneof![Just("00".to_owned()), "[0-9a-fA-F]{2}"], hex(32), hex(16), "[0-9a-f]{2}")
+            .prop_map(|(v, t, p, f)| format!("{v}-{}-{}-{f}", t.into_iter().collect::<String>(), p.into_iter().collect::<String>())),
+        1 => prop::collection::vec(any::<char>(), 0..70).prop_map(|c| c.into_iter().collect::<String>()),
+        1 => (Just("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".to_owned()), edits())
+            .prop_map(|(t, e)| mutate(&t, &e)),
+    ];
+    fuzz("traceparents", 8, 5_000, text, |text| {
+        let parsed = durable_relay::core::Traceparent::parse(&text);
+        prop_assert_eq!(parsed.is_ok(), traceparent_ok(&text), "{:?} judged {:?}", text, parsed);
+        if let Ok(t) = parsed {
+            prop_assert_eq!(t.as_str(), text.as_str());
+        }
         Ok(())
     });
 }

@@ -165,3 +165,30 @@ fn parked_rows_count_toward_backpressure() {
     sim.put(S, "q", "a", json!(1)).unwrap();
     assert!(sim.put(S, "q", "b", json!(1)).is_err(), "two parked plus two queued pass the bound of three");
 }
+
+#[test]
+fn a_trace_stays_with_its_rows_through_parking_and_redrive_and_a_retry_with_another_is_a_duplicate() {
+    use durable_relay::core::Traceparent;
+    let t1 = Traceparent::parse("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01").unwrap();
+    let t2 = Traceparent::parse("00-4bf92f3577b34da6a3ce929d0e0e4736-11f067aa0ba902b7-01").unwrap();
+    let mut sim = Sim::new(21);
+    sim.fail_target_permanently("strict");
+    let rows = vec![row("strict", "a", json!(1)).with_trace(Some(t1.clone())), row("ok", "a", json!(1))];
+    let first = sim.enqueue_keyed(S, Some("order-1"), rows.clone()).unwrap();
+    let retried = rows.into_iter().map(|r| r.with_trace(Some(t2.clone()))).collect::<Vec<_>>();
+    let again = sim.enqueue_keyed(S, Some("order-1"), retried).unwrap();
+    assert!(again.duplicate, "a new trace is not new content");
+    assert_eq!(again.seqs, first.seqs);
+    let f = sim.fire(S, RelayBudget::default());
+    assert!(
+        f.traces.is_empty(),
+        "the untraced row carried none and the traced one was refused: {:?}",
+        f.traces
+    );
+    assert_eq!(sim.parked_rows(S, "strict"), vec![first.seqs[0]]);
+    sim.heal_target("strict");
+    assert_eq!(sim.redrive(S, "strict"), 1);
+    let f = sim.fire(S, RelayBudget::default());
+    assert_eq!(f.traces, vec![t1.to_string()], "the parked row kept its trace");
+    sim.audit().unwrap();
+}

@@ -358,6 +358,7 @@ impl RelayHook for AuditHook {
         Ok(Effects {
             puts: vec![(format!("audit:{source}"), JsonValue::from_value(&json!(last)))],
             deletes: vec![],
+            trace: None,
         })
     }
 }

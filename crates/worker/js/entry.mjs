@@ -34,10 +34,11 @@ const seqOf = (n) => {
 
 export class RelayRpc extends WorkerEntrypoint {
   /** Calls the source object `source` at `path`; parses the JSON reply or throws a RelayError. */
-  async #call(source, method, path, body) {
+  async #call(source, method, path, body, headers) {
     if (typeof source !== "string") throw new RelayError("invalid_name", "source must be a string", 400);
     const stub = this.env.RELAY_SOURCE.getByName(source);
     const init = { method };
+    if (headers !== undefined) init.headers = headers;
     if (body !== undefined) init.body = JSON.stringify(body);
     const res = await stub.fetch(`https://relay${path}`, init);
     const text = await res.text();
@@ -53,11 +54,15 @@ export class RelayRpc extends WorkerEntrypoint {
     throw new RelayError(error.code, error.message, res.status, retry === null ? undefined : Number(retry));
   }
 
-  /** Enqueues `rows` at `source`, atomically; `options.idempotencyKey` makes it repeatable. */
+  /**
+   * Enqueues `rows` at `source`, atomically; `options.idempotencyKey` makes
+   * it repeatable, `options.traceparent` (W3C) travels with every row.
+   */
   async enqueue(source, rows, options = {}) {
     const body = { rows };
     if (options?.idempotencyKey !== undefined) body.idempotency_key = options.idempotencyKey;
-    return this.#call(source, "POST", "/enqueue", body);
+    const headers = options?.traceparent !== undefined ? { traceparent: String(options.traceparent) } : undefined;
+    return this.#call(source, "POST", "/enqueue", body, headers);
   }
 
   /** The source's status. */

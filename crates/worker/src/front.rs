@@ -11,6 +11,7 @@
 use worker::{Env, Method, Request, RequestInit, Response};
 
 use durable_relay::core::Name;
+use durable_relay::durable::source::TRACEPARENT_HEADER;
 use durable_relay::http::{check_bearer, json, read_body, HttpError};
 use durable_relay::routes::{ConsoleAsset, DirectoryOp, FrontRoute, SourceOp, TargetOp};
 
@@ -48,7 +49,12 @@ pub async fn handle(mut req: Request, env: &Env) -> Result<Response, HttpError> 
                 SourceOp::Enqueue | SourceOp::Faults => Some(read_body(&mut req).await?),
                 _ => None,
             };
-            forward(env, SOURCE_BINDING, &source, method, &op.path(), body).await
+            // The source validates it; an invalid one is its 400.
+            let trace = match op {
+                SourceOp::Enqueue => req.headers().get(TRACEPARENT_HEADER).ok().flatten(),
+                _ => None,
+            };
+            forward_with(env, SOURCE_BINDING, &source, method, &op.path(), body, trace).await
         }
         FrontRoute::Target(target, op) => {
             let body = match op {
@@ -81,11 +87,29 @@ pub async fn forward(
     path: &str,
     body: Option<String>,
 ) -> Result<Response, HttpError> {
+    forward_with(env, binding, name, method, path, body, None).await
+}
+
+/// [`forward`], passing the caller's `traceparent` header on (enqueues).
+pub async fn forward_with(
+    env: &Env,
+    binding: &str,
+    name: &Name,
+    method: Method,
+    path: &str,
+    body: Option<String>,
+    traceparent: Option<String>,
+) -> Result<Response, HttpError> {
     let internal = |e: worker::Error| HttpError::internal(e.to_string());
     let namespace = env.durable_object(binding).map_err(internal)?;
     let stub = namespace.id_from_name(name.as_str()).map_err(internal)?.get_stub().map_err(internal)?;
     let mut init = RequestInit::new();
     init.with_method(method).with_body(body.map(Into::into));
+    if let Some(value) = traceparent {
+        let headers = worker::Headers::new();
+        headers.set(TRACEPARENT_HEADER, &value).map_err(internal)?;
+        init.with_headers(headers);
+    }
     let req = Request::new_with_init(&format!("https://relay{path}"), &init).map_err(internal)?;
     stub.fetch_with_request(req).await.map_err(internal)
 }

@@ -72,14 +72,16 @@ async fn route(req: &mut Request, env: &Env) -> Result<Response, HttpError> {
             forward(req, env, CUSTOMERS, &format!("customer-{id}"), &format!("/{}", rest.join("/"))).await
         }
         (Method::Post, ["forward", source]) => {
+            // The caller's trace context, if any, travels on with the rows.
+            let trace = durable_relay::durable::source::traceparent(req)?;
             let body = durable_relay::core::decode_enqueue(&read_body(req).await?)?;
             let client = RelayClient::from_env(env, RELAY_SOURCE).map_err(client_error)?;
-            let done = client
-                .source(source)
-                .map_err(client_error)?
-                .enqueue(&body.rows)
-                .await
-                .map_err(client_error)?;
+            let source = client.source(source).map_err(client_error)?;
+            let done = match &trace {
+                Some(t) => source.enqueue_traced(t, None, &body.rows).await,
+                None => source.enqueue(&body.rows).await,
+            }
+            .map_err(client_error)?;
             json(&done).map_err(internal)
         }
         (Method::Get, ["forward", source, "status"]) => {

@@ -41,7 +41,9 @@ async function rpc(env: Env, parts: string[], request: Request): Promise<Respons
     switch (`${request.method} ${op}`) {
       case "POST enqueue": {
         const body = (await request.json()) as { rows: Row[]; idempotencyKey?: string };
-        const done: Enqueued = await env.RELAY.enqueue(source, body.rows, { idempotencyKey: body.idempotencyKey });
+        // The caller's trace context travels on with the rows.
+        const traceparent = request.headers.get("traceparent") ?? undefined;
+        const done: Enqueued = await env.RELAY.enqueue(source, body.rows, { idempotencyKey: body.idempotencyKey, traceparent });
         return json(done);
       }
       case "GET status":

@@ -5,7 +5,7 @@
 //!
 //! | method and path | body / query | reply |
 //! | --- | --- | --- |
-//! | `POST /enqueue` | `{"rows":[{"target","puts":[[k,v]..],"deletes":[k..]}],"idempotency_key"?}` | [`Enqueued`](crate::Enqueued) |
+//! | `POST /enqueue` (optional `traceparent` header) | `{"rows":[{"target","puts":[[k,v]..],"deletes":[k..]}],"idempotency_key"?}` | [`Enqueued`](crate::Enqueued) |
 //! | `GET /status` | | [`SourceStatus`](crate::SourceStatus) |
 //! | `GET /delivered-through/{seq}` | | `{"seq":N,"delivered":bool}` |
 //! | `GET /watermark` | | `{"relay_watermark":ms,"now_ms":ms}` |
@@ -18,11 +18,14 @@ use serde::Serialize;
 use worker::{Request, Response};
 
 use super::{now_ms, DoAlarm};
-use crate::core::decode_enqueue;
+use crate::core::{decode_enqueue, Traceparent};
 use crate::http::{json, read_body, HttpError};
 use crate::routes::SourceOp;
 use crate::source::Relay;
 use crate::store::Sql;
+
+/// The header that carries W3C trace context on `POST /enqueue`.
+pub const TRACEPARENT_HEADER: &str = "traceparent";
 
 /// `GET /delivered-through/{seq}`.
 #[derive(Serialize, serde::Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
@@ -59,7 +62,13 @@ pub async fn serve<S: Sql>(
     let internal = |e: worker::Error| HttpError::internal(e.to_string());
     match op {
         SourceOp::Enqueue => {
-            let body = decode_enqueue(&read_body(req).await?)?;
+            let trace = traceparent(req)?;
+            let mut body = decode_enqueue(&read_body(req).await?)?;
+            if trace.is_some() {
+                for row in &mut body.rows {
+                    row.trace.clone_from(&trace);
+                }
+            }
             let done = relay.enqueue(now_ms(), body.idempotency_key.as_deref(), &body.rows).await?;
             json(&done).map_err(internal)
         }
@@ -97,6 +106,15 @@ pub async fn serve<S: Sql>(
             "the alarm history and the source directory are served by the reference Worker's source",
         )),
     }
+}
+
+/// The request's `traceparent` header, validated; none when absent.
+pub fn traceparent(req: &Request) -> Result<Option<Traceparent>, HttpError> {
+    let header = req.headers().get(TRACEPARENT_HEADER).ok().flatten();
+    header
+        .map(|h| Traceparent::parse(h.trim()))
+        .transpose()
+        .map_err(|e| HttpError::bad_request(e.code(), e.to_string()))
 }
 
 fn log_operator<S: Sql>(

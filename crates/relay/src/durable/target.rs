@@ -9,13 +9,16 @@
 //! | `GET /watermarks` | `{"watermarks":[{"source","watermark",..}..]}` |
 //! | `DELETE /watermarks/{source}` | forgets that source's watermark (an operator act) |
 //! | `GET /status` | an [`InboxTotals`](crate::InboxTotals) plus `sql_rows_written_per_applied_row` |
+//!
+//! An apply whose new rows carry trace context logs one `relay_apply` line
+//! naming their `traceparent`s.
 
 use worker::{Request, Response};
 
-use crate::core::RelayHook;
+use crate::core::{decode_request, ApplyReply, ApplyRequest, RelayHook, MAX_TRACES_PER_LOG};
 use crate::http::{json, read_body, HttpError};
 use crate::routes::TargetOp;
-use crate::store::inbox::Inbox;
+use crate::store::inbox::{ApplyFailure, Inbox};
 use crate::store::Sql;
 
 /// Parses and serves one request with `hook`. The test-only operations
@@ -41,7 +44,10 @@ pub async fn serve<S: Sql>(
     match op {
         TargetOp::Apply => {
             let body = read_body(req).await?;
-            json(&inbox.apply_body(&body, hook)?).map_err(internal)
+            let request = decode_request(&body).map_err(ApplyFailure::Rejected)?;
+            let reply = inbox.apply(&request, hook)?;
+            log_traced(&request, &reply);
+            json(&reply).map_err(internal)
         }
         TargetOp::Keys { prefix, after, limit } => {
             json(&inbox.keys(&prefix, &after, limit)?).map_err(internal)
@@ -71,4 +77,27 @@ pub async fn serve<S: Sql>(
             Err(HttpError::new(404, "no_route", "the fault switch and apply log exist only in test builds"))
         }
     }
+}
+
+/// The apply log line, for calls whose applied rows carry trace context:
+/// `{"event":"relay_apply","source","rows","first_seq","last_seq","traces"}`.
+/// Duplicates are a prefix of a batch, so the applied rows are its last
+/// `reply.applied`. Untraced calls log nothing (they are the common case).
+fn log_traced(request: &ApplyRequest, reply: &ApplyReply) {
+    let applied = request.rows.len().saturating_sub(reply.applied as usize);
+    let rows = request.rows.get(applied..).unwrap_or_default();
+    let mut traces: Vec<&str> = Vec::new();
+    for t in rows.iter().filter_map(|r| r.effects.trace.as_ref()) {
+        if traces.len() < MAX_TRACES_PER_LOG as usize && !traces.contains(&t.as_str()) {
+            traces.push(t.as_str());
+        }
+    }
+    if traces.is_empty() {
+        return;
+    }
+    worker::console_log!(
+        "{}",
+        serde_json::json!({"event": "relay_apply", "source": request.source.as_str(), "rows": rows.len(),
+            "first_seq": rows.first().map(|r| r.seq), "last_seq": rows.last().map(|r| r.seq), "traces": traces})
+    );
 }

@@ -104,6 +104,9 @@ pub struct FireOutcome {
     pub checkpoint: Option<Checkpoint>,
     /// Calls made, as (target, rows in the batch), in call order.
     pub calls: Vec<(Name, usize)>,
+    /// The `traceparent`s of the rows the targets took (see
+    /// [`FireRecord::traces`]).
+    pub traces: Vec<String>,
 }
 
 /// What one alarm did.
@@ -178,6 +181,7 @@ fn outcome(record: &FireRecord, calls: Vec<(Name, usize)>) -> FireOutcome {
         scan: record.scan.clone(),
         checkpoint: Some(record.checkpoint.clone()),
         calls,
+        traces: record.traces.clone(),
     }
 }
 
@@ -189,6 +193,7 @@ fn crashed(calls: Vec<(Name, usize)>) -> FireOutcome {
         scan: ScanState::new_cycle(0, None),
         checkpoint: None,
         calls,
+        traces: Vec::new(),
     }
 }
 
