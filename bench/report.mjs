@@ -230,8 +230,17 @@ function coreTable(core) {
 }
 
 /** The Markdown report. */
+/** W6's table: lateness per delay. */
+function delayTable(delays) {
+  const rows = delays.map((d) => {
+    const l = d.late_ms;
+    return `| ${int(d.delay_ms)} | ${d.rows} | ${d.early} | ${d.missing} | ${l ? [l.min, l.p50, l.p90, l.max].map((x) => int(x)).join(" | ") : "- | - | - | -"} |`;
+  });
+  return ["| delay ms | rows | early | missing | late min ms | p50 | p90 | max |", "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |", ...rows].join("\n");
+}
+
 export function renderReport(run) {
-  const { meta, workloads, systems, bySystem, healthy, aims, core, upload } = run;
+  const { meta, workloads, systems, bySystem, healthy, aims, core, upload, delays } = run;
   const sys = systems.map((s) => `- \`${s.id}\`: ${s.label}${s.kind === "relay" ? `; vars ${Object.entries(s.vars).map(([k, v]) => `${k}=${v}`).join(" ")}` : ""}`).join("\n");
   const wl = workloads.map((w) => `- ${w.id}: ${w.title} (${int(totalRows(w))} rows)`).join("\n");
   const missed = aims.filter((a) => !a.met);
@@ -261,6 +270,12 @@ ${workloads.some((w) => w.stream) ? `
 Every request enqueues one row. Accepted req/s: rows ÷ (last reply − first request), seen by the driver. Enqueue latency: request to reply, seen by the driver. End-to-end latency: from the \`at_ms\` the source stamped on the accepted row (the relay's commit time, the bench source's allocation time) to the row's first arrival, stamped by its target, so both ends are server clocks. Worker CPU: wrangler and workerd processes from the first request to the drain. Direct writes apply before they answer, so their end-to-end time is inside their enqueue time.
 
 ${streamTable(bySystem, workloads)}
+` : ""}
+${delays ? `### W6: delay accuracy
+
+Each row is enqueued alone with \`delay_ms\`; lateness is the target's apply time (its \`relay_apply\` line) minus the row's due time (the enqueue reply's \`due_ms\`). A row applied early fails the run.
+
+${delayTable(delays)}
 ` : ""}
 ### W4: healthy targets against W3
 

@@ -3,7 +3,8 @@
 // side by side, in local workerd (issue 5).
 //
 //   npm run bench -- [--quick] [--plan free|paid|all] [--out DIR] [--no-build]
-//                    [--systems a,b] [--workloads W1,W3,W5-lone] (W5: every streaming workload)
+//                    [--systems a,b] [--workloads W1,W3,W5-lone] (W5: every streaming workload;
+//                    W6: delay accuracy; W7: partitioned sources)
 //   npm run bench -- --render DIR   (redraw report.md and chart.svg from DIR/results.json)
 //
 // Builds the benchmark variant of the Worker (cargo feature "bench", into
@@ -23,6 +24,7 @@ import { ROOT } from "../tests/e2e/harness.mjs";
 import { startBenchWorker } from "./workerd.mjs";
 import { runWorkload, Progress } from "./measure.mjs";
 import { runStream } from "./stream.mjs";
+import { runDelays } from "./delays.mjs";
 import { FULL, QUICK, STREAM_FULL, STREAM_QUICK, SYSTEMS, runsOn, totalRows } from "./workloads.mjs";
 import { renderChart } from "./chart.mjs";
 import { addRatios, evaluateAims, healthyComparison, renderReport } from "./report.mjs";
@@ -173,7 +175,8 @@ async function main() {
   const selected = (w) => !opts.workloads || opts.workloads.some((id) => w.id === id || (id === "W5" && w.stream));
   const workloads = (opts.quick ? [...QUICK, ...STREAM_QUICK] : [...FULL, ...STREAM_FULL]).filter(selected);
   const systems = SYSTEMS.filter((s) => (opts.plan === "all" || s.plans.includes(opts.plan)) && (!opts.systems || opts.systems.includes(s.id)));
-  if (!systems.length || !workloads.length) throw new Error("nothing selected");
+  const extra = (id) => !opts.workloads || opts.workloads.includes(id);
+  if (!systems.length || (!workloads.length && !extra("W6") && !extra("W7"))) throw new Error("nothing selected");
 
   if (opts.build) {
     say("building the test Worker (scripts/build-worker test: features testing and bench, into build/test)");
@@ -226,6 +229,12 @@ async function main() {
     }
   }
 
+  let delays = null;
+  if (extra("W6")) {
+    say("W6: delay accuracy (rows delayed by 1 s, 10 s and 60 s; quick: 1 s and 3 s)");
+    delays = await runDelays({ quick: opts.quick, say });
+  }
+
   addRatios(bySystem);
   const healthy = healthyComparison(bySystem);
   const aims = opts.quick ? [] : evaluateAims(bySystem, healthy, core?.backlog ?? []);
@@ -241,12 +250,15 @@ async function main() {
     wrangler: wranglerVersion(),
     heal_fraction_of_w3: HEAL_FRACTION,
   };
-  const run = { meta, workloads, systems, bySystem, healthy, aims, core, upload };
+  const run = { meta, workloads, systems, bySystem, healthy, aims, core, upload, delays };
   writeOutputs(run, outDir);
   say(`wrote ${relative(ROOT, outDir)}/{report.md,results.json,chart.svg}`);
   const missed = aims.filter((a) => !a.met);
   if (aims.length) say(`aims: ${aims.length - missed.length} of ${aims.length} met`);
   const bad = sanity(bySystem);
+  for (const d of delays ?? []) {
+    if (d.early || d.missing) bad.push(`W6 ${d.delay_ms} ms: ${d.early} rows applied early, ${d.missing} never applied`);
+  }
   if (bad.length) {
     for (const b of bad) say(`FAILED: ${b}`);
     process.exit(1);

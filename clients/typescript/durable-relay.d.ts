@@ -33,6 +33,10 @@ export interface Row {
   puts?: [key: string, value: JsonValue][];
   /** Keys to remove. */
   deletes?: string[];
+  /** Deliver no earlier than this time, ms since the epoch (at most 24 h ahead). Not with `delay_ms`. */
+  not_before_ms?: number;
+  /** Deliver no earlier than this long after the enqueue, ms (at most 86,400,000). Not with `not_before_ms`. */
+  delay_ms?: number;
 }
 
 /** Options of an enqueue. */
@@ -59,6 +63,11 @@ export interface Enqueued {
   queued_rows: number;
   /** When the rows committed (the original enqueue's, for a duplicate), ms since the epoch. */
   at_ms: number;
+  /**
+   * Present when a row is delayed: each row's effective due time in the order of `seqs`, ms since
+   * the epoch (0: due at once; later than asked when an older row for the same target waits longer).
+   */
+  due_ms?: number[];
 }
 
 /** A parked or failing target, as a source reports it. */
@@ -235,6 +244,8 @@ export type ErrorCode =
   | "invalid_delay"
   | "source_not_empty"
   | "invalid_traceparent"
+  | "conflicting_delay"
+  | "delay_too_long"
   | "no_directory";
 
 /**

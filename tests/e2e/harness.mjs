@@ -178,6 +178,14 @@ export class Relay {
     return this.output.split("\n").filter((l) => /panicked at|RuntimeError: unreachable|Rust panic/.test(l));
   }
 
+  /** Every `relay_apply` line targets logged so far (applies of rows with a traceparent). */
+  applyLogs() {
+    return this.output
+      .split("\n")
+      .filter((l) => l.includes('"event":"relay_apply"'))
+      .map((l) => JSON.parse(l.slice(l.indexOf("{"))));
+  }
+
   /** Every per-alarm summary the relay logged so far. */
   alarmLogs() {
     const out = [];

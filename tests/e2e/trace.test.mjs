@@ -22,13 +22,7 @@ after(async () => {
 const enqueue = (source, body, trace) =>
   relay.api("POST", `/v1/sources/${source}/enqueue`, body, { headers: trace === undefined ? {} : { traceparent: trace } });
 
-/** The Worker's `relay_apply` log lines. */
-function applyLines() {
-  return relay.output
-    .split("\n")
-    .filter((l) => l.includes('"event":"relay_apply"'))
-    .map((l) => JSON.parse(l.slice(l.indexOf("{"))));
-}
+const applyLines = () => relay.applyLogs();
 
 test("a traceparent travels with its rows into the alarm's and the target's log lines, at no extra write", async () => {
   const src = "tr-src";

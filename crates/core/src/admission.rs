@@ -17,9 +17,10 @@
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
 #![deny(clippy::unreachable, clippy::todo, clippy::unimplemented)]
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::dedup::{content_digest, decide, validate_key, Dedup, DedupRecord};
+use crate::delay::hold;
 use crate::enqueue::{encode_rows, plan_encoded, Capacity, EnqueuePlan, EnqueueRefusal, EnqueueRow};
 use crate::row::StoredRow;
 
@@ -40,6 +41,9 @@ pub struct AdmissionInput<'a> {
     pub capacity: Capacity,
     /// Names of the targets that are parked now.
     pub parked: &'a BTreeSet<String>,
+    /// Targets whose queued or parked rows are held by a delay: the latest
+    /// due time among them, ms (entries not past `now_ms` are ignored).
+    pub held: &'a BTreeMap<String, u64>,
 }
 
 /// What to do with an enqueue.
@@ -68,6 +72,9 @@ pub struct AppendPlan {
     pub parked: Vec<StoredRow>,
     /// The dedup record to store (keyed enqueues only).
     pub record: Option<DedupRecord>,
+    /// Targets whose hold this enqueue starts or extends, with the new
+    /// latest due time, ms: written with the rows.
+    pub holds: Vec<(String, u64)>,
 }
 
 impl AppendPlan {
@@ -93,7 +100,8 @@ pub fn admit(input: &AdmissionInput<'_>, rows: &[EnqueueRow]) -> Result<Admissio
             Dedup::Fresh => digest = Some(d),
         }
     }
-    let plan = plan_encoded(input.os, input.now_ms, &encoded, &input.capacity)?;
+    let mut plan = plan_encoded(input.os, input.now_ms, &encoded, &input.capacity)?;
+    let holds = hold_rows(&mut plan.rows, input.held, input.now_ms);
     let (parked, queued): (Vec<StoredRow>, Vec<StoredRow>) =
         plan.rows.iter().cloned().partition(|r| input.parked.contains(&r.target));
     let record = match (input.key, digest, plan.rows.first()) {
@@ -106,7 +114,18 @@ pub fn admit(input: &AdmissionInput<'_>, rows: &[EnqueueRow]) -> Result<Admissio
         }),
         _ => None,
     };
-    Ok(Admission::Append(AppendPlan { plan, queued, parked, record }))
+    Ok(Admission::Append(AppendPlan { plan, queued, parked, record, holds }))
+}
+
+/// Gives each row its effective due time (see [`crate::delay`]): no earlier
+/// than the rows held before it for its target. Returns the holds that
+/// changed.
+fn hold_rows(rows: &mut [StoredRow], held: &BTreeMap<String, u64>, now_ms: u64) -> Vec<(String, u64)> {
+    let mut holds = held.clone();
+    for row in rows.iter_mut() {
+        row.due_ms = hold(&mut holds, &row.target, row.due_ms, now_ms);
+    }
+    holds.into_iter().filter(|(t, due)| held.get(t) != Some(due)).collect()
 }
 
 #[cfg(test)]
@@ -133,7 +152,32 @@ mod tests {
             dedup_horizon_ms: 60_000,
             capacity: Capacity::with_defaults(0, 0),
             parked,
+            held: &NOT_HELD,
         }
+    }
+
+    static NOT_HELD: BTreeMap<String, u64> = BTreeMap::new();
+
+    #[test]
+    fn a_delayed_row_holds_its_targets_later_rows_and_reports_the_hold() {
+        use crate::delay::Delay;
+        let none = BTreeSet::new();
+        let held: BTreeMap<String, u64> = [("slow".to_owned(), 9_000), ("past".to_owned(), 10)].into();
+        let inp = AdmissionInput { held: &held, ..input(None, None, &none) };
+        let rows = [
+            row("slow", 1),
+            row("fast", 2).delayed(Delay::For(1_000)),
+            row("fast", 3),
+            row("other", 4),
+            row("past", 5),
+            row("slow", 6).delayed(Delay::NotBefore(12_000)),
+        ];
+        let p = append(admit(&inp, &rows).unwrap());
+        let due: Vec<u64> = p.plan.rows.iter().map(|r| r.due_ms).collect();
+        assert_eq!(due, vec![9_000, 6_000, 6_000, 0, 0, 12_000]);
+        assert_eq!(p.holds, vec![("fast".to_owned(), 6_000), ("slow".to_owned(), 12_000)]);
+        let refused = admit(&inp, &[row("t", 1).delayed(Delay::For(crate::MAX_DELAY_MS + 1))]).unwrap_err();
+        assert_eq!(refused.code(), "delay_too_long");
     }
 
     fn append(a: Admission) -> AppendPlan {

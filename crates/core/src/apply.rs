@@ -295,6 +295,7 @@ mod tests {
                     seq,
                     target: name.clone(),
                     at_ms: 0,
+                    due_ms: 0,
                     bytes: body.len() as u32,
                     effects: 1,
                     body,

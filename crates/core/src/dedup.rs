@@ -89,9 +89,16 @@ pub fn validate_key(key: &str) -> Result<(), KeyError> {
 /// encoding.
 pub fn content_digest(rows: &EncodedRows) -> String {
     let mut hash = Sha256::new();
-    for (target, body) in &rows.rows {
+    for (target, body, delay) in &rows.rows {
         let body = Effects::untraced(body);
         for part in [target.as_str(), &*body] {
+            hash.update((part.len() as u64).to_be_bytes());
+            hash.update(part.as_bytes());
+        }
+        // Only delayed rows add a part, so an undelayed row's digest is what
+        // it was before delays existed (stored records stay comparable).
+        if let Some(d) = delay {
+            let part = d.digest_text();
             hash.update((part.len() as u64).to_be_bytes());
             hash.update(part.as_bytes());
         }

@@ -12,6 +12,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+use crate::delay::Delay;
 use crate::json::{canonical, ValueError};
 use crate::limits::{
     DEFAULT_MAX_QUEUED_BYTES, DEFAULT_MAX_QUEUED_ROWS, MAX_ENQUEUE_BYTES, MAX_ROWS_PER_ENQUEUE, SEQ_MAX,
@@ -36,6 +37,15 @@ pub struct EnqueueRow {
     /// never from the row's JSON), stored and sent with the row.
     #[serde(skip)]
     pub trace: Option<Traceparent>,
+    /// Deliver no earlier than this time, ms since the epoch (see
+    /// [`delay`](crate::delay)); at most [`MAX_DELAY_MS`](crate::MAX_DELAY_MS)
+    /// ahead. Not with `delay_ms`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_before_ms: Option<u64>,
+    /// Deliver no earlier than this long after the enqueue commits, ms; at
+    /// most [`MAX_DELAY_MS`](crate::MAX_DELAY_MS). Not with `not_before_ms`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delay_ms: Option<u64>,
 }
 
 impl EnqueueRow {
@@ -43,7 +53,16 @@ impl EnqueueRow {
     /// planning time.
     pub fn new(target: Name, puts: Vec<(String, serde_json::Value)>, deletes: Vec<String>) -> Self {
         let puts = puts.into_iter().map(|(k, v)| (k, JsonValue::from_value(&v))).collect();
-        EnqueueRow { target, puts, deletes, trace: None }
+        EnqueueRow { target, puts, deletes, trace: None, not_before_ms: None, delay_ms: None }
+    }
+
+    /// The same row, delivered no earlier than `delay` says.
+    pub fn delayed(mut self, delay: Delay) -> Self {
+        (self.not_before_ms, self.delay_ms) = match delay {
+            Delay::NotBefore(at) => (Some(at), None),
+            Delay::For(ms) => (None, Some(ms)),
+        };
+        self
     }
 
     /// The same row carrying `trace`.
@@ -237,8 +256,8 @@ impl EnqueuePlan {
 /// [`Effects`], `bytes` their total length, at most [`MAX_ENQUEUE_BYTES`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EncodedRows {
-    /// Each row's target and encoded body.
-    pub rows: Vec<(Name, String)>,
+    /// Each row's target, encoded body and requested delay.
+    pub rows: Vec<(Name, String, Option<Delay>)>,
     /// Total body bytes.
     pub bytes: u64,
 }
@@ -260,11 +279,13 @@ pub fn encode_rows(rows: &[EnqueueRow]) -> Result<EncodedRows, EnqueueError> {
             .normalised_effects()
             .and_then(|e| e.encode())
             .map_err(|error| EnqueueError::Row { index, error })?;
+        let delay = Delay::from_fields(row.not_before_ms, row.delay_ms)
+            .map_err(|e| EnqueueError::Row { index, error: RowError::Delay(e) })?;
         bytes += body.len() as u64;
         if bytes > u64::from(MAX_ENQUEUE_BYTES) {
             return Err(EnqueueError::TooManyBytes(bytes));
         }
-        encoded.push((row.target.clone(), body));
+        encoded.push((row.target.clone(), body, delay));
     }
     Ok(EncodedRows { rows: encoded, bytes })
 }
@@ -286,15 +307,22 @@ pub fn plan_encoded(
     if after_rows > capacity.max_rows || after_bytes > capacity.max_bytes {
         return Err(EnqueueError::OutboxFull { rows: after_rows, bytes: after_bytes, capacity: *capacity });
     }
-    let rows = (os + 1..)
-        .zip(&encoded.rows)
-        .map(|(seq, (target, body))| StoredRow {
+    let mut rows = Vec::with_capacity(encoded.rows.len());
+    for ((seq, index), (target, body, delay)) in (os + 1..).zip(0u32..).zip(&encoded.rows) {
+        let due_ms = match delay {
+            Some(d) => {
+                d.due_ms(now_ms).map_err(|e| EnqueueError::Row { index, error: RowError::Delay(e) })?
+            }
+            None => 0,
+        };
+        rows.push(StoredRow {
             seq,
             target: target.as_str().to_owned(),
             at_ms: now_ms,
+            due_ms,
             body: body.clone(),
-        })
-        .collect();
+        });
+    }
     let plan = EnqueuePlan { rows, os: os + count, bytes: encoded.bytes };
     assert!(plan.os <= SEQ_MAX);
     Ok(plan)

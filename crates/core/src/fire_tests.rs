@@ -14,6 +14,7 @@ fn stored(seq: u64, target: &str) -> StoredRow {
         seq,
         target: target.into(),
         at_ms: NOW,
+        due_ms: 0,
         body: format!(r#"{{"puts":[["k{seq}",{seq}]],"deletes":[]}}"#),
     }
 }
@@ -265,7 +266,7 @@ fn batches_are_cut_at_the_byte_limit_without_splitting_a_row() {
     let puts: Vec<String> = (0..9).map(|i| format!("[\"k{i}\",{value}]")).collect();
     let body = format!(r#"{{"puts":[{}],"deletes":[]}}"#, puts.join(","));
     assert!(body.len() > MAX_BATCH_BYTES as usize / 2);
-    let mk = |seq| StoredRow { seq, target: "a".into(), at_ms: NOW, body: body.clone() };
+    let mk = |seq| StoredRow { seq, target: "a".into(), at_ms: NOW, due_ms: 0, body: body.clone() };
     let rows = [mk(1), mk(2), mk(3)];
     let mut f = fire(&rows, budget(4, 3));
     let calls = drive(&mut f, ok);
@@ -278,8 +279,9 @@ fn batches_are_cut_at_the_byte_limit_without_splitting_a_row() {
 fn batches_are_cut_at_the_effect_limit() {
     let keys: Vec<String> = (0..64).map(|i| format!("[\"k{i}\",1]")).collect();
     let body = format!(r#"{{"puts":[{}],"deletes":[]}}"#, keys.join(","));
-    let rows: Vec<_> =
-        (1..=65).map(|seq| StoredRow { seq, target: "a".into(), at_ms: NOW, body: body.clone() }).collect();
+    let rows: Vec<_> = (1..=65)
+        .map(|seq| StoredRow { seq, target: "a".into(), at_ms: NOW, due_ms: 0, body: body.clone() })
+        .collect();
     let mut f = fire(&rows, budget(4, 2));
     let calls = drive(&mut f, ok);
     assert_eq!(calls[0].seqs.len() as u32, MAX_BATCH_EFFECTS / 64);
@@ -498,9 +500,9 @@ fn rows_no_call_can_reach_need_no_body() {
     rows.push(stored(41, "t01"));
     let b = budget(8, 2); // 16 calls: at most 16 distinct targets
     let begun = begin(start(41, None, b)).unwrap();
-    let through = begun.bodies_through(rows.iter().map(|r| (r.seq, r.target.as_str())));
+    let through = begun.bodies_through(rows.iter().map(|r| (r.seq, r.target.as_str(), r.due_ms)));
     assert_eq!(through, Some(41), "a later row of a selectable target still needs its body");
-    let without_41 = begun.bodies_through(rows[..40].iter().map(|r| (r.seq, r.target.as_str())));
+    let without_41 = begun.bodies_through(rows[..40].iter().map(|r| (r.seq, r.target.as_str(), r.due_ms)));
     assert_eq!(without_41, Some(16));
     // The shell may drop bodies past that point; the fire still delivers.
     let hollow: Vec<_> = rows[..40]
@@ -521,5 +523,82 @@ fn blocked_targets_need_no_body() {
     rs.blocked = vec![n("bad")];
     let rows = [stored(1, "bad"), stored(2, "good"), stored(3, "bad")];
     let begun = begin(start(3, Some(&rs), RelayBudget::default())).unwrap();
-    assert_eq!(begun.bodies_through(rows.iter().map(|r| (r.seq, r.target.as_str()))), Some(2));
+    assert_eq!(begun.bodies_through(rows.iter().map(|r| (r.seq, r.target.as_str(), r.due_ms))), Some(2));
+}
+
+// ---- delayed rows ---------------------------------------------------------------
+
+fn held(seq: u64, target: &str, due_ms: u64) -> StoredRow {
+    StoredRow { due_ms, ..stored(seq, target) }
+}
+
+#[test]
+fn a_held_row_holds_back_its_targets_later_rows_and_no_other_target() {
+    // a:1 due, a:2 held, a:3 (held by a:2), b:4 due, c:5 held.
+    let rows = [
+        stored(1, "a"),
+        held(2, "a", NOW + 500),
+        held(3, "a", NOW + 500),
+        stored(4, "b"),
+        held(5, "c", NOW + 900),
+    ];
+    let mut f = fire(&rows, RelayBudget::default());
+    let calls = drive(&mut f, ok);
+    let sent: Vec<(String, Vec<u64>)> =
+        calls.iter().map(|c| (c.target.to_string(), c.seqs.clone())).collect();
+    assert_eq!(sent, vec![("a".into(), vec![1]), ("b".into(), vec![4])], "held rows are never sent");
+    let s = f.settle();
+    assert_eq!(deleted(&s), vec![1, 4]);
+    assert!(s.report.cycle_complete, "the cursor passes held rows");
+    assert_eq!(s.scan.next_due_ms, Some(NOW + 500), "the earliest held row");
+    assert!(s.scan.blocked.is_empty(), "a held target is not a failing one");
+    assert_eq!(s.wake, Wake::Until { os_read: 5, delay_ms: 500 });
+    assert_eq!(s.wake.delay_ms(5), Some(500));
+    assert_eq!(s.wake.delay_ms(6), Some(0), "a row appended since wakes it at once");
+    assert_eq!(s.scan.idle_fires, 0, "waiting for a due time is not a failure");
+}
+
+#[test]
+fn a_cycle_judges_due_times_by_its_own_clock_so_a_passed_row_cannot_be_overtaken() {
+    // A cycle that began at NOW - 1000 passed over a:1 (due NOW - 10). A later
+    // fire of the same cycle, at NOW, must not send a:2 (due NOW - 10 too).
+    let mut rs = ScanState::new_cycle(3, None);
+    rs.clock_ms = NOW - 1_000;
+    rs.cursor = 1;
+    rs.next_due_ms = Some(NOW - 10);
+    let rows = [held(1, "a", NOW - 10), held(2, "a", NOW - 10), stored(3, "b")];
+    let mut f = fire_from(&rows, 3, Some(&rs), RelayBudget::default());
+    let calls = drive(&mut f, ok);
+    assert_eq!(calls.iter().map(|c| c.target.as_str()).collect::<Vec<_>>(), vec!["b"]);
+    let s = f.settle();
+    assert_eq!(s.wake, Wake::Until { os_read: 3, delay_ms: 0 }, "overdue: the next cycle at once");
+    // The next cycle's clock is NOW: both rows of a go, in order.
+    let mut f = fire_from(&rows[..2], 3, Some(&s.scan), RelayBudget::default());
+    let calls = drive(&mut f, ok);
+    assert_eq!(calls.iter().map(|c| c.seqs.clone()).collect::<Vec<_>>(), vec![vec![1, 2]]);
+    assert_eq!(f.settle().wake, Wake::Idle { os_read: 3 });
+}
+
+#[test]
+fn a_back_off_never_outlasts_a_held_rows_due_time_and_held_rows_are_not_late() {
+    let mut late = stored(2, "b");
+    late.at_ms = NOW - RELAY_LAG_BOUND_MS - 1;
+    let mut long_held = held(3, "c", NOW + 200);
+    long_held.at_ms = NOW - RELAY_LAG_BOUND_MS - 1_000;
+    let rows = [stored(1, "a"), long_held.clone()];
+    let mut f = fire(&rows, RelayBudget::default());
+    drive(&mut f, |_| failed());
+    let s = f.settle();
+    assert_eq!(s.wake, Wake::After { delay_ms: 200 }, "the back-off is cut to the due time");
+    assert!(!s.report.lag_exceeded, "a row committed long ago but held until later is not late");
+    let mut f = fire(&[late], RelayBudget::default());
+    drive(&mut f, |_| failed());
+    assert!(f.settle().report.lag_exceeded, "an old row that is due is late");
+}
+
+#[test]
+fn bodies_are_read_only_for_due_rows_of_selectable_targets() {
+    let rows = [held(1, "a", NOW + 5), stored(2, "b"), held(3, "b", NOW + 5), held(4, "c", NOW + 5)];
+    let begun = begin(start(4, None, RelayBudget::default())).unwrap();
+    assert_eq!(begun.bodies_through(rows.iter().map(|r| (r.seq, r.target.as_str(), r.due_ms))), Some(2));
 }

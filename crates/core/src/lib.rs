@@ -14,6 +14,7 @@ pub mod admission;
 pub mod alarm;
 pub mod apply;
 pub mod dedup;
+pub mod delay;
 pub mod enqueue;
 pub mod fire;
 pub mod json;
@@ -34,6 +35,7 @@ pub use apply::{
     NoHook, RelayHook,
 };
 pub use dedup::{content_digest, decide, Dedup, DedupRecord, KeyError};
+pub use delay::{Delay, DelayError};
 pub use enqueue::{
     encode_rows, plan_encoded, plan_enqueue, Capacity, EncodedRows, EnqueueError, EnqueuePlan,
     EnqueueRefusal, EnqueueRow,

@@ -175,6 +175,11 @@ pub const TRACEPARENT_BYTES: u32 = 55;
 /// Distinct `traceparent`s one alarm's log line names (the rest are
 /// counted, not listed), so a busy alarm's line stays small.
 pub const MAX_TRACES_PER_LOG: u32 = 16;
+/// Longest a row may be delayed, ms (24 hours): a delayed row holds back
+/// the later rows of its target and the source's `relay_watermark`, so the
+/// delay is bounded like every other wait. `delay_ms` and `not_before_ms`
+/// past it are refused with `delay_too_long`.
+pub const MAX_DELAY_MS: u64 = 86_400_000;
 /// Most keys one listing returns.
 pub const MAX_KEYS_PER_PAGE: u32 = 1_000;
 /// Most sources one directory page returns (`GET /v1/sources`). A console

@@ -124,17 +124,28 @@ struct WireRow {
     puts: Vec<(String, JsonValue)>,
     #[serde(default)]
     deletes: Vec<String>,
+    #[serde(default)]
+    not_before_ms: Option<u64>,
+    #[serde(default)]
+    delay_ms: Option<u64>,
 }
 
 /// Decodes an enqueue body:
-/// `{"rows":[{"target","puts":[[key, value]..],"deletes":[key..]}..],"idempotency_key"?}`.
+/// `{"rows":[{"target","puts":[[key, value]..],"deletes":[key..],"not_before_ms"?,"delay_ms"?}..],"idempotency_key"?}`.
 pub fn decode_enqueue(text: &str) -> Result<EnqueueRequest, RequestError> {
     let body: EnqueueBody = decode_json(text, MAX_VALUE_DEPTH + ENQUEUE_ENVELOPE_DEPTH)?;
     let rows = (0u32..)
         .zip(body.rows)
         .map(|(index, r)| {
             let target = Name::new(r.target).map_err(|error| RequestError::Target { index, error })?;
-            Ok(EnqueueRow { target, puts: r.puts, deletes: r.deletes, trace: None })
+            Ok(EnqueueRow {
+                target,
+                puts: r.puts,
+                deletes: r.deletes,
+                trace: None,
+                not_before_ms: r.not_before_ms,
+                delay_ms: r.delay_ms,
+            })
         })
         .collect::<Result<Vec<_>, RequestError>>()?;
     Ok(EnqueueRequest { rows, idempotency_key: body.idempotency_key })

@@ -100,6 +100,8 @@ pub enum RowError {
         /// What is wrong with the value.
         error: ValueError,
     },
+    /// The row's delay is refused (see [`crate::delay`]).
+    Delay(crate::delay::DelayError),
 }
 
 impl RowError {
@@ -114,6 +116,7 @@ impl RowError {
             RowError::DuplicateKey(_) => "duplicate_key",
             RowError::RowTooLarge(_) => "row_too_large",
             RowError::Value { error, .. } => error.code(),
+            RowError::Delay(e) => e.code(),
         }
     }
 }
@@ -137,6 +140,7 @@ impl fmt::Display for RowError {
                 write!(f, "row encodes to {n} bytes; one target batch holds rows of at most {MAX_ROW_BYTES}")
             }
             RowError::Value { key, error } => write!(f, "value of key {key:?}: {error}"),
+            RowError::Delay(e) => e.fmt(f),
         }
     }
 }
@@ -243,6 +247,10 @@ pub struct StoredRow {
     pub target: String,
     /// Commit-time clock reading of the enqueue, in ms since the epoch.
     pub at_ms: u64,
+    /// Not to be delivered before this time, ms since the epoch (0: due at
+    /// once). Effective: never earlier than an older row's of the same
+    /// target (see [`delay`](crate::delay)).
+    pub due_ms: u64,
     /// The encoded [`Effects`].
     pub body: String,
 }
@@ -280,6 +288,9 @@ pub struct QueuedRow {
     pub target: Name,
     /// Commit-time clock reading, ms since the epoch.
     pub at_ms: u64,
+    /// Not to be delivered before this time (0: due at once); see
+    /// [`StoredRow::due_ms`].
+    pub due_ms: u64,
     /// Encoded effects, sent to the target verbatim.
     pub body: String,
     /// `body.len()`, for batch and fire byte budgets.
@@ -303,6 +314,7 @@ impl QueuedRow {
             seq: row.seq,
             target,
             at_ms: row.at_ms,
+            due_ms: row.due_ms,
             body: row.body.clone(),
             bytes: len_u32(row.body.len()),
             effects: effects.count(),
@@ -321,6 +333,7 @@ impl QueuedRow {
             seq: row.seq,
             target,
             at_ms: row.at_ms,
+            due_ms: row.due_ms,
             body: String::new(),
             bytes: 0,
             effects: 0,
@@ -441,7 +454,13 @@ mod tests {
 
     #[test]
     fn corrupt_rows_are_reported_not_decoded() {
-        let good = StoredRow { seq: 1, target: "t".into(), at_ms: 5, body: r#"{"deletes":["a"]}"#.into() };
+        let good = StoredRow {
+            seq: 1,
+            target: "t".into(),
+            at_ms: 5,
+            due_ms: 0,
+            body: r#"{"deletes":["a"]}"#.into(),
+        };
         let row = QueuedRow::decode(&good).unwrap();
         assert_eq!((row.seq, row.effects, row.bytes), (1, 1, 17));
         let bad_seq = StoredRow { seq: 0, ..good.clone() };

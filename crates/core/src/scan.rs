@@ -3,8 +3,10 @@
 //! A cycle covers the outbox up to `cycle_end`, the `os` snapshot taken when
 //! it started. Rows appended later wait for the next cycle. While a cycle is
 //! active (`cursor < cycle_end`), every undelivered row with `seq <= cursor`
-//! has its target in `blocked`. A completed marker (`cursor == cycle_end`)
-//! makes the next fire start a new cycle from the head with nothing blocked.
+//! has its target in `blocked`, or is held by a delay (`due_ms > clock_ms`;
+//! then every later row of its target is too, see [`crate::delay`]). A
+//! completed marker (`cursor == cycle_end`) makes the next fire start a new
+//! cycle from the head with nothing blocked.
 
 use std::fmt;
 
@@ -37,6 +39,16 @@ pub struct ScanState {
     /// Consecutive fires, across cycles, that delivered nothing; sets the
     /// back-off. Reset by any fire that delivers or advances the cursor.
     pub idle_fires: u32,
+    /// The cycle's clock, ms since the epoch: the fire's `now_ms` when the
+    /// cycle started. A row is due in this cycle when its `due_ms` is at
+    /// most this; fixed for the cycle, so a row held at one fire is held at
+    /// every later fire of the cycle and cannot be overtaken.
+    #[serde(default)]
+    pub clock_ms: u64,
+    /// The earliest `due_ms` of the rows the cursor passed over this cycle
+    /// because they were held: when the source must wake for them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_due_ms: Option<u64>,
 }
 
 /// Why a persisted `rs` value was rejected.
@@ -61,6 +73,8 @@ impl ScanState {
             cursor: 0,
             blocked: Vec::new(),
             idle_fires: previous.map_or(0, |p| p.idle_fires),
+            clock_ms: 0,
+            next_due_ms: None,
         }
     }
 
@@ -80,6 +94,12 @@ impl ScanState {
     /// Whether this is a completed (or terminal) marker.
     pub fn is_complete(&self) -> bool {
         self.cursor == self.cycle_end
+    }
+
+    /// Whether a row that is not to be delivered before `due_ms` is due in
+    /// this cycle.
+    pub fn is_due(&self, due_ms: u64) -> bool {
+        due_ms <= self.clock_ms
     }
 
     /// Whether `target` is blocked this cycle.

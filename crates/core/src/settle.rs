@@ -2,7 +2,8 @@
 //! the checkpoint carries, the next wake-up, and the fire's report.
 //!
 //! The cursor walks the window in sequence order. A delivered row is passed
-//! and deleted. An undelivered row whose target is blocked, or failed in this
+//! and deleted. A row held by a delay is passed and its due time noted, so
+//! the source wakes for it. An undelivered row whose target is blocked, or failed in this
 //! fire, is passed and its target joins `blocked`; when `blocked` is full,
 //! that row ends the cycle early (a terminal marker) and stays queued. The
 //! walk stops before the first undelivered row of a healthy target (one the
@@ -58,6 +59,14 @@ pub enum Wake {
         /// The `os` the fire read.
         os_read: u64,
     },
+    /// Every row queued as of `os_read` is held by a delay: wake when the
+    /// first is due, or at once if a row was appended since.
+    Until {
+        /// The `os` the fire read.
+        os_read: u64,
+        /// Until the earliest held row is due, ms.
+        delay_ms: u64,
+    },
 }
 
 impl Wake {
@@ -67,8 +76,9 @@ impl Wake {
         match *self {
             Wake::Now => Some(0),
             Wake::After { delay_ms } => Some(delay_ms),
-            Wake::Idle { os_read } if os_now > os_read => Some(0),
+            Wake::Idle { os_read } | Wake::Until { os_read, .. } if os_now > os_read => Some(0),
             Wake::Idle { .. } => None,
+            Wake::Until { delay_ms, .. } => Some(delay_ms),
         }
     }
 }
@@ -207,6 +217,10 @@ impl Fire {
                 let group = &self.groups[self.row_group[i] as usize];
                 match group.state {
                     GroupState::Blocked | GroupState::Parked(_) => {}
+                    _ if self.held[i] => {
+                        let due = scan.next_due_ms.map_or(row.due_ms, |d| d.min(row.due_ms));
+                        scan.next_due_ms = Some(due);
+                    }
                     GroupState::Failed(_) => {
                         if let Err(at) = scan.blocked.binary_search(&row.target) {
                             if scan.blocked.len() == MAX_BLOCKED_TARGETS {
@@ -232,7 +246,7 @@ impl Fire {
     /// any group that neither is blocked nor failed, or the corrupt row.
     fn stop_seq(&self) -> Option<u64> {
         let healthy = self.groups.iter().filter_map(|g| match g.state {
-            GroupState::Waiting | GroupState::Active if g.next < g.rows.len() => {
+            GroupState::Waiting | GroupState::Active if g.next < g.due_len => {
                 Some(self.rows[g.rows[g.next] as usize].seq)
             }
             _ => None,
@@ -288,17 +302,25 @@ impl Fire {
             scan.idle_fires = 0;
         }
         let os_read = self.begun.start.os;
-        let empty = complete
+        let held_left = self.held_left();
+        let settled = complete
             && !overflow
             && scan.blocked.is_empty()
             && self.corrupt.is_none()
-            && rows_delivered as usize == self.rows.len()
-            && scan.cycle_end == os_read;
-        if empty {
+            && (rows_delivered + held_left) as usize == self.rows.len();
+        // Until a held row is due, when the cycle ends with nothing else owed.
+        let until_due =
+            scan.next_due_ms.filter(|_| complete).map(|d| d.saturating_sub(self.begun.start.now_ms));
+        if settled && scan.cycle_end == os_read {
             scan.idle_fires = 0;
-            return Wake::Idle { os_read };
+            return match until_due {
+                None => Wake::Idle { os_read },
+                Some(delay_ms) => Wake::Until { os_read, delay_ms },
+            };
         }
-        if rows_delivered > 0 {
+        if rows_delivered > 0 || (settled && until_due.is_some()) {
+            // Delivered, or only held rows left in a cycle that ended
+            // before newer rows: go again.
             return Wake::Now;
         }
         if advanced && !complete {
@@ -307,7 +329,17 @@ impl Fire {
             return Wake::After { delay_ms: retry_backoff_ms(0) };
         }
         scan.idle_fires = scan.idle_fires.saturating_add(1);
-        Wake::After { delay_ms: retry_backoff_ms(scan.idle_fires) }
+        let backoff = retry_backoff_ms(scan.idle_fires);
+        // A back-off never makes a held row wait past its due time.
+        Wake::After { delay_ms: until_due.map_or(backoff, |d| d.min(backoff)) }
+    }
+
+    /// Undelivered window rows held by a delay (not those leaving with a
+    /// parked target).
+    fn held_left(&self) -> u32 {
+        let parked =
+            |i: usize| matches!(self.groups[self.row_group[i] as usize].state, GroupState::Parked(_));
+        (0..self.rows.len()).filter(|&i| self.held[i] && !self.delivered[i] && !parked(i)).count() as u32
     }
 
     fn report(&self, rows_delivered: u32, complete: bool, overflow: bool) -> FireReport {
@@ -351,7 +383,11 @@ impl Fire {
             overflow,
             corrupt: self.corrupt.as_ref().map(|(s, e)| (*s, e.to_string())),
             corrupt_rs: self.begun.corrupt_rs.is_some(),
-            lag_exceeded: self.rows.iter().any(|r| now.saturating_sub(r.at_ms) > RELAY_LAG_BOUND_MS),
+            // A held row is not late before it is due.
+            lag_exceeded: self
+                .rows
+                .iter()
+                .any(|r| now.saturating_sub(r.at_ms.max(r.due_ms)) > RELAY_LAG_BOUND_MS),
         }
     }
 }

@@ -19,6 +19,8 @@ pub struct Head {
     pub seq: u64,
     /// That row's commit-time clock reading, ms since the epoch.
     pub at_ms: u64,
+    /// Not to be delivered before this time (0: due at once).
+    pub due_ms: u64,
 }
 
 /// The oldest row still owed to a target: the lower-sequence head of the
@@ -63,14 +65,14 @@ pub fn delivered_through(seq: u64, os: u64, owed: Option<Head>) -> bool {
 mod tests {
     use super::*;
 
-    const Q: Head = Head { seq: 5, at_ms: 100 };
-    const P: Head = Head { seq: 3, at_ms: 90 };
+    const Q: Head = Head { seq: 5, at_ms: 100, due_ms: 0 };
+    const P: Head = Head { seq: 3, at_ms: 90, due_ms: 0 };
 
     #[test]
     fn watermark_is_the_oldest_owed_row_time_minus_one_or_now_when_none() {
         assert_eq!(relay_watermark(None, 500), 500);
         assert_eq!(relay_watermark(Some(Q), 500), 99);
-        assert_eq!(relay_watermark(Some(Head { seq: 3, at_ms: 0 }), 500), 0);
+        assert_eq!(relay_watermark(Some(Head { seq: 3, at_ms: 0, due_ms: 0 }), 500), 0);
     }
 
     #[test]

@@ -142,6 +142,7 @@ fn window(rows: u64, target_of: fn(u64) -> u64) -> Vec<StoredRow> {
                 seq,
                 target: format!("bench-t{}", target_of(seq - 1)),
                 at_ms: 1_000,
+                due_ms: 0,
                 body: effects.encode().expect("valid row"),
             }
         })

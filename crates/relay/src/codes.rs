@@ -94,6 +94,8 @@ codes! {
     InvalidDelay => "invalid_delay": "A test fault delay out of range.",
     SourceNotEmpty => "source_not_empty": "A source still holds queued or parked rows, so it cannot be retired (409).",
     InvalidTraceparent => "invalid_traceparent": "A traceparent that is not W3C version 00 (400).",
+    ConflictingDelay => "conflicting_delay": "A row with both not_before_ms and delay_ms (400).",
+    DelayTooLong => "delay_too_long": "A row asked to wait longer than MAX_DELAY_MS (400).",
     NoDirectory => "no_directory": "The Worker has no source directory bound (RELAY_DIRECTORY) (501).",
 }
 

@@ -333,6 +333,7 @@ fn summarise(
         next_in_ms: next_in_ms.or(match run.final_wake() {
             Wake::Now => Some(0),
             Wake::After { delay_ms } => Some(delay_ms),
+            Wake::Until { delay_ms, .. } => Some(delay_ms),
             Wake::Idle { .. } => None,
         }),
         subrequest_cap: options.budget.calls_per_alarm(),

@@ -286,7 +286,10 @@ impl<S: Sql, A: AlarmStore> Relay<S, A> {
             (Err(e), None) => return Err(EnqueueFailure::Store(e)),
         };
         if !done.duplicate {
-            let due = enqueue_due(now_ms, self.last_delivery_ms.get(), self.config.get().coalesce_ms);
+            // A delayed row needs no alarm before it is due; one already
+            // set earlier (for other rows) is kept.
+            let due = enqueue_due(now_ms, self.last_delivery_ms.get(), self.config.get().coalesce_ms)
+                .max(done.first_due_ms());
             self.arm_at(due).await.map_err(EnqueueFailure::Store)?;
         }
         Ok((r, done))
@@ -389,7 +392,7 @@ impl<S: Sql, A: AlarmStore> Relay<S, A> {
                 .map(|t| (t.target.clone(), t.failed_cycles))
                 .collect(),
             oldest_row_age_ms: owed.map(|h| now_ms.saturating_sub(h.at_ms)),
-            lag_exceeded: owed.is_some_and(|h| crate::core::schedule::lagging(h.at_ms, now_ms)),
+            lag_exceeded: owed.is_some_and(|h| crate::core::schedule::lagging(h.at_ms.max(h.due_ms), now_ms)),
             relay_watermark: relay_watermark(owed, now_ms),
             capacity: CapacityReport {
                 rows: capacity.rows,

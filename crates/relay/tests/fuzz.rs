@@ -424,7 +424,27 @@ struct GenRow {
     puts: Vec<(String, J)>,
     deletes: Vec<String>,
     extra_field: bool,
+    /// `(delay_ms, not_before_ms)` as JSON number text, when present.
+    delay: (Option<String>, Option<String>),
 }
+
+/// A delay field's number: in range, at and past the limit, negative,
+/// fractional, past u64.
+fn delay_number() -> impl Strategy<Value = String> {
+    let max = durable_relay::core::MAX_DELAY_MS;
+    prop_oneof![
+        6 => (0u64..200_000).prop_map(|n| n.to_string()),
+        2 => (max - 2..max + 3).prop_map(|n| n.to_string()),
+        2 => (NOW_MS + max - 2..NOW_MS + max + 3).prop_map(|n| n.to_string()),
+        1 => Just("-1".to_owned()),
+        1 => Just("1.5".to_owned()),
+        1 => Just("18446744073709551616".to_owned()),
+        1 => Just("1e3".to_owned()),
+    ]
+}
+
+/// The clock the fuzzed enqueues are planned at.
+const NOW_MS: u64 = 1_000;
 
 fn target_name() -> impl Strategy<Value = String> {
     prop_oneof![
@@ -451,8 +471,15 @@ fn gen_row() -> impl Strategy<Value = GenRow> {
         prop::collection::vec((key_text(), prop_oneof![9 => json(), 1 => deep_json()]), 0..4),
         prop::collection::vec(key_text(), 0..3),
         prop::bool::weighted(0.05),
+        (proptest::option::weighted(0.2, delay_number()), proptest::option::weighted(0.2, delay_number())),
     )
-        .prop_map(|(target, puts, deletes, extra_field)| GenRow { target, puts, deletes, extra_field })
+        .prop_map(|(target, puts, deletes, extra_field, delay)| GenRow {
+            target,
+            puts,
+            deletes,
+            extra_field,
+            delay,
+        })
 }
 
 fn render_body(rows: &[GenRow], key: &Option<String>, ws: &[u8]) -> String {
@@ -474,6 +501,12 @@ fn render_body(rows: &[GenRow], key: &Option<String>, ws: &[u8]) -> String {
         out.push_str(&format!("],\"deletes\":[{}]", deletes.join(",")));
         if r.extra_field {
             out.push_str(",\"ttl\":5");
+        }
+        if let Some(n) = &r.delay.0 {
+            out.push_str(&format!(",\"delay_ms\":{n}"));
+        }
+        if let Some(n) = &r.delay.1 {
+            out.push_str(&format!(",\"not_before_ms\":{n}"));
         }
         out.push('}');
     }
@@ -505,14 +538,36 @@ const ENQUEUE_CODES: &[&str] = &[
     "invalid_value",
     "duplicate_object_key",
     "lone_surrogate",
+    "delay_too_long",
+    "conflicting_delay",
 ];
+
+/// The due time the relay must give a clean row, from its delay fields as
+/// written (`None`: it must be refused). Independent of `core::delay`.
+fn expected_due(delay: &(Option<String>, Option<String>)) -> Option<u64> {
+    let max = durable_relay::core::MAX_DELAY_MS;
+    match (delay.0.as_deref().map(str::parse::<u64>), delay.1.as_deref().map(str::parse::<u64>)) {
+        (None, None) => Some(0),
+        (Some(Ok(ms)), None) if ms <= max => Some(if ms == 0 { 0 } else { NOW_MS + ms }),
+        (None, Some(Ok(at))) if at <= NOW_MS + max => Some(if at <= NOW_MS { 0 } else { at }),
+        _ => None,
+    }
+}
 
 /// Sends accepted rows through the real delivery encoding: stored row,
 /// decoded queued row, target batch on the wire, decoded batch. Returns the
 /// effects as the target reads them.
-fn through_the_wire(enc: &durable_relay::core::EncodedRows) -> Result<Vec<Effects>, TestCaseError> {
-    let plan = plan_encoded(41, 1_000, enc, &Capacity::with_defaults(0, 0))
-        .map_err(|e| TestCaseError::fail(format!("planning failed: {e}")))?;
+/// What the targets read of accepted rows, and each row's planned due time.
+type Delivered = (Vec<Effects>, Vec<u64>);
+
+/// `None` when planning refuses a delay (the only refusal planning may add).
+fn through_the_wire(enc: &durable_relay::core::EncodedRows) -> Result<Option<Delivered>, TestCaseError> {
+    let plan = match plan_encoded(41, NOW_MS, enc, &Capacity::with_defaults(0, 0)) {
+        Ok(plan) => plan,
+        Err(e) if e.code() == "delay_too_long" => return Ok(None),
+        Err(e) => return Err(TestCaseError::fail(format!("planning failed: {e}"))),
+    };
+    let due = plan.rows.iter().map(|r| r.due_ms).collect();
     let mut out = Vec::new();
     for stored in &plan.rows {
         let row = QueuedRow::decode(stored).map_err(|e| TestCaseError::fail(format!("stored row: {e}")))?;
@@ -522,7 +577,7 @@ fn through_the_wire(enc: &durable_relay::core::EncodedRows) -> Result<Vec<Effect
         prop_assert_eq!(batch.rows.len(), 1);
         out.push(batch.rows[0].effects.clone());
     }
-    Ok(out)
+    Ok(Some((out, due)))
 }
 
 #[test]
@@ -558,7 +613,12 @@ fn generated_enqueue_bodies_are_refused_with_a_code_or_delivered_exactly() {
                 return Ok(());
             }
         };
-        let delivered = through_the_wire(&encoded)?;
+        let Some((delivered, due)) = through_the_wire(&encoded)? else {
+            if edits.is_none() {
+                prop_assert!(rows.iter().any(|r| expected_due(&r.delay).is_none()), "a delay was refused");
+            }
+            return Ok(());
+        };
         for (effects, row) in delivered.iter().zip(&request.rows) {
             for ((k, v), (k2, raw)) in effects.puts.iter().zip(&row.puts) {
                 prop_assert_eq!(k, k2);
@@ -571,7 +631,16 @@ fn generated_enqueue_bodies_are_refused_with_a_code_or_delivered_exactly() {
             prop_assert_eq!(&effects.deletes, &row.deletes);
         }
         if edits.is_none() {
-            // Clean bodies: every value arrives exactly as the oracle says.
+            // Clean bodies: every value arrives exactly as the oracle says,
+            // and every row is due when its delay says (the rows of one
+            // enqueue are planned with no hold from earlier rows).
+            let want: Vec<Option<u64>> = rows.iter().map(|r| expected_due(&r.delay)).collect();
+            prop_assert!(
+                want.iter().all(Option::is_some),
+                "a delay the oracle refuses was accepted: {:?}",
+                rows
+            );
+            prop_assert_eq!(due, want.into_iter().flatten().collect::<Vec<_>>());
             for (effects, row) in delivered.iter().zip(&rows) {
                 for ((_, v), (_, j)) in effects.puts.iter().zip(&row.puts) {
                     prop_assert_eq!(Ok(v.as_str().to_owned()), expected(j, 0));
@@ -820,7 +889,7 @@ fn corrupt_persisted_state_is_reported_not_trusted() {
         if let Ok(scan) = ScanState::decode(&text) {
             prop_assert!(scan.check().is_ok());
         }
-        let stored = StoredRow { seq, target, at_ms: 0, body: text };
+        let stored = StoredRow { seq, target, at_ms: 0, due_ms: 0, body: text };
         if let Ok(row) = QueuedRow::decode(&stored) {
             prop_assert!(row.seq >= 1 && Effects::decode(&stored.body).is_ok());
         }
@@ -841,7 +910,7 @@ fn regression_a_number_past_f64_is_carried_not_a_crash() {
 fn regression_a_big_integer_is_carried_digit_for_digit() {
     let r =
         decode_enqueue(r#"{"rows":[{"target":"a","puts":[["k",123456789012345678901234567890]]}]}"#).unwrap();
-    let delivered = through_the_wire(&encode_rows(&r.rows).unwrap()).unwrap();
+    let (delivered, _) = through_the_wire(&encode_rows(&r.rows).unwrap()).unwrap().unwrap();
     assert_eq!(delivered[0].puts[0].1.as_str(), "123456789012345678901234567890");
 }
 
@@ -872,6 +941,6 @@ fn regression_a_parked_page_after_past_the_safe_range_is_a_400() {
 #[test]
 fn regression_escaped_nul_and_astral_characters_survive() {
     let r = decode_enqueue(r#"{"rows":[{"target":"a","puts":[["k","a\u0000b\ud83d\ude00"]]}]}"#).unwrap();
-    let delivered = through_the_wire(&encode_rows(&r.rows).unwrap()).unwrap();
+    let (delivered, _) = through_the_wire(&encode_rows(&r.rows).unwrap()).unwrap().unwrap();
     assert_eq!(delivered[0].puts[0].1.as_str(), "\"a\\u0000b\u{1F600}\"");
 }

@@ -1,7 +1,8 @@
 //! Property test: random schedules through the simulator, checked after
 //! every fire (per-target order, nothing lost, nothing applied twice, no
 //! watermark past an undelivered older row, the `rs` invariant), with
-//! keyed enqueues, parking (by policy and by permanent errors), redrives
+//! keyed enqueues, delayed rows (never sent before their time), parking
+//! (by policy and by permanent errors), redrives
 //! and discards at random points; then: healthy targets complete while
 //! fewer than 32 targets fail, and everything not discarded drains once the
 //! failing targets heal and parked targets are redriven.
@@ -16,7 +17,9 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use std::collections::BTreeMap;
 
-use durable_relay::core::{EnqueueRefusal, EnqueueRow, Name, RelayBudget, RelayPolicy, MAX_BLOCKED_TARGETS};
+use durable_relay::core::{
+    Delay, EnqueueRefusal, EnqueueRow, Name, RelayBudget, RelayPolicy, MAX_BLOCKED_TARGETS,
+};
 use durable_relay::sim::{Sim, SimRng, SourcePolicy};
 use serde_json::json;
 
@@ -58,15 +61,23 @@ fn pick<'a>(rng: &mut SimRng, items: &'a [String]) -> &'a str {
     &items[rng.below(items.len() as u64) as usize]
 }
 
-fn random_rows(rng: &mut SimRng, case: &Case, n: u32) -> Vec<EnqueueRow> {
+fn random_rows(rng: &mut SimRng, case: &Case, n: u32, now_ms: u64) -> Vec<EnqueueRow> {
     (0..n)
         .map(|i| {
             let target = Name::new(pick(rng, &case.targets)).unwrap();
             let key = format!("k{}", rng.below(8));
-            if rng.chance(15) {
+            let row = if rng.chance(15) {
                 EnqueueRow::new(target, vec![], vec![key])
             } else {
                 EnqueueRow::new(target, vec![(key, json!(i))], vec![])
+            };
+            // Some rows wait: for a while, until a time, or until a time
+            // already past (due at once).
+            match rng.below(20) {
+                0 => row.delayed(Delay::For(rng.below(20_000))),
+                1 => row.delayed(Delay::NotBefore(now_ms + rng.below(20_000))),
+                2 => row.delayed(Delay::NotBefore(now_ms.saturating_sub(rng.below(5_000)))),
+                _ => row,
             }
         })
         .collect()
@@ -81,7 +92,7 @@ fn random_fault(sim: &mut Sim, rng: &mut SimRng, case: &Case) {
         2 => sim.overlap_next_fire(&source),
         3 => {
             let n = 1 + rng.below(4) as u32;
-            let rows = random_rows(rng, case, n);
+            let rows = random_rows(rng, case, n, sim.now_ms());
             sim.append_during_next_fire(&source, rows);
         }
         _ => {
@@ -108,7 +119,7 @@ fn keyed(sim: &mut Sim, rng: &mut SimRng, case: &Case, keys: &mut Keys, n: u32) 
             );
         } else {
             let mut other = rows;
-            other.extend(random_rows(rng, case, 1));
+            other.extend(random_rows(rng, case, 1, sim.now_ms()));
             let refused = sim.enqueue_keyed(&source, Some(&key), other).unwrap_err();
             assert!(matches!(refused, EnqueueRefusal::Conflict { .. }));
         }
@@ -116,7 +127,7 @@ fn keyed(sim: &mut Sim, rng: &mut SimRng, case: &Case, keys: &mut Keys, n: u32) 
     }
     let source = pick(rng, &case.sources).to_owned();
     let key = format!("key-{}", keys.len());
-    let rows = random_rows(rng, case, n);
+    let rows = random_rows(rng, case, n, sim.now_ms());
     let done = sim.enqueue_keyed(&source, Some(&key), rows.clone()).unwrap();
     keys.insert(key, (source, rows, done.seqs));
     n
@@ -149,7 +160,7 @@ fn churn(sim: &mut Sim, rng: &mut SimRng, case: &Case) {
             0..=2 => {
                 let n = (1 + rng.below(12) as u32).min(left);
                 left -= n;
-                let rows = random_rows(rng, case, n);
+                let rows = random_rows(rng, case, n, sim.now_ms());
                 sim.enqueue(&source, rows).unwrap();
             }
             3 => {

@@ -59,26 +59,34 @@ impl Begun {
         self.start.budget.calls_per_fire().min(self.start.calls_left)
     }
 
-    /// Of window rows given as `(seq, target)` ascending, the last one whose
-    /// body this fire needs: a row of one of the first [`calls_cap`] distinct
-    /// targets that are not blocked. No other row can be sent by this fire
-    /// (selection is in first-sequence order and costs a call), so a shell
-    /// may read the rows after it without their bodies.
+    /// Of window rows given as `(seq, target, due_ms)` ascending, the last
+    /// one whose body this fire needs: a due row of one of the first
+    /// [`calls_cap`] distinct targets that are neither blocked nor held (their
+    /// first row not due). No other row can be sent by this fire (selection
+    /// is in first-sequence order and costs a call), so a shell may read the
+    /// rows after it without their bodies.
     ///
     /// [`calls_cap`]: Begun::calls_cap
-    pub fn bodies_through<'a>(&self, rows: impl Iterator<Item = (u64, &'a str)>) -> Option<u64> {
+    pub fn bodies_through<'a>(&self, rows: impl Iterator<Item = (u64, &'a str, u64)>) -> Option<u64> {
         let cap = self.calls_cap() as usize;
-        let mut selectable: Vec<&str> = Vec::new();
+        let mut seen: Vec<(&str, bool)> = Vec::new();
         let mut last = None;
-        for (seq, target) in rows {
-            if selectable.contains(&target) {
-                last = Some(seq);
-                continue;
-            }
-            let blocked = Name::new(target).is_ok_and(|n| self.scan.is_blocked(&n));
-            if !blocked && selectable.len() < cap {
-                selectable.push(target);
-                last = Some(seq);
+        for (seq, target, due_ms) in rows {
+            let due = self.scan.is_due(due_ms);
+            match seen.iter().find(|(t, _)| *t == target) {
+                Some(&(_, selectable)) => {
+                    if selectable && due {
+                        last = Some(seq);
+                    }
+                }
+                None => {
+                    let blocked = Name::new(target).is_ok_and(|n| self.scan.is_blocked(&n));
+                    let selectable = !blocked && due && seen.iter().filter(|(_, s)| *s).count() < cap;
+                    seen.push((target, selectable));
+                    if selectable {
+                        last = Some(seq);
+                    }
+                }
             }
         }
         last
@@ -96,7 +104,11 @@ pub fn begin(start: FireStart) -> Result<Begun, BudgetError> {
     };
     let (scan, new_cycle) = match stored {
         Some(scan) if !scan.is_complete() => (scan, false),
-        previous => (ScanState::new_cycle(start.os, previous.as_ref()), true),
+        previous => {
+            let mut scan = ScanState::new_cycle(start.os, previous.as_ref());
+            scan.clock_ms = start.now_ms;
+            (scan, true)
+        }
     };
     assert!(scan.cycle_end <= start.os, "rs cycle_end {} is past os {}", scan.cycle_end, start.os);
     let window = WindowQuery {

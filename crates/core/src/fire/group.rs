@@ -11,6 +11,9 @@ use crate::scan::ScanState;
 pub(crate) enum GroupState {
     /// Blocked by an earlier failure this cycle: skipped.
     Blocked,
+    /// Its first row in the window is held by a delay this cycle (see
+    /// [`crate::delay`]): skipped, and so are its later rows.
+    Held,
     /// Not selected (yet).
     Waiting,
     /// Selected; more calls may follow.
@@ -29,6 +32,10 @@ pub(crate) struct Group {
     pub(crate) target: Name,
     /// Indices into `Fire::rows`, ascending.
     pub(crate) rows: Vec<u32>,
+    /// How many of `rows` are due this cycle: a prefix, since a target's
+    /// due times never decrease; the rest are held and never sent.
+    /// Invariant: `due_len <= rows.len()`.
+    pub(crate) due_len: usize,
     /// Current state.
     pub(crate) state: GroupState,
     /// Position in `rows` of the first row not known to be delivered.
@@ -51,10 +58,17 @@ pub(crate) fn group_rows(rows: &[QueuedRow], scan: &ScanState) -> (Vec<Group>, V
     let mut row_group = Vec::with_capacity(rows.len());
     for (i, row) in rows.iter().enumerate() {
         let g = *index.entry(row.target.clone()).or_insert_with(|| {
-            let state = if scan.is_blocked(&row.target) { GroupState::Blocked } else { GroupState::Waiting };
+            let state = if scan.is_blocked(&row.target) {
+                GroupState::Blocked
+            } else if !scan.is_due(row.due_ms) {
+                GroupState::Held
+            } else {
+                GroupState::Waiting
+            };
             groups.push(Group {
                 target: row.target.clone(),
                 rows: Vec::new(),
+                due_len: 0,
                 state,
                 next: 0,
                 calls: 0,
@@ -64,7 +78,11 @@ pub(crate) fn group_rows(rows: &[QueuedRow], scan: &ScanState) -> (Vec<Group>, V
             });
             groups.len() - 1
         });
-        groups[g].rows.push(i as u32);
+        let group = &mut groups[g];
+        if group.due_len == group.rows.len() && scan.is_due(row.due_ms) {
+            group.due_len += 1;
+        }
+        group.rows.push(i as u32);
         row_group.push(g as u32);
     }
     (groups, row_group)

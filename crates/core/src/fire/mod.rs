@@ -14,7 +14,8 @@
 //!    the next wake-up.
 //!
 //! Rows are grouped by target in first-sequence order. Blocked targets are
-//! skipped. A group needs a target slot to apply; reaching the target budget
+//! skipped, and so are rows held by a delay (a suffix of their target's
+//! rows; a target whose first row is held is skipped whole). A group needs a target slot to apply; reaching the target budget
 //! pauses the cursor before the next group without blocking it. A group
 //! whose call turns out to be duplicate-only gives its slot back.
 //!
@@ -51,6 +52,9 @@ pub struct Fire {
     pub(crate) row_group: Vec<u32>,
     /// Delivery status of each row. Invariant: once true, stays true.
     pub(crate) delivered: Vec<bool>,
+    /// Whether each row is held by a delay this cycle (past its group's
+    /// `due_len`): never sent, passed over by the cursor.
+    pub(crate) held: Vec<bool>,
     /// The next group that selection will consider.
     pub(crate) next_group: usize,
     /// Target slots in use. Invariant: `slots_used <= targets_per_fire`.
@@ -73,7 +77,7 @@ impl Fire {
     /// fire can never send them (their targets are blocked, or past the
     /// first `calls_cap` distinct targets), so it only checks their target.
     pub fn new(begun: Begun, stored: &[StoredRow], exhausted: bool) -> Fire {
-        let through = begun.bodies_through(stored.iter().map(|r| (r.seq, r.target.as_str())));
+        let through = begun.bodies_through(stored.iter().map(|r| (r.seq, r.target.as_str(), r.due_ms)));
         let mut rows = Vec::with_capacity(stored.len());
         let mut corrupt = None;
         for row in stored {
@@ -99,6 +103,12 @@ impl Fire {
         let (groups, row_group) = group_rows(&rows, &begun.scan);
         let calls_cap = begun.calls_cap();
         let delivered = vec![false; rows.len()];
+        let mut held = vec![false; rows.len()];
+        for group in &groups {
+            for &i in &group.rows[group.due_len..] {
+                held[i as usize] = true;
+            }
+        }
         Fire {
             begun,
             rows,
@@ -107,6 +117,7 @@ impl Fire {
             groups,
             row_group,
             delivered,
+            held,
             next_group: 0,
             slots_used: 0,
             calls_made: 0,
@@ -159,7 +170,7 @@ impl Fire {
     fn continue_active(&mut self, calls: &mut Vec<TargetCall>) {
         for g in 0..self.groups.len() {
             let group = &self.groups[g];
-            if group.state != GroupState::Active || group.next == group.rows.len() {
+            if group.state != GroupState::Active || group.next >= group.due_len {
                 continue;
             }
             if group.calls >= self.budget().calls_per_target || !self.has_call_budget(calls.len()) {
@@ -181,7 +192,7 @@ impl Fire {
         while self.next_group < self.groups.len() {
             let g = self.next_group;
             match self.groups[g].state {
-                GroupState::Blocked => {
+                GroupState::Blocked | GroupState::Held => {
                     self.next_group += 1;
                     continue;
                 }
@@ -207,7 +218,7 @@ impl Fire {
         let group = &self.groups[g];
         let (mut bytes, mut effects) = (0u32, 0u32);
         let mut end = group.next;
-        while end < group.rows.len() && end - group.next < batch_rows {
+        while end < group.due_len && end - group.next < batch_rows {
             let row = &self.rows[group.rows[end] as usize];
             assert!(row.sendable, "row {} was read without its body but is being sent", row.seq);
             let row_bytes = row.bytes + BATCH_ROW_FRAMING_BYTES;

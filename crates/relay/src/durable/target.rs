@@ -80,7 +80,7 @@ pub async fn serve<S: Sql>(
 }
 
 /// The apply log line, for calls whose applied rows carry trace context:
-/// `{"event":"relay_apply","source","rows","first_seq","last_seq","traces"}`.
+/// `{"event":"relay_apply","source","rows","first_seq","last_seq","at_ms","traces"}`.
 /// Duplicates are a prefix of a batch, so the applied rows are its last
 /// `reply.applied`. Untraced calls log nothing (they are the common case).
 fn log_traced(request: &ApplyRequest, reply: &ApplyReply) {
@@ -98,6 +98,6 @@ fn log_traced(request: &ApplyRequest, reply: &ApplyReply) {
     worker::console_log!(
         "{}",
         serde_json::json!({"event": "relay_apply", "source": request.source.as_str(), "rows": rows.len(),
-            "first_seq": rows.first().map(|r| r.seq), "last_seq": rows.last().map(|r| r.seq), "traces": traces})
+            "first_seq": rows.first().map(|r| r.seq), "last_seq": rows.last().map(|r| r.seq), "at_ms": super::now_ms(), "traces": traces})
     );
 }

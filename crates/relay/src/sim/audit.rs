@@ -6,7 +6,9 @@
 //!   prefix of what was enqueued for it, in sequence order, nothing twice;
 //! - nothing lost: every enqueued row not yet applied is queued or parked;
 //! - the watermark is the last applied sequence, so it is never past an
-//!   undelivered older row.
+//!   undelivered older row;
+//! - no row was sent to its target before the time it asked for
+//!   (`not_before_ms` or `delay_ms`), judged from the request itself.
 //!
 //! And every source's outbox passes its own audit on its real tables
 //! (counters against the tables, parked targets with nothing queued, the
@@ -20,6 +22,9 @@ use crate::store::Sql;
 
 pub(super) fn audit(world: &World) -> Result<(), String> {
     let seed = world.seed;
+    if let Some(early) = world.early.borrow().first() {
+        return Err(format!("{early} (seed {seed})"));
+    }
     let enqueued = world.enqueued.borrow().clone();
     let discarded = world.discarded.borrow().clone();
     let mut waiting_at: std::collections::BTreeMap<Name, BTreeSet<u64>> = std::collections::BTreeMap::new();

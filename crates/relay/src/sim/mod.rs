@@ -562,9 +562,19 @@ fn count(report: &mut DrainReport, alarm: &AlarmReport) {
 
 /// Stored rows of a source, as read back from its outbox.
 pub(crate) fn stored_rows(sql: &impl Sql, table: &str, filter: &str) -> Result<Vec<StoredRow>, StoreError> {
-    let rows =
-        sql.rows(&format!("SELECT seq, target, at_ms, body FROM {table} {filter} ORDER BY seq"), vec![])?;
+    let rows = sql.rows(
+        &format!("SELECT seq, target, at_ms, body, due_ms FROM {table} {filter} ORDER BY seq"),
+        vec![],
+    )?;
     rows.iter()
-        .map(|r| Ok(StoredRow { seq: r.u64(0)?, target: r.text(1)?, at_ms: r.u64(2)?, body: r.text(3)? }))
+        .map(|r| {
+            Ok(StoredRow {
+                seq: r.u64(0)?,
+                target: r.text(1)?,
+                at_ms: r.u64(2)?,
+                due_ms: r.u64(4)?,
+                body: r.text(3)?,
+            })
+        })
         .collect()
 }

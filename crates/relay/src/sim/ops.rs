@@ -67,6 +67,9 @@ pub struct Enqueued {
     pub seqs: Vec<u64>,
     /// Whether this repeated an earlier keyed enqueue and wrote nothing.
     pub duplicate: bool,
+    /// Each row's effective due time (empty when none is delayed); see
+    /// [`crate::Enqueued::due_ms`].
+    pub due_ms: Vec<u64>,
 }
 
 impl Sim {
@@ -104,7 +107,7 @@ impl Sim {
                 if !done.duplicate {
                     self.world.record_enqueued(&s, &rows, &done.seqs);
                 }
-                Ok(Enqueued { seqs: done.seqs, duplicate: done.duplicate })
+                Ok(Enqueued { seqs: done.seqs, duplicate: done.duplicate, due_ms: done.due_ms })
             }
             Err(EnqueueFailure::Refused(r)) => Err(r),
             Err(EnqueueFailure::Store(e)) => panic!("enqueue at {source}: {e}"),

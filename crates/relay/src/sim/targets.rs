@@ -138,6 +138,7 @@ impl RelayHook for Hooks<'_> {
 /// One call to `target`, synchronously, through its faults.
 pub(crate) fn call(world: &World, target: &Name, body: &str) -> CallOutcome {
     world.ensure_target(target);
+    world.check_not_early(body);
     let mut targets = world.targets.borrow_mut();
     let Some(t) = targets.get_mut(target) else {
         return CallOutcome::Failed(Failure::Transient("no such target".into()));

@@ -93,6 +93,12 @@ pub(crate) struct World {
     pub(crate) audit_every_fire: Cell<bool>,
     /// Target calls made in all.
     pub(crate) total_calls: Cell<u64>,
+    /// The time each delayed row asked not to be delivered before, per
+    /// (source, seq), worked out from the request here, apart from the
+    /// relay's own bookkeeping.
+    pub(crate) not_before: RefCell<BTreeMap<(Name, u64), u64>>,
+    /// Rows a target was sent before their time: the audit reports them.
+    pub(crate) early: RefCell<Vec<String>>,
 }
 
 /// The simulated clock starts here (Nov 2023), far from zero so that
@@ -113,6 +119,8 @@ impl World {
             coalesce: RefCell::new(BTreeMap::new()),
             audit_every_fire: Cell::new(false),
             total_calls: Cell::new(0),
+            not_before: RefCell::new(BTreeMap::new()),
+            early: RefCell::new(Vec::new()),
         }
     }
 
@@ -169,8 +177,37 @@ impl World {
             enqueued.entry((source.clone(), row.target.clone())).or_default().push(*seq);
         }
         drop(enqueued);
-        for row in rows {
+        let now = self.now();
+        for (row, seq) in rows.iter().zip(seqs) {
             self.ensure_target(&row.target);
+            let asked = match (row.not_before_ms, row.delay_ms) {
+                (Some(at), _) => at,
+                (None, Some(ms)) => now + ms,
+                (None, None) => 0,
+            };
+            if asked > now {
+                self.not_before.borrow_mut().insert((source.clone(), *seq), asked);
+            }
+        }
+    }
+
+    /// Notes every row of a target call sent before its time.
+    pub(crate) fn check_not_early(&self, body: &str) {
+        let Ok(request) = crate::core::decode_request(body) else { return };
+        let now = self.now();
+        let not_before = self.not_before.borrow();
+        for row in &request.rows {
+            if let Some(&at) = not_before.get(&(request.source.clone(), row.seq)) {
+                if now < at {
+                    let early = format!(
+                        "row {} of {} sent at {now}, {} ms before its time",
+                        row.seq,
+                        request.source,
+                        at - now
+                    );
+                    self.early.borrow_mut().push(early);
+                }
+            }
         }
     }
 }

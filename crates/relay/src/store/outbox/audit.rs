@@ -114,8 +114,8 @@ impl<S: Sql> Outbox<S> {
             return Ok(None);
         }
         let rows = self.sql.rows(
-            "SELECT seq, target FROM relay_outbox WHERE seq <= ? AND target != '' ORDER BY seq",
-            vec![super::int(scan.cursor)],
+            "SELECT seq, target FROM relay_outbox WHERE seq <= ? AND target != '' AND due_ms <= ? ORDER BY seq",
+            vec![super::int(scan.cursor), super::int(scan.clock_ms)],
         )?;
         for r in rows {
             let target = r.text(1)?;

@@ -181,8 +181,8 @@ impl<S: Sql> Outbox<S> {
                 vec![t.clone()],
             )?;
             moved.writes += u64::from(self.sql.run(
-                "INSERT INTO relay_parked (seq, target, at_ms, bytes, body) \
-                 SELECT seq, target, at_ms, bytes, body FROM relay_outbox WHERE target = ?",
+                "INSERT INTO relay_parked (seq, target, at_ms, bytes, body, due_ms) \
+                 SELECT seq, target, at_ms, bytes, body, due_ms FROM relay_outbox WHERE target = ?",
                 vec![t.clone()],
             )?);
             let n = self.sql.run("DELETE FROM relay_outbox WHERE target = ?", vec![t.clone()])?;

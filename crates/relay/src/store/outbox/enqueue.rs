@@ -1,5 +1,6 @@
 //! Enqueue: read what admission needs, let the core decide, write the plan.
 
+use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::fmt;
 
@@ -11,9 +12,9 @@ use crate::core::{
     StoredRow,
 };
 
-/// Rows per multi-row INSERT: five bound parameters each, under SQLite's
+/// Rows per multi-row INSERT: six bound parameters each, under SQLite's
 /// 100-parameter limit per statement.
-const INSERT_ROWS_PER_STATEMENT: usize = 20;
+const INSERT_ROWS_PER_STATEMENT: usize = 16;
 
 /// What an enqueue did.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
@@ -29,6 +30,23 @@ pub struct Enqueued {
     /// When the rows committed (the original enqueue's time for a
     /// duplicate), ms since the epoch: their `at_ms`.
     pub at_ms: u64,
+    /// Each row's effective due time in the order of `seqs`, ms since the
+    /// epoch (0: due at once; later than asked when an older row of the
+    /// same target is held longer). Empty when no row is delayed, and for
+    /// a duplicate.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub due_ms: Vec<u64>,
+}
+
+impl Enqueued {
+    /// When the first of the rows bound for the outbox is due, for arming
+    /// the alarm: `at_ms` when any is due at once.
+    pub fn first_due_ms(&self) -> u64 {
+        if self.due_ms.is_empty() || self.due_ms.contains(&0) {
+            return self.at_ms;
+        }
+        self.due_ms.iter().copied().min().unwrap_or(self.at_ms)
+    }
 }
 
 /// Why an enqueue wrote nothing. `E` is the error of the caller's own
@@ -89,6 +107,7 @@ impl<S: Sql> Outbox<S> {
             None => None,
         };
         let parked = self.parked_set()?;
+        let held = self.holds(now_ms)?;
         let input = AdmissionInput {
             os: state.os,
             now_ms,
@@ -97,6 +116,7 @@ impl<S: Sql> Outbox<S> {
             dedup_horizon_ms: self.settings().dedup_horizon_ms,
             capacity: self.capacity(&state),
             parked: &parked,
+            held: &held,
         };
         let waiting = state.queued_rows + state.parked_rows;
         match admit(&input, rows) {
@@ -108,12 +128,21 @@ impl<S: Sql> Outbox<S> {
             }
             Ok(Admission::Duplicate { seqs, at_ms }) => {
                 self.add_pending(Pending { dedup_hits: 1, ..Pending::default() });
-                Ok(Enqueued { seqs, os: state.os, duplicate: true, queued_rows: waiting, at_ms })
+                Ok(Enqueued {
+                    seqs,
+                    os: state.os,
+                    duplicate: true,
+                    queued_rows: waiting,
+                    at_ms,
+                    due_ms: vec![],
+                })
             }
             Ok(Admission::Append(plan)) => {
                 self.write_append(&plan)?;
                 let n = plan.plan.rows.len() as u64;
+                let delayed = plan.plan.rows.iter().any(|r| r.due_ms > 0);
                 Ok(Enqueued {
+                    due_ms: if delayed { plan.plan.rows.iter().map(|r| r.due_ms).collect() } else { vec![] },
                     seqs: plan.plan.seqs(),
                     os: plan.plan.os,
                     duplicate: false,
@@ -144,6 +173,13 @@ impl<S: Sql> Outbox<S> {
         if let Some(record) = &plan.record {
             written += u64::from(self.put_dedup(record)?);
         }
+        for (target, due_ms) in &plan.holds {
+            written += u64::from(self.sql.run(
+                "INSERT INTO relay_holds (target, due_ms) VALUES (?, ?) \
+                 ON CONFLICT(target) DO UPDATE SET due_ms = excluded.due_ms",
+                vec![target.as_str().into(), int(*due_ms)],
+            )?);
+        }
         self.add_pending(Pending { writes: written, ..Pending::default() });
         Ok(())
     }
@@ -161,13 +197,15 @@ impl<S: Sql> Outbox<S> {
     /// Turns the tombstone at `slot` into `row`.
     fn reuse_slot(&self, slot: u64, row: &StoredRow) -> Result<u32, StoreError> {
         let n = self.sql.run(
-            "UPDATE relay_outbox SET seq = ?, target = ?, at_ms = ?, bytes = ?, body = ? WHERE seq = ? AND target = ''",
+            "UPDATE relay_outbox SET seq = ?, target = ?, at_ms = ?, bytes = ?, body = ?, due_ms = ? \
+             WHERE seq = ? AND target = ''",
             vec![
                 int(row.seq),
                 row.target.as_str().into(),
                 int(row.at_ms),
                 int(row.body.len() as u64),
                 row.body.as_str().into(),
+                int(row.due_ms),
                 int(slot),
             ],
         )?;
@@ -178,19 +216,28 @@ impl<S: Sql> Outbox<S> {
     }
 
     fn insert(&self, table: &str, rows: &[StoredRow]) -> Result<u32, StoreError> {
-        let placeholders = vec!["(?, ?, ?, ?, ?)"; rows.len()].join(", ");
-        let mut params: Vec<SqlValue> = Vec::with_capacity(rows.len() * 5);
+        let placeholders = vec!["(?, ?, ?, ?, ?, ?)"; rows.len()].join(", ");
+        let mut params: Vec<SqlValue> = Vec::with_capacity(rows.len() * 6);
         for r in rows {
             params.push(int(r.seq));
             params.push(r.target.as_str().into());
             params.push(int(r.at_ms));
             params.push(int(r.body.len() as u64));
             params.push(r.body.as_str().into());
+            params.push(int(r.due_ms));
         }
         self.sql.run(
-            &format!("INSERT INTO {table} (seq, target, at_ms, bytes, body) VALUES {placeholders}"),
+            &format!("INSERT INTO {table} (seq, target, at_ms, bytes, body, due_ms) VALUES {placeholders}"),
             params,
         )
+    }
+
+    /// Targets whose rows are held past `now_ms`, with the latest due time
+    /// of each (an enqueue with no delayed rows about reads an empty set).
+    fn holds(&self, now_ms: u64) -> Result<BTreeMap<String, u64>, StoreError> {
+        let rows =
+            self.sql.rows("SELECT target, due_ms FROM relay_holds WHERE due_ms > ?", vec![int(now_ms)])?;
+        rows.iter().map(|r| Ok((r.text(0)?, r.u64(1)?))).collect()
     }
 
     fn dedup_record(&self, key: &str) -> Result<Option<DedupRecord>, StoreError> {

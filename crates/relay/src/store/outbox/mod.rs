@@ -15,8 +15,9 @@
 //! ```sql
 //! relay_state   (id = 1, os, rs, queued_rows, queued_bytes, parked_rows, parked_bytes,
 //!                counters..., last_alarm, last_prune_ms)
-//! relay_outbox  (seq INTEGER PRIMARY KEY, target, at_ms, bytes, body)
-//! relay_parked  (seq INTEGER PRIMARY KEY, target, at_ms, bytes, body, discarded_at_ms)
+//! relay_outbox  (seq INTEGER PRIMARY KEY, target, at_ms, bytes, body, due_ms)
+//! relay_parked  (seq INTEGER PRIMARY KEY, target, at_ms, bytes, body, discarded_at_ms, due_ms)
+//! relay_holds   (target PRIMARY KEY, due_ms)   -- version 4: delayed rows
 //! relay_targets (target PRIMARY KEY, failed_cycles, parked, reason, first/last_failure_ms, last_error)
 //! relay_dedup   (key PRIMARY KEY, digest, first_seq, rows, at_ms)
 //! ```
@@ -28,7 +29,10 @@
 //! - a target with `parked = 1` has no row in `relay_outbox`;
 //! - every sequence stored is at most `os`;
 //! - while the stored `rs` cycle is active, every outbox row at or below
-//!   its cursor has its target in `blocked`.
+//!   its cursor has its target in `blocked` or is held (`due_ms` past the
+//!   cycle's `clock_ms`);
+//! - among one target's queued and parked rows, `due_ms` never decreases
+//!   with the sequence (ignoring rows already due).
 
 mod audit;
 mod checkpoint;
@@ -120,6 +124,14 @@ const MIGRATIONS: &[&[&str]] = &[
     &[
         "ALTER TABLE relay_state ADD COLUMN discarded_total INTEGER NOT NULL DEFAULT 0",
         "UPDATE relay_state SET discarded_total = MAX(0, os - queued_rows - parked_rows - delivered_rows)",
+    ],
+    // Version 4: delayed rows. Each row's effective due time (0: due at
+    // once), and per target the latest due time of its held rows, which
+    // later rows for the target inherit (see core::delay).
+    &[
+        "ALTER TABLE relay_outbox ADD COLUMN due_ms INTEGER NOT NULL DEFAULT 0",
+        "ALTER TABLE relay_parked ADD COLUMN due_ms INTEGER NOT NULL DEFAULT 0",
+        "CREATE TABLE relay_holds (target TEXT PRIMARY KEY, due_ms INTEGER NOT NULL)",
     ],
 ];
 
@@ -282,12 +294,14 @@ impl<S: Sql> Outbox<S> {
 
     /// The oldest queued row, if any (tombstones are not rows).
     pub fn head(&self) -> Result<Option<Head>, StoreError> {
-        self.head_of("SELECT seq, at_ms FROM relay_outbox WHERE target != '' ORDER BY seq LIMIT 1")
+        self.head_of("SELECT seq, at_ms, due_ms FROM relay_outbox WHERE target != '' ORDER BY seq LIMIT 1")
     }
 
     /// The oldest parked row that was not discarded, if any.
     pub fn parked_head(&self) -> Result<Option<Head>, StoreError> {
-        self.head_of("SELECT seq, at_ms FROM relay_parked WHERE discarded_at_ms IS NULL ORDER BY seq LIMIT 1")
+        self.head_of(
+            "SELECT seq, at_ms, due_ms FROM relay_parked WHERE discarded_at_ms IS NULL ORDER BY seq LIMIT 1",
+        )
     }
 
     /// The oldest row still owed to a target (queued or parked).
@@ -297,7 +311,7 @@ impl<S: Sql> Outbox<S> {
 
     fn head_of(&self, query: &str) -> Result<Option<Head>, StoreError> {
         let row = self.sql.first(query, vec![])?;
-        row.map(|r| Ok(Head { seq: r.u64(0)?, at_ms: r.u64(1)? })).transpose()
+        row.map(|r| Ok(Head { seq: r.u64(0)?, at_ms: r.u64(1)?, due_ms: r.u64(2)? })).transpose()
     }
 
     /// Occupancy under the backpressure bounds.

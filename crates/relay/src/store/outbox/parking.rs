@@ -129,21 +129,31 @@ impl<S: Sql> Outbox<S> {
             // The rows come back below os, maybe above a tombstone, which must
             // stay the newest row; this write folds os, so it is not needed.
             let mut written = match self.tombstone()? {
-                Some(seq) => u64::from(self.sql.run("DELETE FROM relay_outbox WHERE seq = ?", vec![int(seq)])?),
+                Some(seq) => {
+                    u64::from(self.sql.run("DELETE FROM relay_outbox WHERE seq = ?", vec![int(seq)])?)
+                }
                 None => 0,
             };
             written += u64::from(self.sql.run(
-                "INSERT INTO relay_outbox (seq, target, at_ms, bytes, body) SELECT seq, target, at_ms, bytes, body \
+                "INSERT INTO relay_outbox (seq, target, at_ms, bytes, body, due_ms) \
+                 SELECT seq, target, at_ms, bytes, body, due_ms \
                  FROM relay_parked WHERE target = ? AND discarded_at_ms IS NULL",
                 vec![t.clone()],
             )?);
-            written += u64::from(
-                self.sql.run("DELETE FROM relay_parked WHERE target = ? AND discarded_at_ms IS NULL", vec![t.clone()])?,
-            );
+            written += u64::from(self.sql.run(
+                "DELETE FROM relay_parked WHERE target = ? AND discarded_at_ms IS NULL",
+                vec![t.clone()],
+            )?);
             written += u64::from(self.sql.run("DELETE FROM relay_targets WHERE target = ?", vec![t])?);
             let marker = ScanState::restart_marker(stored.rs.as_deref(), tail.os).encode();
             let (r, b) = (signed(rows), signed(bytes));
-            let write = StateWrite { rs: Some(&marker), queued: (r, b), parked: (-r, -b), writes: written, ..StateWrite::default() };
+            let write = StateWrite {
+                rs: Some(&marker),
+                queued: (r, b),
+                parked: (-r, -b),
+                writes: written,
+                ..StateWrite::default()
+            };
             self.write_state(&tail, &write)?;
             Ok(ActionOutcome { rows, was_parked })
         })

@@ -15,7 +15,9 @@ impl<S: Sql> Outbox<S> {
         let s = self.settings();
         let plan = PrunePlan::at(now_ms, s.dedup_horizon_ms, s.discard_horizon_ms);
         let batch = int(u64::from(plan.batch_rows));
-        let mut pruned = 0u64;
+        // Holds whose time has come hold nothing back any more.
+        let mut pruned =
+            u64::from(self.sql.run("DELETE FROM relay_holds WHERE due_ms <= ?", vec![int(now_ms)])?);
         for step in 0..plan.steps_max {
             let dedup = self.sql.run(
                 "DELETE FROM relay_dedup WHERE key IN (SELECT key FROM relay_dedup WHERE at_ms <= ? \

@@ -14,6 +14,7 @@ struct Meta {
     seq: u64,
     target: String,
     at_ms: u64,
+    due_ms: u64,
     bytes: u32,
 }
 
@@ -45,18 +46,26 @@ impl<S: Sql> Outbox<S> {
     pub fn read_window(&self, begun: &Begun) -> Result<(Vec<StoredRow>, bool), StoreError> {
         let w = begun.window;
         let rows = self.sql.rows(
-            "SELECT seq, target, at_ms, bytes FROM relay_outbox WHERE seq > ? AND seq <= ? AND target != '' \
+            "SELECT seq, target, at_ms, bytes, due_ms FROM relay_outbox WHERE seq > ? AND seq <= ? AND target != '' \
              ORDER BY seq LIMIT ?",
             vec![int(w.after), int(w.through), int(u64::from(w.probe_rows()))],
         )?;
         let mut meta = rows
             .iter()
-            .map(|r| Ok(Meta { seq: r.u64(0)?, target: r.text(1)?, at_ms: r.u64(2)?, bytes: r.u32(3)? }))
+            .map(|r| {
+                Ok(Meta {
+                    seq: r.u64(0)?,
+                    target: r.text(1)?,
+                    at_ms: r.u64(2)?,
+                    bytes: r.u32(3)?,
+                    due_ms: r.u64(4)?,
+                })
+            })
             .collect::<Result<Vec<_>, StoreError>>()?;
         let sizes: Vec<(u64, u32)> = meta.iter().map(|m| (m.seq, m.bytes)).collect();
         let (take, exhausted) = w.take(&sizes);
         meta.truncate(take);
-        let through = begun.bodies_through(meta.iter().map(|m| (m.seq, m.target.as_str())));
+        let through = begun.bodies_through(meta.iter().map(|m| (m.seq, m.target.as_str(), m.due_ms)));
         let mut bodies = match through {
             None => Vec::new(),
             Some(last) => self.bodies_between(w.after, last)?,
@@ -67,7 +76,7 @@ impl<S: Sql> Outbox<S> {
             .into_iter()
             .map(|m| {
                 let body = bodies.next_if(|(seq, _)| *seq == m.seq).map(|(_, b)| b).unwrap_or_default();
-                StoredRow { seq: m.seq, target: m.target, at_ms: m.at_ms, body }
+                StoredRow { seq: m.seq, target: m.target, at_ms: m.at_ms, due_ms: m.due_ms, body }
             })
             .collect();
         Ok((window, exhausted))
