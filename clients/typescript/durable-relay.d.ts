@@ -51,12 +51,20 @@ export interface EnqueueOptions {
   traceparent?: string;
 }
 
+/** Where a row of a partitioned source went: its partition and its sequence there. */
+export interface Position {
+  partition: number;
+  seq: number;
+}
+
 /** What an enqueue did. */
 export interface Enqueued {
-  /** The sequences the rows were given (the original ones for a duplicate). */
+  /** The sequences the rows were given (the original ones for a duplicate); at a partitioned source, each in its partition. */
   seqs: number[];
-  /** The source's last allocated sequence afterwards. */
-  os: number;
+  /** The source's last allocated sequence afterwards (absent at a partitioned source). */
+  os?: number;
+  /** At a partitioned source: each row's partition and sequence, in request order. */
+  positions?: Position[];
   /** Whether this repeated an earlier keyed enqueue and wrote nothing. */
   duplicate: boolean;
   /** Rows waiting at the source afterwards (queued plus parked). */
@@ -245,6 +253,11 @@ export type ErrorCode =
   | "source_not_empty"
   | "invalid_traceparent"
   | "conflicting_delay"
+  | "stale_epoch"
+  | "invalid_gate"
+  | "target_moved"
+  | "invalid_partition"
+  | "partition_enqueue"
   | "delay_too_long"
   | "no_directory";
 

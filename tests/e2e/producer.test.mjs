@@ -13,7 +13,7 @@ const PRODUCER = join(ROOT, "examples", "producer", "wrangler.toml");
 
 let app;
 before(async () => {
-  app = await Relay.start({ before: [PRODUCER], ready: "/health", vars: { RELAY_MAX_QUEUED_ROWS: "20" } });
+  app = await Relay.start({ before: [PRODUCER], ready: "/health", vars: { RELAY_MAX_QUEUED_ROWS: "20", RELAY_PARTITIONS: JSON.stringify({ "rpc-parted": { partitions: 3, epoch: 1 } }) } });
 });
 after(async () => {
   await app?.stop();
@@ -54,6 +54,22 @@ test("RelayRpc enqueues with typed replies, idempotency and status", async () =>
   assert.equal((await app.api("GET", "/rpc/delivered/rpc-src/3")).body.delivered, false, "not yet allocated");
   const w = (await app.api("GET", "/rpc/watermark/rpc-src")).body.relay_watermark;
   assert.ok(Math.abs(w - Date.now()) < 60_000, "an empty outbox reports now");
+});
+
+test("RelayRpc routes a partitioned source's rows by target and reports over its partitions", async () => {
+  const rows = ["pa", "pb", "pc", "pd", "pe", "pf"].map((t, i) => ({ target: t, puts: [["k", i]] }));
+  const r = await app.api("POST", "/rpc/enqueue/rpc-parted", { rows, idempotencyKey: "parted-1" });
+  assert.equal(r.status, 200, r.text);
+  assert.equal(r.body.positions.length, 6);
+  assert.ok(new Set(r.body.positions.map((p) => p.partition)).size > 1, "the rows span partitions");
+  const again = await app.api("POST", "/rpc/enqueue/rpc-parted", { rows, idempotencyKey: "parted-1" });
+  assert.equal(again.body.duplicate, true, "every partition answered the retry as a duplicate");
+  assert.deepEqual(again.body.positions, r.body.positions);
+  await until(async () => (await app.api("GET", "/rpc/status/rpc-parted")).body.delivered_rows === 6, "delivery");
+  const status = (await app.api("GET", "/rpc/status/rpc-parted")).body;
+  assert.equal(status.partitions.length, 3);
+  const keys = await relayApi("GET", "/v1/targets/pf/keys");
+  assert.deepEqual(keys.body.keys, [{ key: "k", value: 5 }]);
 });
 
 test("RelayRpc carries a traceparent option to the target's apply log line", async () => {

@@ -199,6 +199,16 @@ pub enum EnqueueRefusal {
         /// The key.
         key: String,
     },
+    /// A partition refused a router running an older partition map (see
+    /// [`crate::partition`]): the router must reload its map and retry.
+    StaleEpoch {
+        /// The router's epoch.
+        sent: u64,
+        /// The newest epoch this partition has seen.
+        stored: u64,
+    },
+    /// A gated enqueue named more than one target (a router's bug).
+    GateTargets,
 }
 
 impl EnqueueRefusal {
@@ -208,6 +218,8 @@ impl EnqueueRefusal {
             EnqueueRefusal::Invalid(e) => e.code(),
             EnqueueRefusal::Key(_) => "invalid_idempotency_key",
             EnqueueRefusal::Conflict { .. } => "idempotency_conflict",
+            EnqueueRefusal::StaleEpoch { .. } => "stale_epoch",
+            EnqueueRefusal::GateTargets => "invalid_gate",
         }
     }
 }
@@ -221,6 +233,11 @@ impl fmt::Display for EnqueueRefusal {
                 f,
                 "idempotency_key {key:?} was used for different rows; use a new key for new content"
             ),
+            EnqueueRefusal::StaleEpoch { sent, stored } => write!(
+                f,
+                "routed by partition epoch {sent}, but this partition has seen epoch {stored}; reload the partition map"
+            ),
+            EnqueueRefusal::GateTargets => write!(f, "a gated enqueue carries rows for exactly one target"),
         }
     }
 }

@@ -20,6 +20,7 @@ pub mod fire;
 pub mod json;
 pub mod limits;
 pub mod name;
+pub mod partition;
 pub mod request;
 pub mod row;
 pub mod scan;
@@ -44,6 +45,7 @@ pub use fire::{begin, Begun, CallOutcome, Failure, Fire, FireStart, RelayPolicy,
 pub use json::ValueError;
 pub use limits::*;
 pub use name::{Name, NameError};
+pub use partition::{home, partition_name, Fence, PartitionError, PartitionMap, Route, MAX_PARTITIONS};
 pub use request::{decode_enqueue, decode_json, EnqueueRequest, RequestError};
 pub use row::{CorruptRow, Effects, JsonValue, QueuedRow, RowError, StoredRow};
 pub use scan::{CorruptScan, ScanState};

@@ -20,8 +20,11 @@ use serde::{Deserialize, Serialize};
 use worker::{Env, Method, ObjectNamespace, Request, RequestInit, Stub};
 
 use crate::codes::ErrorCode;
-use crate::core::{EnqueueRow, Name, Traceparent};
-use crate::durable::source::{DeliveredThrough, WatermarkReply, TRACEPARENT_HEADER};
+use crate::core::{partition_name, EnqueueRow, Fence, Name, PartitionMap, Traceparent};
+use crate::durable::source::{
+    DeliveredThrough, WatermarkReply, EPOCH_HEADER, GATE_HEADER, TRACEPARENT_HEADER,
+};
+use crate::partition::{self, Partitions, RouteFailure, RoutedEnqueue};
 use crate::routes::SourceOp;
 use crate::source::SourceStatus;
 use crate::store::outbox::{ActionOutcome, Enqueued, TargetReport};
@@ -143,7 +146,8 @@ impl SourceClient {
     ) -> Result<Enqueued, RelayError> {
         let body = serde_json::to_string(&EnqueueBody { rows, idempotency_key: key })
             .map_err(RelayError::runtime)?;
-        self.call_with(SourceOp::Enqueue, Some(body), Some(trace)).await
+        let headers = [(TRACEPARENT_HEADER, trace.as_str().to_owned())];
+        self.call_with(SourceOp::Enqueue, Some(body), &headers).await
     }
 
     async fn send_enqueue(&self, rows: &[EnqueueRow], key: Option<&str>) -> Result<Enqueued, RelayError> {
@@ -185,15 +189,21 @@ impl SourceClient {
         self.call(SourceOp::Discard(target.clone()), None).await
     }
 
-    async fn call<T: DeserializeOwned>(&self, op: SourceOp, body: Option<String>) -> Result<T, RelayError> {
-        self.call_with(op, body, None).await
+    /// Calls `op` and reads its JSON reply as a `T` (any JSON for a
+    /// `serde_json::Value`).
+    pub async fn call<T: DeserializeOwned>(
+        &self,
+        op: SourceOp,
+        body: Option<String>,
+    ) -> Result<T, RelayError> {
+        self.call_with(op, body, &[]).await
     }
 
     async fn call_with<T: DeserializeOwned>(
         &self,
         op: SourceOp,
         body: Option<String>,
-        trace: Option<&Traceparent>,
+        headers: &[(&str, String)],
     ) -> Result<T, RelayError> {
         let method = match op {
             SourceOp::Enqueue
@@ -205,10 +215,12 @@ impl SourceClient {
         };
         let mut init = RequestInit::new();
         init.with_method(method).with_body(body.map(Into::into));
-        if let Some(trace) = trace {
-            let headers = worker::Headers::new();
-            headers.set(TRACEPARENT_HEADER, trace.as_str()).map_err(RelayError::runtime)?;
-            init.with_headers(headers);
+        if !headers.is_empty() {
+            let set = worker::Headers::new();
+            for (name, value) in headers {
+                set.set(name, value).map_err(RelayError::runtime)?;
+            }
+            init.with_headers(set);
         }
         let req = Request::new_with_init(&format!("https://relay{}", op.path()), &init)
             .map_err(RelayError::runtime)?;
@@ -228,5 +240,102 @@ impl SourceClient {
             },
             Err(_) => RelayError { status, code: ErrorCode::Internal, message: text, retry_after_s },
         })
+    }
+}
+
+/// A partitioned logical source (see [`crate::core::partition`]): enqueues
+/// go through the shared router to its partitions, each partition is a
+/// [`SourceClient`] of its own (`logical:index`).
+pub struct PartitionedClient<'a> {
+    client: &'a RelayClient,
+    logical: Name,
+    map: PartitionMap,
+}
+
+impl RelayClient {
+    /// The logical source `logical`, partitioned by `map` (which must be the
+    /// map every other router of it uses; see the README).
+    pub fn partitioned(
+        &self,
+        logical: &Name,
+        map: PartitionMap,
+    ) -> Result<PartitionedClient<'_>, RelayError> {
+        map.validate(logical).map_err(|e| RelayError {
+            status: 400,
+            code: ErrorCode::InvalidPartition,
+            message: e.to_string(),
+            retry_after_s: None,
+        })?;
+        Ok(PartitionedClient { client: self, logical: logical.clone(), map })
+    }
+}
+
+impl PartitionedClient<'_> {
+    /// Enqueues `rows`, routed by target; atomic per partition (see
+    /// [`crate::partition`]). `trace` travels with every row.
+    pub async fn enqueue(
+        &self,
+        key: Option<&str>,
+        rows: &[EnqueueRow],
+        trace: Option<&Traceparent>,
+    ) -> Result<RoutedEnqueue, RouteFailure<RelayError>> {
+        let sink = Sink { client: self, trace };
+        partition::enqueue(&self.map, &sink, key, rows).await
+    }
+
+    /// Partition `index`, for what is read or done per partition.
+    pub fn partition(&self, index: u32) -> Result<SourceClient, RelayError> {
+        self.client.source(partition_name(&self.logical, index).as_str())
+    }
+
+    /// Every partition that may hold rows, in index order.
+    pub fn partitions(&self) -> Result<Vec<SourceClient>, RelayError> {
+        (0..self.map.all_partitions()).map(|i| self.partition(i)).collect()
+    }
+}
+
+/// The router's sink over partition stubs.
+struct Sink<'a, 'b> {
+    client: &'a PartitionedClient<'b>,
+    trace: Option<&'a Traceparent>,
+}
+
+impl Partitions for Sink<'_, '_> {
+    type Error = RelayError;
+
+    async fn enqueue(
+        &self,
+        index: u32,
+        key: Option<&str>,
+        rows: &[EnqueueRow],
+        fence: Fence,
+    ) -> Result<Option<Enqueued>, RelayError> {
+        let body = serde_json::to_string(&EnqueueBody { rows, idempotency_key: key })
+            .map_err(RelayError::runtime)?;
+        let mut headers = vec![(EPOCH_HEADER, fence.epoch.to_string())];
+        if fence.gate {
+            headers.push((GATE_HEADER, "1".to_owned()));
+        }
+        if let Some(t) = self.trace {
+            headers.push((TRACEPARENT_HEADER, t.as_str().to_owned()));
+        }
+        let partition = self.client.partition(index)?;
+        match partition.call_with(SourceOp::Enqueue, Some(body), &headers).await {
+            Ok(done) => Ok(Some(done)),
+            Err(e) if fence.gate && e.code == ErrorCode::TargetMoved => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn moved_on_direct(&self, index: u32) -> RelayError {
+        RelayError {
+            status: 500,
+            code: ErrorCode::Internal,
+            message: format!(
+                "partition {index} of {} answered a direct enqueue with target_moved",
+                self.client.logical
+            ),
+            retry_after_s: None,
+        }
     }
 }

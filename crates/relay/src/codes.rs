@@ -95,6 +95,11 @@ codes! {
     SourceNotEmpty => "source_not_empty": "A source still holds queued or parked rows, so it cannot be retired (409).",
     InvalidTraceparent => "invalid_traceparent": "A traceparent that is not W3C version 00 (400).",
     ConflictingDelay => "conflicting_delay": "A row with both not_before_ms and delay_ms (400).",
+    StaleEpoch => "stale_epoch": "A partition refused a router with an older partition map (409; routers reload and retry).",
+    InvalidGate => "invalid_gate": "A gated enqueue for more than one target (400; a router's bug).",
+    TargetMoved => "target_moved": "A moving target's old partition released it (409; routers send it to the new one).",
+    InvalidPartition => "invalid_partition": "A partition header, count or index out of range (400).",
+    PartitionEnqueue => "partition_enqueue": "An enqueue addressed to one partition of a partitioned source (400; enqueue at the logical source).",
     DelayTooLong => "delay_too_long": "A row asked to wait longer than MAX_DELAY_MS (400).",
     NoDirectory => "no_directory": "The Worker has no source directory bound (RELAY_DIRECTORY) (501).",
 }

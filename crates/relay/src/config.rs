@@ -20,12 +20,14 @@
 //! | `RELAY_DISCARD_HORIZON_MS` | 7 days | how long discarded parked rows are kept |
 //! | `RELAY_ENV` | `production` | `production` refuses the test fault switches |
 //! | `RELAY_TEST_FAULTS` | off | `on` enables the test-only fault routes (never in production) |
+//! | `RELAY_PARTITIONS` | none | JSON: logical source name to its [`PartitionMap`], e.g. `{"orders":{"partitions":4,"epoch":1}}` |
 
+use std::collections::BTreeMap;
 use std::fmt;
 
 use crate::core::{
-    RelayBudget, DEFAULT_CALL_TIMEOUT_MS, DEFAULT_MAX_IN_FLIGHT, MAX_BATCH_BYTES, MAX_CALL_TIMEOUT_MS,
-    MAX_COALESCE_MS, MAX_DEDUP_HORIZON_MS, MAX_IN_FLIGHT, MAX_PARK_AFTER_FAILED_CYCLES,
+    Name, PartitionMap, RelayBudget, DEFAULT_CALL_TIMEOUT_MS, DEFAULT_MAX_IN_FLIGHT, MAX_BATCH_BYTES,
+    MAX_CALL_TIMEOUT_MS, MAX_COALESCE_MS, MAX_DEDUP_HORIZON_MS, MAX_IN_FLIGHT, MAX_PARK_AFTER_FAILED_CYCLES,
     MAX_QUEUED_BYTES_LIMIT, MAX_QUEUED_ROWS_LIMIT, MIN_CALL_TIMEOUT_MS, MIN_DEDUP_HORIZON_MS,
     WORKER_FREE_SUBREQUESTS, WORKER_PAID_SUBREQUESTS,
 };
@@ -78,6 +80,8 @@ pub struct RelayConfig {
     pub settings: OutboxSettings,
     /// How long rows arriving while a source delivers wait to share calls.
     pub coalesce_ms: u64,
+    /// Partitioned logical sources and their maps (each validated).
+    pub partitions: BTreeMap<Name, PartitionMap>,
 }
 
 /// A variable with a bad value.
@@ -139,7 +143,44 @@ fn settings(get: &impl Fn(&str) -> Option<String>) -> Result<OutboxSettings, Con
     Ok(s)
 }
 
+/// Most partitioned logical sources `RELAY_PARTITIONS` may name.
+pub const MAX_PARTITIONED_SOURCES: usize = 256;
+
+/// `RELAY_PARTITIONS`: a JSON object of logical source names to maps.
+fn partitions(get: &impl Fn(&str) -> Option<String>) -> Result<BTreeMap<Name, PartitionMap>, ConfigError> {
+    const VAR: &str = "RELAY_PARTITIONS";
+    let Some(text) = get(VAR).filter(|t| !t.trim().is_empty()) else { return Ok(BTreeMap::new()) };
+    let bad = |message: String| ConfigError { var: VAR, message };
+    let maps: BTreeMap<Name, PartitionMap> =
+        serde_json::from_str(&text).map_err(|e| bad(format!("not an object of partition maps: {e}")))?;
+    if maps.len() > MAX_PARTITIONED_SOURCES {
+        return Err(bad(format!("{} sources; at most {MAX_PARTITIONED_SOURCES}", maps.len())));
+    }
+    for (logical, map) in &maps {
+        map.validate(logical).map_err(|e| bad(e.to_string()))?;
+        if logical.as_str().contains(':') {
+            return Err(bad(format!(
+                "{logical}: a partitioned source's name has no ':' (partitions are name:index)"
+            )));
+        }
+    }
+    Ok(maps)
+}
+
 impl RelayConfig {
+    /// The partition map of `source`, if it is a partitioned logical source.
+    pub fn partition_map(&self, source: &Name) -> Option<&PartitionMap> {
+        self.partitions.get(source)
+    }
+
+    /// Whether `source` names one partition of a partitioned logical source
+    /// (`logical:index`).
+    pub fn is_partition(&self, source: &Name) -> bool {
+        source.as_str().rsplit_once(':').is_some_and(|(logical, index)| {
+            index.parse::<u32>().is_ok() && Name::new(logical).is_ok_and(|l| self.partitions.contains_key(&l))
+        })
+    }
+
     /// The source's part: alarm limits and operating settings.
     pub fn source(&self) -> SourceConfig {
         SourceConfig {
@@ -213,6 +254,7 @@ impl RelayConfig {
             call_timeout_ms,
             faults,
             settings: settings(&get)?,
+            partitions: partitions(&get)?,
             coalesce_ms,
         })
     }
@@ -226,6 +268,35 @@ mod tests {
     fn parse(vars: &[(&str, &str)]) -> Result<RelayConfig, ConfigError> {
         let map: HashMap<String, String> = vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         RelayConfig::from_vars(|k| map.get(k).cloned())
+    }
+
+    #[test]
+    fn partitioned_sources_are_read_and_checked() {
+        let c = parse(&[("RELAY_PARTITIONS", r#"{"orders":{"partitions":4,"epoch":2,"from":2}}"#)]).unwrap();
+        let orders = Name::new("orders").unwrap();
+        assert_eq!(c.partition_map(&orders), Some(&PartitionMap { partitions: 4, epoch: 2, from: Some(2) }));
+        assert!(c.is_partition(&Name::new("orders:3").unwrap()));
+        assert!(!c.is_partition(&Name::new("orders:x").unwrap()));
+        assert!(!c.is_partition(&Name::new("other:1").unwrap()));
+        assert!(parse(&[]).unwrap().partitions.is_empty());
+        for bad in [
+            r#"{"orders":{"partitions":65,"epoch":1}}"#,
+            r#"{"orders":{"partitions":2,"epoch":0}}"#,
+            r#"{"orders":{"partitions":2}}"#,
+            r#"{"orders":{"partitions":2,"epoch":1,"ttl":5}}"#,
+            r#"{"a:b":{"partitions":2,"epoch":1}}"#,
+            r#"{"bad name":{"partitions":2,"epoch":1}}"#,
+            r#"["orders"]"#,
+            "4",
+        ] {
+            let e = parse(&[("RELAY_PARTITIONS", bad)]).unwrap_err();
+            assert_eq!(e.var, "RELAY_PARTITIONS", "{bad}");
+        }
+        let many: String = (0..=MAX_PARTITIONED_SOURCES)
+            .map(|i| format!(r#""s{i}":{{"partitions":1,"epoch":1}}"#))
+            .collect::<Vec<_>>()
+            .join(",");
+        assert!(parse(&[("RELAY_PARTITIONS", &format!("{{{many}}}"))]).is_err(), "past the limit");
     }
 
     #[test]

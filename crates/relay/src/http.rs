@@ -136,8 +136,8 @@ impl From<EnqueueRefusal> for HttpError {
             EnqueueRefusal::Invalid(EnqueueError::TooManyBytes(_)) => 413,
             EnqueueRefusal::Invalid(EnqueueError::OutboxFull { .. }) => 429,
             EnqueueRefusal::Invalid(EnqueueError::SequenceExhausted) => 507,
-            EnqueueRefusal::Invalid(_) | EnqueueRefusal::Key(_) => 400,
-            EnqueueRefusal::Conflict { .. } => 409,
+            EnqueueRefusal::Invalid(_) | EnqueueRefusal::Key(_) | EnqueueRefusal::GateTargets => 400,
+            EnqueueRefusal::Conflict { .. } | EnqueueRefusal::StaleEpoch { .. } => 409,
         };
         let error = HttpError::new(status, e.code(), e.to_string());
         if status == 429 {

@@ -13,6 +13,7 @@
 //! - [`durable`]: the Durable Object glue (SQLite, alarm, target calls) and
 //!   the objects' `fetch` protocols.
 //! - [`client`]: a typed client for Rust callers in other Workers.
+//! - [`partition`]: the router of partitioned sources, over any sink.
 //! - [`http`], [`routes`], [`codes`], [`config`]: the wire.
 //! - `testing` (feature `testing`) and `sim` (feature `sim`).
 //!
@@ -28,6 +29,7 @@ pub mod config;
 pub mod driver;
 pub mod durable;
 pub mod http;
+pub mod partition;
 pub mod routes;
 #[cfg(feature = "sim")]
 pub mod sim;

@@ -14,7 +14,8 @@
 use worker::Url;
 
 use crate::core::{
-    Name, MAX_KEYS_PER_PAGE, MAX_KEY_BYTES, MAX_PARKED_ROWS_PER_PAGE, MAX_SOURCES_PER_PAGE, SEQ_MAX,
+    Name, MAX_KEYS_PER_PAGE, MAX_KEY_BYTES, MAX_PARKED_ROWS_PER_PAGE, MAX_PARTITIONS, MAX_SOURCES_PER_PAGE,
+    SEQ_MAX,
 };
 use crate::http::HttpError;
 
@@ -53,6 +54,15 @@ pub enum SourceOp {
     /// `POST /retire`: leave the source directory; refused unless nothing
     /// is queued or parked (reference Worker).
     Retire,
+    /// `GET /foreign-targets/{partitions}/{index}`: as partition `index` of
+    /// a logical source routed over `partitions`, how many targets it holds
+    /// rows for whose home is elsewhere (0 everywhere: a resize settled).
+    ForeignTargets {
+        /// The partition count routed to now.
+        partitions: u32,
+        /// This partition's index.
+        index: u32,
+    },
 }
 
 /// What a request asks of the source directory (reference Worker).
@@ -217,6 +227,18 @@ impl SourceOp {
             ("GET", ["audit"]) => SourceOp::Audit,
             ("GET", ["alarms"]) => SourceOp::Alarms,
             ("POST", ["retire"]) => SourceOp::Retire,
+            ("GET", ["foreign-targets", n, i]) => {
+                let bad = |s: &str| {
+                    HttpError::bad_request(
+                        "invalid_partition",
+                        format!("{s:?}: 1..={MAX_PARTITIONS} partitions, index below"),
+                    )
+                };
+                let partitions = n.parse::<u32>().ok().filter(|v| (1..=MAX_PARTITIONS).contains(v));
+                let partitions = partitions.ok_or_else(|| bad(n))?;
+                let index = i.parse::<u32>().ok().filter(|&v| v < partitions).ok_or_else(|| bad(i))?;
+                SourceOp::ForeignTargets { partitions, index }
+            }
             _ => return Err(no_route(method, url)),
         };
         no_query(url)?;
@@ -245,6 +267,9 @@ impl SourceOp {
             SourceOp::Audit => "/audit".into(),
             SourceOp::Alarms => "/alarms".into(),
             SourceOp::Retire => "/retire".into(),
+            SourceOp::ForeignTargets { partitions, index } => {
+                format!("/foreign-targets/{partitions}/{index}")
+            }
         }
     }
 }

@@ -27,7 +27,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::core::schedule::{arm, coalesced, enqueue_due, needs_rearm};
 use crate::core::{
-    delivered_through, relay_watermark, retry_backoff_ms, AlarmKnown, EnqueueRow, Name, ScanState,
+    delivered_through, home, relay_watermark, retry_backoff_ms, AlarmKnown, EnqueueRow, Fence, Name,
+    ScanState,
 };
 use crate::driver::{run_alarm, AlarmError, AlarmOptions, AlarmSummary, FireObserver, Targets};
 use crate::store::outbox::{
@@ -285,14 +286,68 @@ impl<S: Sql, A: AlarmStore> Relay<S, A> {
             (Err(_), Some(f)) => return Err(f),
             (Err(e), None) => return Err(EnqueueFailure::Store(e)),
         };
-        if !done.duplicate {
-            // A delayed row needs no alarm before it is due; one already
-            // set earlier (for other rows) is kept.
-            let due = enqueue_due(now_ms, self.last_delivery_ms.get(), self.config.get().coalesce_ms)
-                .max(done.first_due_ms());
-            self.arm_at(due).await.map_err(EnqueueFailure::Store)?;
-        }
+        self.arm_for(&done, now_ms).await.map_err(EnqueueFailure::Store)?;
         Ok((r, done))
+    }
+
+    /// Arms the alarm for what an enqueue wrote (nothing for a duplicate).
+    async fn arm_for(&self, done: &Enqueued, now_ms: u64) -> Result<(), StoreError> {
+        if done.duplicate {
+            return Ok(());
+        }
+        // A delayed row needs no alarm before it is due; one already set
+        // earlier (for other rows) is kept.
+        let due = enqueue_due(now_ms, self.last_delivery_ms.get(), self.config.get().coalesce_ms)
+            .max(done.first_due_ms());
+        self.arm_at(due).await
+    }
+
+    /// As partition `index` of a logical source now routed over
+    /// `partitions`: how many targets it still holds rows for whose home is
+    /// another partition. A resize has settled (its `from` may be dropped)
+    /// once this is 0 on every partition.
+    pub fn foreign_targets(&self, partitions: u32, index: u32) -> Result<u64, StoreError> {
+        let held = self.outbox.targets_held()?;
+        let foreign =
+            held.iter().filter_map(|t| Name::new(t.as_str()).ok()).filter(|t| home(t, partitions) != index);
+        Ok(foreign.count() as u64)
+    }
+
+    /// Enqueues `rows` routed to this source as a partition of a logical
+    /// source (see [`crate::core::partition`]): refused with `stale_epoch`
+    /// when the router's map is older than one this partition has seen; a
+    /// gated enqueue (`fence.gate`, one target) is accepted only while this
+    /// partition still holds rows for its target, and otherwise answered
+    /// `Ok(None)`: the target has moved, for good, to its new home. The
+    /// epoch is stored in the same transaction as the rows or the answer.
+    pub async fn enqueue_routed(
+        &self,
+        now_ms: u64,
+        key: Option<&str>,
+        rows: &[EnqueueRow],
+        fence: Fence,
+    ) -> Result<Option<Enqueued>, EnqueueFailure> {
+        self.load_alarm().await.map_err(EnqueueFailure::Store)?;
+        let mut refused = None;
+        let result =
+            self.outbox.sql().transaction(|| match self.outbox.enqueue_fenced(now_ms, key, rows, fence) {
+                Ok(done) => Ok(done),
+                Err(EnqueueFailure::Refused(e)) => {
+                    refused = Some(e);
+                    Err(StoreError::Aborted("the enqueue was refused".into()))
+                }
+                Err(EnqueueFailure::Store(e)) => Err(e),
+                Err(EnqueueFailure::Aborted(never)) => match never {},
+            });
+        let done = match (result, refused) {
+            (Ok(done), _) => done,
+            (Err(_), Some(r)) => return Err(EnqueueFailure::Refused(r)),
+            (Err(e), None) => return Err(EnqueueFailure::Store(e)),
+        };
+        if let Some(done) = &done {
+            self.arm_for(done, now_ms).await.map_err(EnqueueFailure::Store)?;
+        }
+        Ok(done)
     }
 
     /// Runs one alarm: the driver's fires against `targets`, then arms the

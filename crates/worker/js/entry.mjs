@@ -13,8 +13,29 @@
 
 import { WorkerEntrypoint } from "cloudflare:workers";
 
+import FrontDoor from "./worker/shim.mjs";
+
 export * from "./worker/shim.mjs";
 export { default } from "./worker/shim.mjs";
+
+/** RELAY_PARTITIONS as last parsed: { text, names }. */
+let partitioned = { text: undefined, names: new Set() };
+
+/** Whether `source` is a partitioned logical source of this deployment. */
+function isPartitioned(env, source) {
+  const text = env.RELAY_PARTITIONS;
+  if (text !== partitioned.text) {
+    let names = new Set();
+    try {
+      names = new Set(Object.keys(text ? JSON.parse(text) : {}));
+    } catch {
+      // A bad value is the front door's 500 bad_configuration, which the call then reports.
+      names = new Set();
+    }
+    partitioned = { text, names };
+  }
+  return partitioned.names.has(source);
+}
 
 /** A refusal or failure from the relay, with the HTTP API's code. */
 export class RelayError extends Error {
@@ -33,14 +54,24 @@ const seqOf = (n) => {
 };
 
 export class RelayRpc extends WorkerEntrypoint {
-  /** Calls the source object `source` at `path`; parses the JSON reply or throws a RelayError. */
+  /**
+   * Calls the source object `source` at `path`; parses the JSON reply or
+   * throws a RelayError. A partitioned logical source is served by the
+   * front door's own handler (the Rust router), in this isolate.
+   */
   async #call(source, method, path, body, headers) {
     if (typeof source !== "string") throw new RelayError("invalid_name", "source must be a string", 400);
-    const stub = this.env.RELAY_SOURCE.getByName(source);
     const init = { method };
-    if (headers !== undefined) init.headers = headers;
+    if (headers !== undefined) init.headers = { ...headers };
     if (body !== undefined) init.body = JSON.stringify(body);
-    const res = await stub.fetch(`https://relay${path}`, init);
+    let res;
+    if (isPartitioned(this.env, source)) {
+      init.headers = { ...init.headers, authorization: `Bearer ${this.env.RELAY_TOKEN ?? ""}` };
+      const url = `https://relay/v1/sources/${encodeURIComponent(source)}${path}`;
+      res = await FrontDoor.prototype.fetch.call(this, new Request(url, init));
+    } else {
+      res = await this.env.RELAY_SOURCE.getByName(source).fetch(`https://relay${path}`, init);
+    }
     const text = await res.text();
     let parsed;
     try {
@@ -56,7 +87,9 @@ export class RelayRpc extends WorkerEntrypoint {
 
   /**
    * Enqueues `rows` at `source`, atomically; `options.idempotencyKey` makes
-   * it repeatable, `options.traceparent` (W3C) travels with every row.
+   * it repeatable, `options.traceparent` (W3C) travels with every row. At a
+   * partitioned source the rows are routed by target and the reply gives
+   * each row's `positions` (partition, seq); see the README.
    */
   async enqueue(source, rows, options = {}) {
     const body = { rows };

@@ -16,6 +16,7 @@ pub mod console;
 pub mod directory;
 pub mod front;
 mod metrics;
+pub mod partitioned;
 pub mod source_do;
 pub mod target_do;
 

@@ -13,12 +13,17 @@
 //! | `GET /parked/{target}?after=&limit=` | | a [`ParkedPage`](crate::ParkedPage) |
 //! | `POST /parked/{target}/redrive` | | `{"rows":n,"was_parked":bool}` |
 //! | `POST /parked/{target}/discard` | | `{"rows":n,"was_parked":bool}` |
+//! | `GET /foreign-targets/{partitions}/{index}` | | `{"foreign_targets":n}` (partitions) |
+//!
+//! A partition router adds `relay-partition-epoch` (and, at a moving
+//! target's old home, `relay-partition-gate: 1`) to `POST /enqueue`; a gated
+//! enqueue the partition cannot take is 409 `target_moved`.
 
 use serde::Serialize;
 use worker::{Request, Response};
 
 use super::{now_ms, DoAlarm};
-use crate::core::{decode_enqueue, Traceparent};
+use crate::core::{decode_enqueue, Fence, Traceparent, SEQ_MAX};
 use crate::http::{json, read_body, HttpError};
 use crate::routes::SourceOp;
 use crate::source::Relay;
@@ -63,14 +68,29 @@ pub async fn serve<S: Sql>(
     match op {
         SourceOp::Enqueue => {
             let trace = traceparent(req)?;
+            let fence = fence(req)?;
             let mut body = decode_enqueue(&read_body(req).await?)?;
             if trace.is_some() {
                 for row in &mut body.rows {
                     row.trace.clone_from(&trace);
                 }
             }
-            let done = relay.enqueue(now_ms(), body.idempotency_key.as_deref(), &body.rows).await?;
-            json(&done).map_err(internal)
+            let key = body.idempotency_key.as_deref();
+            if fence == Fence::default() {
+                return json(&relay.enqueue(now_ms(), key, &body.rows).await?).map_err(internal);
+            }
+            match relay.enqueue_routed(now_ms(), key, &body.rows, fence).await? {
+                Some(done) => json(&done).map_err(internal),
+                None => Err(HttpError::new(
+                    409,
+                    "target_moved",
+                    "this partition holds no rows for the target: send it to its new home",
+                )),
+            }
+        }
+        SourceOp::ForeignTargets { partitions, index } => {
+            json(&serde_json::json!({ "foreign_targets": relay.foreign_targets(partitions, index)? }))
+                .map_err(internal)
         }
         SourceOp::Status => json(&relay.status(now_ms()).await?).map_err(internal),
         SourceOp::DeliveredThrough(seq) => {
@@ -106,6 +126,36 @@ pub async fn serve<S: Sql>(
             "the alarm history and the source directory are served by the reference Worker's source",
         )),
     }
+}
+
+/// The header a partition router sends its map's epoch in (see
+/// [`crate::core::partition`]).
+pub const EPOCH_HEADER: &str = "relay-partition-epoch";
+/// The header that marks a gated enqueue at a moving target's old home.
+pub const GATE_HEADER: &str = "relay-partition-gate";
+
+/// The request's partition fence; the default (unpartitioned) without the headers.
+pub fn fence(req: &Request) -> Result<Fence, HttpError> {
+    let header = |h: &str| req.headers().get(h).ok().flatten();
+    let epoch = match header(EPOCH_HEADER) {
+        None => 0,
+        Some(text) => {
+            text.trim().parse::<u64>().ok().filter(|e| (1..=SEQ_MAX).contains(e)).ok_or_else(|| {
+                HttpError::bad_request(
+                    "invalid_partition",
+                    format!("{EPOCH_HEADER} {text:?} is not an epoch 1..=2^53-1"),
+                )
+            })?
+        }
+    };
+    let gate = header(GATE_HEADER).is_some_and(|g| g.trim() == "1");
+    if gate && epoch == 0 {
+        return Err(HttpError::bad_request(
+            "invalid_partition",
+            format!("{GATE_HEADER} needs {EPOCH_HEADER}"),
+        ));
+    }
+    Ok(Fence { epoch, gate })
 }
 
 /// The request's `traceparent` header, validated; none when absent.

@@ -23,6 +23,7 @@
 
 mod audit;
 mod ops;
+mod partitions;
 mod rng;
 mod sqlite;
 mod targets;

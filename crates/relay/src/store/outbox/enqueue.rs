@@ -9,7 +9,7 @@ use serde::Serialize;
 use super::{int, Outbox, Pending, Sql, SqlValue, StoreError};
 use crate::core::{
     admit, Admission, AdmissionInput, AppendPlan, DedupRecord, EnqueueError, EnqueueRefusal, EnqueueRow,
-    StoredRow,
+    Fence, StoredRow,
 };
 
 /// Rows per multi-row INSERT: six bound parameters each, under SQLite's
@@ -151,6 +151,82 @@ impl<S: Sql> Outbox<S> {
                 })
             }
         }
+    }
+
+    /// [`enqueue`](Outbox::enqueue) for a partition of a logical source:
+    /// first the router's epoch (refused when older than the stored one,
+    /// stored when newer), then, for a gated enqueue, whether this
+    /// partition still holds rows for the one target (`Ok(None)` when not:
+    /// the target has moved). Run it inside a transaction, like `enqueue`;
+    /// an `Ok` must commit, so the epoch is kept with the answer.
+    pub fn enqueue_fenced(
+        &self,
+        now_ms: u64,
+        key: Option<&str>,
+        rows: &[EnqueueRow],
+        fence: Fence,
+    ) -> Result<Option<Enqueued>, EnqueueFailure> {
+        if fence.epoch > 0 {
+            let stored = self.partition_epoch()?;
+            if fence.epoch < stored {
+                return Err(EnqueueRefusal::StaleEpoch { sent: fence.epoch, stored }.into());
+            }
+            if fence.epoch > stored {
+                let n = self.sql.run(
+                    "INSERT INTO relay_partition (id, epoch) VALUES (1, ?) \
+                     ON CONFLICT(id) DO UPDATE SET epoch = excluded.epoch",
+                    vec![int(fence.epoch)],
+                )?;
+                self.add_pending(Pending { writes: u64::from(n), ..Pending::default() });
+            }
+        }
+        if fence.gate {
+            let target = match rows {
+                [first, rest @ ..] if rest.iter().all(|r| r.target == first.target) => &first.target,
+                _ => return Err(EnqueueRefusal::GateTargets.into()),
+            };
+            // A retry of a keyed enqueue this partition took is answered
+            // here (a duplicate, or a conflict), never sent on to the new home.
+            let remembered = match key {
+                Some(k) => self
+                    .dedup_record(k)?
+                    .is_some_and(|r| !r.expired(now_ms, self.settings().dedup_horizon_ms)),
+                None => false,
+            };
+            if !remembered && !self.holds_rows_for(target.as_str())? {
+                return Ok(None);
+            }
+        }
+        self.enqueue(now_ms, key, rows).map(Some)
+    }
+
+    /// The distinct targets with queued or parked (not discarded) rows.
+    /// Scans: an operator's question while a resize settles.
+    pub fn targets_held(&self) -> Result<Vec<String>, StoreError> {
+        let rows = self.sql.rows(
+            "SELECT target FROM relay_outbox WHERE target != '' UNION \
+             SELECT target FROM relay_parked WHERE discarded_at_ms IS NULL",
+            vec![],
+        )?;
+        rows.iter().map(|r| r.text(0)).collect()
+    }
+
+    /// The newest routing epoch this partition has seen (0: none).
+    pub fn partition_epoch(&self) -> Result<u64, StoreError> {
+        let row = self.sql.first("SELECT epoch FROM relay_partition WHERE id = 1", vec![])?;
+        row.map_or(Ok(0), |r| r.u64(0))
+    }
+
+    /// Whether rows for `target` are queued or parked (not discarded). Scans
+    /// (the outbox has no index on target): only gated enqueues ask, while a
+    /// resize settles.
+    fn holds_rows_for(&self, target: &str) -> Result<bool, StoreError> {
+        let row = self.sql.first(
+            "SELECT EXISTS (SELECT 1 FROM relay_outbox WHERE target = ?) \
+             OR EXISTS (SELECT 1 FROM relay_parked WHERE target = ? AND discarded_at_ms IS NULL)",
+            vec![target.into(), target.into()],
+        )?;
+        Ok(row.map_or(Ok(0), |r| r.u64(0))? != 0)
     }
 
     /// Writes an admitted enqueue: the rows and the dedup record, and no

@@ -18,6 +18,7 @@
 //! relay_outbox  (seq INTEGER PRIMARY KEY, target, at_ms, bytes, body, due_ms)
 //! relay_parked  (seq INTEGER PRIMARY KEY, target, at_ms, bytes, body, discarded_at_ms, due_ms)
 //! relay_holds   (target PRIMARY KEY, due_ms)   -- version 4: delayed rows
+//! relay_partition (id = 1, epoch)             -- version 5: partitioned sources
 //! relay_targets (target PRIMARY KEY, failed_cycles, parked, reason, first/last_failure_ms, last_error)
 //! relay_dedup   (key PRIMARY KEY, digest, first_seq, rows, at_ms)
 //! ```
@@ -133,6 +134,9 @@ const MIGRATIONS: &[&[&str]] = &[
         "ALTER TABLE relay_parked ADD COLUMN due_ms INTEGER NOT NULL DEFAULT 0",
         "CREATE TABLE relay_holds (target TEXT PRIMARY KEY, due_ms INTEGER NOT NULL)",
     ],
+    // Version 5: partitioned sources. The newest routing epoch this
+    // partition has seen, which fences routers running an older map.
+    &["CREATE TABLE relay_partition (id INTEGER PRIMARY KEY CHECK (id = 1), epoch INTEGER NOT NULL)"],
 ];
 
 /// The `SET` fragment that adds the pending counts (see [`Pending`]); binds

@@ -1,0 +1,224 @@
+//! The front door for partitioned logical sources (`RELAY_PARTITIONS`):
+//! enqueues go through the library's router to the partitions (the source
+//! objects `logical:index`); status, the watermark and the parked targets
+//! are gathered from every partition; per-partition reads (positions,
+//! parked rows, alarm history) are addressed to the partition itself,
+//! `/v1/sources/{logical}:{index}/...`.
+
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
+
+use futures::future::join_all;
+use serde::Serialize;
+use worker::{Env, Request, Response};
+
+use durable_relay::core::{decode_enqueue, Name, PartitionMap};
+use durable_relay::durable::source::traceparent;
+use durable_relay::http::{json, read_body, HttpError};
+use durable_relay::partition::Position;
+use durable_relay::routes::SourceOp;
+use durable_relay::{ActionOutcome, RelayClient, RelayError, SourceClient, SourceStatus, TargetReport};
+
+use crate::SOURCE_BINDING;
+
+/// A partition's error as the front door's.
+fn http(e: RelayError) -> HttpError {
+    let code = e.code.as_static_str().unwrap_or("internal");
+    let error = HttpError::new(e.status, code, e.message);
+    match e.retry_after_s {
+        Some(s) => error.retry_after(s),
+        None => error,
+    }
+}
+
+/// Serves `op` on the logical source `logical`.
+pub async fn serve(
+    env: &Env,
+    req: &mut Request,
+    logical: &Name,
+    map: &PartitionMap,
+    op: SourceOp,
+) -> Result<Response, HttpError> {
+    let client = RelayClient::from_env(env, SOURCE_BINDING).map_err(http)?;
+    let routed = client.partitioned(logical, *map).map_err(http)?;
+    let parts = routed.partitions().map_err(http)?;
+    let internal = |e: worker::Error| HttpError::internal(e.to_string());
+    match op {
+        SourceOp::Enqueue => {
+            let trace = traceparent(req)?;
+            let body = decode_enqueue(&read_body(req).await?)?;
+            match routed.enqueue(body.idempotency_key.as_deref(), &body.rows, trace.as_ref()).await {
+                Ok(done) => json(&done).map_err(internal),
+                Err(failure) => partial(failure.error, &failure.committed),
+            }
+        }
+        SourceOp::Status => json(&status(logical, map, &parts).await?).map_err(internal),
+        SourceOp::Watermark => {
+            let marks = join_all(parts.iter().map(SourceClient::relay_watermark)).await;
+            let min = marks.into_iter().try_fold(u64::MAX, |m, w| w.map(|w| m.min(w))).map_err(http)?;
+            json(&serde_json::json!({ "relay_watermark": min, "now_ms": durable_relay::durable::now_ms() }))
+                .map_err(internal)
+        }
+        SourceOp::ParkedTargets => {
+            let lists = join_all(parts.iter().map(SourceClient::targets)).await;
+            let mut targets = Vec::new();
+            for (partition, list) in (0u32..).zip(lists) {
+                targets.extend(
+                    list.map_err(http)?.into_iter().map(|report| PartitionTarget { partition, report }),
+                );
+            }
+            json(&serde_json::json!({ "targets": targets })).map_err(internal)
+        }
+        SourceOp::Redrive(ref t) | SourceOp::Discard(ref t) => {
+            let redrive = matches!(op, SourceOp::Redrive(_));
+            let outcomes = join_all(parts.iter().map(|p| async move {
+                if redrive {
+                    p.redrive(t).await
+                } else {
+                    p.discard(t).await
+                }
+            }))
+            .await;
+            let mut sum = ActionOutcome { rows: 0, was_parked: false };
+            for o in outcomes {
+                let o = o.map_err(http)?;
+                sum.rows += o.rows;
+                sum.was_parked |= o.was_parked;
+            }
+            json(&sum).map_err(internal)
+        }
+        _ => Err(HttpError::bad_request(
+            "partitioned_source",
+            format!(
+                "{logical} is partitioned: address one partition, /v1/sources/{logical}:<index>/{}",
+                op.path().trim_start_matches('/')
+            ),
+        )),
+    }
+}
+
+/// A refusal that may leave some partitions committed: the partition's
+/// status and code, plus the positions that did commit.
+fn partial(error: RelayError, committed: &[Position]) -> Result<Response, HttpError> {
+    let e = http(error);
+    let body =
+        serde_json::json!({ "error": { "code": e.code, "message": e.message, "committed": committed } });
+    let headers = worker::Headers::new();
+    let set = |h: &worker::Headers| -> worker::Result<()> {
+        h.set("content-type", "application/json")?;
+        if let Some(s) = e.retry_after_s {
+            h.set("retry-after", &s.to_string())?;
+        }
+        Ok(())
+    };
+    set(&headers).map_err(|x| HttpError::internal(x.to_string()))?;
+    Response::ok(body.to_string())
+        .map(|r| r.with_status(e.status).with_headers(headers))
+        .map_err(|x| HttpError::internal(x.to_string()))
+}
+
+/// A parked or failing target of one partition.
+#[derive(Serialize)]
+struct PartitionTarget {
+    partition: u32,
+    #[serde(flatten)]
+    report: TargetReport,
+}
+
+/// One partition's status in the logical source's.
+#[derive(Serialize)]
+struct PartitionStatus {
+    partition: u32,
+    source: String,
+    /// Targets it holds rows for whose home is another partition (only
+    /// while a resize settles).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    foreign_targets: Option<u64>,
+    status: SourceStatus,
+}
+
+/// A logical source's status: sums and extremes over its partitions.
+#[derive(Serialize)]
+struct LogicalStatus {
+    source: String,
+    map: PartitionMap,
+    queued_rows: u64,
+    queued_bytes: u64,
+    parked_rows: u64,
+    enqueued_rows: u64,
+    delivered_rows: u64,
+    alarms: u64,
+    fires: u64,
+    subrequests: u64,
+    sql_rows_written: u64,
+    lag_breaches: u64,
+    oldest_row_age_ms: Option<u64>,
+    lag_exceeded: bool,
+    /// The minimum over the partitions.
+    relay_watermark: u64,
+    /// While a resize settles (`map.from` set): whether no partition still
+    /// holds rows for a target whose home moved, so `from` may be dropped.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    resize_settled: Option<bool>,
+    partitions: Vec<PartitionStatus>,
+}
+
+async fn status(
+    logical: &Name,
+    map: &PartitionMap,
+    parts: &[SourceClient],
+) -> Result<LogicalStatus, HttpError> {
+    let statuses = join_all(parts.iter().map(SourceClient::status)).await;
+    let foreign = match map.from {
+        None => vec![None; parts.len()],
+        Some(_) => {
+            let asks = (0u32..).zip(parts).map(|(index, p)| async move {
+                let op = SourceOp::ForeignTargets { partitions: map.partitions, index };
+                let reply: serde_json::Value = p.call(op, None).await?;
+                Ok::<_, RelayError>(reply.get("foreign_targets").and_then(serde_json::Value::as_u64))
+            });
+            join_all(asks).await.into_iter().collect::<Result<Vec<_>, _>>().map_err(http)?
+        }
+    };
+    let mut out = LogicalStatus {
+        source: logical.to_string(),
+        map: *map,
+        queued_rows: 0,
+        queued_bytes: 0,
+        parked_rows: 0,
+        enqueued_rows: 0,
+        delivered_rows: 0,
+        alarms: 0,
+        fires: 0,
+        subrequests: 0,
+        sql_rows_written: 0,
+        lag_breaches: 0,
+        oldest_row_age_ms: None,
+        lag_exceeded: false,
+        relay_watermark: u64::MAX,
+        resize_settled: map.from.map(|_| foreign.iter().all(|f| *f == Some(0))),
+        partitions: Vec::new(),
+    };
+    for ((partition, s), foreign_targets) in (0u32..).zip(statuses).zip(foreign) {
+        let s = s.map_err(http)?;
+        out.queued_rows += s.queued_rows;
+        out.queued_bytes += s.queued_bytes;
+        out.parked_rows += s.parked_rows;
+        out.enqueued_rows += s.enqueued_rows;
+        out.delivered_rows += s.delivered_rows;
+        out.alarms += s.alarms;
+        out.fires += s.fires;
+        out.subrequests += s.subrequests;
+        out.sql_rows_written += s.sql_rows_written;
+        out.lag_breaches += s.lag_breaches;
+        out.oldest_row_age_ms = out.oldest_row_age_ms.max(s.oldest_row_age_ms);
+        out.lag_exceeded |= s.lag_exceeded;
+        out.relay_watermark = out.relay_watermark.min(s.relay_watermark);
+        out.partitions.push(PartitionStatus {
+            partition,
+            source: s.source.clone(),
+            foreign_targets,
+            status: s,
+        });
+    }
+    Ok(out)
+}
