@@ -230,6 +230,12 @@ function coreTable(core) {
 }
 
 /** The Markdown report. */
+/** W7's table: throughput per partition count. */
+function partitionTable(rows) {
+  const lines = rows.map((r) => `| ${r.partitions || "plain"} | ${int(r.rows)} | ${r.producers} | ${fmt(r.accepted_per_s, 1)} | ${fmt(r.ratio_to_1, 2)} | ${int(r.enqueue_p50_ms)} | ${int(r.enqueue_p99_ms)} | ${int(r.drain_ms)} | ${r.order_violations} |`);
+  return ["| partitions | rows | producers | accepted/s | ÷ 1 partition | enqueue p50 ms | p99 ms | drain ms | order violations |", "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |", ...lines].join("\n");
+}
+
 /** W6's table: lateness per delay. */
 function delayTable(delays) {
   const rows = delays.map((d) => {
@@ -240,7 +246,7 @@ function delayTable(delays) {
 }
 
 export function renderReport(run) {
-  const { meta, workloads, systems, bySystem, healthy, aims, core, upload, delays } = run;
+  const { meta, workloads, systems, bySystem, healthy, aims, core, upload, delays, partitions } = run;
   const sys = systems.map((s) => `- \`${s.id}\`: ${s.label}${s.kind === "relay" ? `; vars ${Object.entries(s.vars).map(([k, v]) => `${k}=${v}`).join(" ")}` : ""}`).join("\n");
   const wl = workloads.map((w) => `- ${w.id}: ${w.title} (${int(totalRows(w))} rows)`).join("\n");
   const missed = aims.filter((a) => !a.met);
@@ -270,6 +276,12 @@ ${workloads.some((w) => w.stream) ? `
 Every request enqueues one row. Accepted req/s: rows ÷ (last reply − first request), seen by the driver. Enqueue latency: request to reply, seen by the driver. End-to-end latency: from the \`at_ms\` the source stamped on the accepted row (the relay's commit time, the bench source's allocation time) to the row's first arrival, stamped by its target, so both ends are server clocks. Worker CPU: wrangler and workerd processes from the first request to the drain. Direct writes apply before they answer, so their end-to-end time is inside their enqueue time.
 
 ${streamTable(bySystem, workloads)}
+` : ""}
+${partitions ? `### W7: partitioned sources
+
+Single-row enqueues from concurrent producers to one logical source (\`RELAY_PARTITIONS\`), each configuration on a fresh workerd; \`plain\` is an unpartitioned source for reference. Accepted enqueues/s: rows ÷ (last reply − first request). Order: each target's apply log at its home partition against the order its producer's enqueues were accepted. All partitions run in one local workerd process on this machine, so the ratios show the router's cost and the local contention, not production, where each partition is its own object with its own throughput.
+
+${partitionTable(partitions)}
 ` : ""}
 ${delays ? `### W6: delay accuracy
 

@@ -25,6 +25,7 @@ import { startBenchWorker } from "./workerd.mjs";
 import { runWorkload, Progress } from "./measure.mjs";
 import { runStream } from "./stream.mjs";
 import { runDelays } from "./delays.mjs";
+import { runPartitions } from "./partitions.mjs";
 import { FULL, QUICK, STREAM_FULL, STREAM_QUICK, SYSTEMS, runsOn, totalRows } from "./workloads.mjs";
 import { renderChart } from "./chart.mjs";
 import { addRatios, evaluateAims, healthyComparison, renderReport } from "./report.mjs";
@@ -234,6 +235,11 @@ async function main() {
     say("W6: delay accuracy (rows delayed by 1 s, 10 s and 60 s; quick: 1 s and 3 s)");
     delays = await runDelays({ quick: opts.quick, say });
   }
+  let partitions = null;
+  if (extra("W7")) {
+    say("W7: single-row enqueues to one logical source of 1, 2 and 4 partitions (and a plain source)");
+    partitions = await runPartitions({ quick: opts.quick, say });
+  }
 
   addRatios(bySystem);
   const healthy = healthyComparison(bySystem);
@@ -250,12 +256,15 @@ async function main() {
     wrangler: wranglerVersion(),
     heal_fraction_of_w3: HEAL_FRACTION,
   };
-  const run = { meta, workloads, systems, bySystem, healthy, aims, core, upload, delays };
+  const run = { meta, workloads, systems, bySystem, healthy, aims, core, upload, delays, partitions };
   writeOutputs(run, outDir);
   say(`wrote ${relative(ROOT, outDir)}/{report.md,results.json,chart.svg}`);
   const missed = aims.filter((a) => !a.met);
   if (aims.length) say(`aims: ${aims.length - missed.length} of ${aims.length} met`);
   const bad = sanity(bySystem);
+  for (const p of partitions ?? []) {
+    if (p.order_violations) bad.push(`W7 ${p.partitions} partitions: ${p.order_violations} targets out of order or split`);
+  }
   for (const d of delays ?? []) {
     if (d.early || d.missing) bad.push(`W6 ${d.delay_ms} ms: ${d.early} rows applied early, ${d.missing} never applied`);
   }

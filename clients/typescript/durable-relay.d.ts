@@ -258,6 +258,7 @@ export type ErrorCode =
   | "target_moved"
   | "invalid_partition"
   | "partition_enqueue"
+  | "partitioned_source"
   | "delay_too_long"
   | "no_directory";
 

@@ -17,7 +17,7 @@ const SHOTS = join(ROOT, "build", "screenshots");
 
 let relay;
 before(async () => {
-  relay = await Relay.start();
+  relay = await Relay.start({ vars: { RELAY_PARTITIONS: JSON.stringify({ "ui-parted": { partitions: 2, epoch: 1 } }) } });
 });
 after(async () => {
   await relay?.stop();
@@ -147,6 +147,18 @@ test("in a browser: log in, read the figures, see a parked target, redrive it fr
   await page.waitForSelector("#targets-empty:not(.hidden)");
   await until(async () => (await row.locator('[data-field="parked_rows"]').textContent()) === "0", "the console to show nothing parked");
   await page.screenshot({ path: join(SHOTS, "console.png"), fullPage: true });
+
+  // A partitioned source: one row gathered over its partitions, ahead of them.
+  const routed = await relay.api("POST", "/v1/sources/ui-parted/enqueue", { rows: ["pa", "pb", "pc", "pd"].map((t) => put(`ui-${t}`, "k", 1)) });
+  assert.equal(routed.status, 200, routed.text);
+  await until(async () => (await relay.status("ui-parted")).delivered_rows === 4, "the partitioned rows delivered");
+  const logical = page.locator('#sources-table tr[data-source="ui-parted"]');
+  await logical.waitFor();
+  assert.match(await logical.locator('[data-field="partitions"]').textContent(), /2 partitions/);
+  await until(async () => (await logical.locator('[data-field="delivered_rows"]').textContent()) === "4", "the gathered figure");
+  await logical.click();
+  await page.waitForSelector('#source-figures [data-figure="partitions"]');
+  assert.match(await page.locator('#source-figures [data-figure="partitions"]').textContent(), /^2/);
   assert.deepEqual(pageErrors, [], "no script error in the page");
   assert.deepEqual(await relay.audit(), [], "the relay's own audit");
 });

@@ -129,8 +129,17 @@ export class Relay {
   async audit() {
     const breaches = [];
     for (const [kind, names] of [["sources", this.seen.sources], ["targets", this.seen.targets]]) {
-      for (const name of names) {
+      for (const name of [...names]) {
         const r = await this.api("GET", `/v1/${kind}/${name}/audit`);
+        if (r.body?.error?.code === "partitioned_source") {
+          // A logical source has no tables: audit each of its partitions.
+          const status = await this.status(name);
+          for (const p of status.partitions) {
+            const a = await this.api("GET", `/v1/sources/${p.source}/audit`);
+            if (a.status !== 200 || !a.body.ok) breaches.push(`sources/${p.source}: ${a.text}`);
+          }
+          continue;
+        }
         if (r.status !== 200 || !r.body.ok) breaches.push(`${kind}/${name}: ${r.text}`);
       }
     }

@@ -99,6 +99,7 @@ codes! {
     InvalidGate => "invalid_gate": "A gated enqueue for more than one target (400; a router's bug).",
     TargetMoved => "target_moved": "A moving target's old partition released it (409; routers send it to the new one).",
     InvalidPartition => "invalid_partition": "A partition header, count or index out of range (400).",
+    PartitionedSource => "partitioned_source": "A per-partition read at a partitioned logical source (400; address the partition, logical:index).",
     PartitionEnqueue => "partition_enqueue": "An enqueue addressed to one partition of a partitioned source (400; enqueue at the logical source).",
     DelayTooLong => "delay_too_long": "A row asked to wait longer than MAX_DELAY_MS (400).",
     NoDirectory => "no_directory": "The Worker has no source directory bound (RELAY_DIRECTORY) (501).",

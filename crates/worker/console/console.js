@@ -77,8 +77,24 @@ async function loadSources() {
   const all = [...names, ...extra];
   const statuses = await Promise.all(all.map((n) => api("GET", `/v1/sources/${encodeURIComponent(n)}/status`).catch((e) => ({ source: n, error: e.message }))));
   state.sources = statuses.map((s, i) => ({ name: all[i], status: s }));
+  await addLogical();
   if (!extra.length) state.next = first.next;
   renderSources();
+}
+
+/**
+ * Partitions list themselves as `logical:index`; each logical source whose
+ * status comes back gathered over its partitions gets a row of its own,
+ * ahead of its partitions.
+ */
+async function addLogical() {
+  const logical = [...new Set(state.sources.map((s) => s.name.match(/^(.+):\d+$/)?.[1]).filter(Boolean))];
+  const gathered = await Promise.all(logical.map((n) => api("GET", `/v1/sources/${encodeURIComponent(n)}/status`).catch(() => null)));
+  gathered.forEach((status, i) => {
+    if (!status?.partitions) return;
+    const at = state.sources.findIndex((s) => s.name.startsWith(`${logical[i]}:`));
+    state.sources.splice(at < 0 ? 0 : at, 0, { name: logical[i], status, logical: true });
+  });
 }
 
 async function moreSources() {
@@ -98,13 +114,13 @@ function targetList(obj) {
 function renderSources() {
   const body = $("sources-table").tBodies[0];
   body.replaceChildren(
-    ...state.sources.map(({ name, status: s }) => {
+    ...state.sources.map(({ name, status: s, logical }) => {
       const parked = targetList(s.parked_targets);
       const failing = targetList(s.failing_targets);
       const row = el(
         "tr",
         { class: `pick${state.selected === name ? " selected" : ""}`, "data-source": name, onclick: () => select(name) },
-        el("td", {}, el("code", {}, name)),
+        el("td", {}, el("code", {}, name), logical ? el("span", { "data-field": "partitions" }, ` · ${s.partitions.length} partitions`) : ""),
         el("td", { class: "num", "data-field": "queued_rows" }, num(s.queued_rows)),
         ageCell(s.oldest_row_age_ms),
         el("td", { class: `num${s.parked_rows ? " bad" : ""}`, "data-field": "parked_rows" }, num(s.parked_rows)),
@@ -139,9 +155,21 @@ function figure(label, value, field) {
 
 async function loadSource(name) {
   const base = `/v1/sources/${encodeURIComponent(name)}`;
-  const [s, alarms, parked] = await Promise.all([api("GET", `${base}/status`), api("GET", `${base}/alarms`), api("GET", `${base}/parked`)]);
+  // A partitioned source has no alarm history of its own (each partition has one).
+  const noAlarms = () => ({ alarms: [] });
+  const [s, alarms, parked] = await Promise.all([api("GET", `${base}/status`), api("GET", `${base}/alarms`).catch(noAlarms), api("GET", `${base}/parked`)]);
   if (state.selected !== name) return;
-  $("source-figures").replaceChildren(
+  if (s.partitions) {
+    $("source-figures").replaceChildren(
+      figure("partitions", num(s.partitions.length), "partitions"),
+      figure("queued rows", num(s.queued_rows), "queued_rows"),
+      figure("parked rows", num(s.parked_rows), "parked_rows"),
+      figure("delivered rows", num(s.delivered_rows), "delivered_rows"),
+      figure("oldest row", age(s.oldest_row_age_ms), "oldest_row_age_ms"),
+      figure("lag-bound breaches", num(s.lag_breaches), "lag_breaches"),
+      figure("resize", s.resize_settled === undefined ? "none" : s.resize_settled ? "settled" : "settling", "resize"),
+    );
+  } else $("source-figures").replaceChildren(
     figure("queued rows", num(s.queued_rows), "queued_rows"),
     figure("queued bytes", num(s.queued_bytes), "queued_bytes"),
     figure("parked rows", num(s.parked_rows), "parked_rows"),

@@ -1,7 +1,10 @@
 //! One Workers Analytics Engine data point per alarm, when a `RELAY_METRICS`
-//! dataset is bound (index: the source; doubles: fires, subrequests, rows
-//! delivered, rows applied, queued rows, queued bytes, parked rows, oldest
-//! age ms, lag exceeded, dedup hits, 429s, duration ms).
+//! dataset is bound (index: the source; blob1: the source, or for a
+//! partition of a partitioned source its logical source, so one `GROUP BY
+//! blob1` sums the partitions; blob2: the source object's own name;
+//! doubles: fires, subrequests, rows delivered, rows applied, queued rows,
+//! queued bytes, parked rows, oldest age ms, lag exceeded, dedup hits, 429s,
+//! duration ms).
 
 use durable_relay::store::Sql;
 use durable_relay::{AlarmStore, AlarmSummary, Relay};
@@ -19,8 +22,10 @@ pub fn write<S: Sql, A: AlarmStore>(env: &Env, relay: &Relay<S, A>, s: &AlarmSum
     let pending = relay.outbox().unwritten();
     let (hits, full) = state
         .map_or((0, 0), |st| (st.dedup_hits + pending.dedup_hits, st.rejected_full + pending.rejected_full));
+    let logical = logical_name(env, &s.source);
     let point = worker::AnalyticsEngineDataPointBuilder::new()
         .indexes([s.source.as_str()])
+        .add_blob(logical.as_str())
         .add_blob(s.source.as_str())
         .doubles([
             f64::from(s.fires),
@@ -44,5 +49,18 @@ pub fn write<S: Sql, A: AlarmStore>(env: &Env, relay: &Relay<S, A>, s: &AlarmSum
             worker::console_warn!("{}", serde_json::json!({"event": "relay_metrics_error", "error": error}));
             false
         }
+    }
+}
+
+/// The logical source a partition belongs to (`orders` for `orders:2`, when
+/// `orders` is partitioned), else the source itself.
+fn logical_name(env: &Env, source: &str) -> String {
+    let partitioned = durable_relay::core::Name::new(source)
+        .ok()
+        .zip(crate::config(env).ok())
+        .is_some_and(|(name, config)| config.is_partition(&name));
+    match source.rsplit_once(':') {
+        Some((logical, _)) if partitioned => logical.to_owned(),
+        _ => source.to_owned(),
     }
 }
