@@ -257,8 +257,8 @@ export type ErrorCode =
   | "invalid_gate"
   | "target_moved"
   | "invalid_partition"
-  | "partition_enqueue"
   | "partitioned_source"
+  | "partition_enqueue"
   | "delay_too_long"
   | "no_directory";
 
