@@ -174,7 +174,11 @@ mod tests {
         ];
         let p = append(admit(&inp, &rows).unwrap());
         let due: Vec<u64> = p.plan.rows.iter().map(|r| r.due_ms).collect();
-        assert_eq!(due, vec![9_000, 6_000, 6_000, 0, 0, 12_000]);
+        assert_eq!(
+            due,
+            vec![9_000, 6_000, 6_000, 0, 10, 12_000],
+            "past's passed hold is inherited: due at once"
+        );
         assert_eq!(p.holds, vec![("fast".to_owned(), 6_000), ("slow".to_owned(), 12_000)]);
         let refused = admit(&inp, &[row("t", 1).delayed(Delay::For(crate::MAX_DELAY_MS + 1))]).unwrap_err();
         assert_eq!(refused.code(), "delay_too_long");

@@ -17,7 +17,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use crate::limits::MAX_DELAY_MS;
+use crate::limits::{HOLD_GRACE_MS, MAX_DELAY_MS};
 
 /// When a row asks to be delivered, as the caller wrote it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -98,18 +98,26 @@ impl Delay {
     }
 }
 
+/// Whether a hold recorded for `due_ms` still counts at `now_ms`: until
+/// [`HOLD_GRACE_MS`] after its time.
+pub fn hold_live(due_ms: u64, now_ms: u64) -> bool {
+    due_ms.saturating_add(HOLD_GRACE_MS) > now_ms
+}
+
 /// The effective due time of a row for `target` whose own due time is
-/// `own_ms` (0: none), given `held`: for each target whose queued rows are
-/// held past `now_ms`, the latest due time among them. Updates `held` when
-/// the row is itself held, so the next row for the target waits for it.
-/// Returns 0 for a row due at once.
+/// `own_ms` (0: none), given `held`: per target, the latest due time of its
+/// delayed rows. Updates `held` when the row waits longer, so the next row
+/// for the target waits for it. 0 for a row with nothing to wait for.
+///
+/// A hold is inherited until [`HOLD_GRACE_MS`] after its time, even once it
+/// has passed (the row is then due at once anyway): due times stay
+/// non-decreasing within a target even when a cycle's clock lags the
+/// enqueue's (a clock step, a cycle begun elsewhere), so a row enqueued
+/// just after an older row fell due cannot pass it.
 pub fn hold(held: &mut BTreeMap<String, u64>, target: &str, own_ms: u64, now_ms: u64) -> u64 {
-    let before = held.get(target).copied().filter(|&t| t > now_ms).unwrap_or(0);
+    let before = held.get(target).copied().filter(|&t| hold_live(t, now_ms)).unwrap_or(0);
     let due = own_ms.max(before);
-    if due <= now_ms {
-        return 0;
-    }
-    if due > before {
+    if due > before && due > now_ms {
         held.insert(target.to_owned(), due);
     }
     due
@@ -153,6 +161,8 @@ mod tests {
         assert_eq!(hold(&mut held, "b", 0, now), 0, "other targets are not held");
         assert_eq!(hold(&mut held, "a", 900, now), 900);
         assert_eq!(held.get("a"), Some(&900));
-        assert_eq!(hold(&mut held, "a", 0, 900), 0, "once the hold has passed, rows are due");
+        assert_eq!(hold(&mut held, "a", 0, 901), 900, "past, but inherited: due at once, never before a:900");
+        assert_eq!(hold(&mut held, "a", 0, 900 + HOLD_GRACE_MS), 0, "past the grace: forgotten");
+        assert_eq!(held.get("a"), Some(&900), "a row due at once records nothing");
     }
 }

@@ -180,6 +180,10 @@ pub const MAX_TRACES_PER_LOG: u32 = 16;
 /// delay is bounded like every other wait. `delay_ms` and `not_before_ms`
 /// past it are refused with `delay_too_long`.
 pub const MAX_DELAY_MS: u64 = 86_400_000;
+/// How long after its time a target's hold is still inherited by its new
+/// rows, ms (1 hour): it keeps due times non-decreasing within a target even
+/// when a scan cycle's clock lags the enqueue's, up to this much.
+pub const HOLD_GRACE_MS: u64 = 3_600_000;
 /// Most keys one listing returns.
 pub const MAX_KEYS_PER_PAGE: u32 = 1_000;
 /// Most sources one directory page returns (`GET /v1/sources`). A console

@@ -263,6 +263,8 @@ impl Fire {
                 run_open = false;
                 continue;
             }
+            // Its size is its body's: a row read without one never leaves here.
+            debug_assert!(row.sendable, "row {} delivered without its body", row.seq);
             match out.last_mut() {
                 Some(r) if run_open => {
                     r.last = row.seq;

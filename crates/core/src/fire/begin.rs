@@ -60,11 +60,14 @@ impl Begun {
     }
 
     /// Of window rows given as `(seq, target, due_ms)` ascending, the last
-    /// one whose body this fire needs: a due row of one of the first
+    /// one whose body this fire needs: a row of one of the first
     /// [`calls_cap`] distinct targets that are neither blocked nor held (their
     /// first row not due). No other row can be sent by this fire (selection
     /// is in first-sequence order and costs a call), so a shell may read the
-    /// rows after it without their bodies.
+    /// rows after it without their bodies. A selectable target's held rows
+    /// are read too: its watermark may already cover them (a call that
+    /// applied before a lost checkpoint), and a row leaving the outbox must
+    /// carry its size for the queued-bytes gauge.
     ///
     /// [`calls_cap`]: Begun::calls_cap
     pub fn bodies_through<'a>(&self, rows: impl Iterator<Item = (u64, &'a str, u64)>) -> Option<u64> {
@@ -75,7 +78,7 @@ impl Begun {
             let due = self.scan.is_due(due_ms);
             match seen.iter().find(|(t, _)| *t == target) {
                 Some(&(_, selectable)) => {
-                    if selectable && due {
+                    if selectable {
                         last = Some(seq);
                     }
                 }

@@ -77,7 +77,7 @@ impl SimTargets {
             }
         }
         if conflict {
-            other_writer_checkpoint(&self.src);
+            other_writer_checkpoint(&self.src, self.world.now());
         }
         let overlap =
             !self.nested && self.src.mid_fire.borrow().overlap && self.world.rng.borrow_mut().chance(50);
@@ -105,15 +105,16 @@ impl SimTargets {
 
 /// Another writer's checkpoint: the same cycle under a new generation, so
 /// the fire in flight loses its guard.
-fn other_writer_checkpoint(src: &SimSource) {
+fn other_writer_checkpoint(src: &SimSource, now_ms: u64) {
     let relay = &src.relay;
     let sql = relay.sql();
     let Ok(state) = relay.outbox().state() else { return };
-    let mut scan = state
-        .rs
-        .as_deref()
-        .and_then(|t| ScanState::decode(t).ok())
-        .unwrap_or_else(|| ScanState::new_cycle(state.os, None));
+    let mut scan = state.rs.as_deref().and_then(|t| ScanState::decode(t).ok()).unwrap_or_else(|| {
+        // A cycle begun as the relay begins one: its clock is the time.
+        let mut scan = ScanState::new_cycle(state.os, None);
+        scan.clock_ms = now_ms;
+        scan
+    });
     scan.generation += 1;
     let _ = sql.run("UPDATE relay_state SET rs = ? WHERE id = 1", vec![scan.encode().into()]);
 }

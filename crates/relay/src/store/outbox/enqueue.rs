@@ -31,9 +31,9 @@ pub struct Enqueued {
     /// duplicate), ms since the epoch: their `at_ms`.
     pub at_ms: u64,
     /// Each row's effective due time in the order of `seqs`, ms since the
-    /// epoch (0: due at once; later than asked when an older row of the
-    /// same target is held longer). Empty when no row is delayed, and for
-    /// a duplicate.
+    /// epoch (0, or a time already past: due at once; later than asked when
+    /// an older row of the same target waits longer). Empty when no row
+    /// waits, and for a duplicate.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub due_ms: Vec<u64>,
 }
@@ -42,10 +42,7 @@ impl Enqueued {
     /// When the first of the rows bound for the outbox is due, for arming
     /// the alarm: `at_ms` when any is due at once.
     pub fn first_due_ms(&self) -> u64 {
-        if self.due_ms.is_empty() || self.due_ms.contains(&0) {
-            return self.at_ms;
-        }
-        self.due_ms.iter().copied().min().unwrap_or(self.at_ms)
+        self.due_ms.iter().copied().min().map_or(self.at_ms, |d| d.max(self.at_ms))
     }
 }
 
@@ -140,7 +137,7 @@ impl<S: Sql> Outbox<S> {
             Ok(Admission::Append(plan)) => {
                 self.write_append(&plan)?;
                 let n = plan.plan.rows.len() as u64;
-                let delayed = plan.plan.rows.iter().any(|r| r.due_ms > 0);
+                let delayed = plan.plan.rows.iter().any(|r| r.due_ms > now_ms);
                 Ok(Enqueued {
                     due_ms: if delayed { plan.plan.rows.iter().map(|r| r.due_ms).collect() } else { vec![] },
                     seqs: plan.plan.seqs(),
@@ -308,11 +305,14 @@ impl<S: Sql> Outbox<S> {
         )
     }
 
-    /// Targets whose rows are held past `now_ms`, with the latest due time
-    /// of each (an enqueue with no delayed rows about reads an empty set).
+    /// Targets with a live hold (see `core::delay::hold_live`), with the
+    /// latest due time of each (an enqueue with no delayed rows about reads
+    /// an empty set).
     fn holds(&self, now_ms: u64) -> Result<BTreeMap<String, u64>, StoreError> {
-        let rows =
-            self.sql.rows("SELECT target, due_ms FROM relay_holds WHERE due_ms > ?", vec![int(now_ms)])?;
+        let live_after = now_ms.saturating_sub(crate::core::HOLD_GRACE_MS);
+        let rows = self
+            .sql
+            .rows("SELECT target, due_ms FROM relay_holds WHERE due_ms > ?", vec![int(live_after)])?;
         rows.iter().map(|r| Ok((r.text(0)?, r.u64(1)?))).collect()
     }
 

@@ -15,9 +15,10 @@ impl<S: Sql> Outbox<S> {
         let s = self.settings();
         let plan = PrunePlan::at(now_ms, s.dedup_horizon_ms, s.discard_horizon_ms);
         let batch = int(u64::from(plan.batch_rows));
-        // Holds whose time has come hold nothing back any more.
+        // Holds past their grace hold nothing back any more.
+        let expired = now_ms.saturating_sub(crate::core::HOLD_GRACE_MS);
         let mut pruned =
-            u64::from(self.sql.run("DELETE FROM relay_holds WHERE due_ms <= ?", vec![int(now_ms)])?);
+            u64::from(self.sql.run("DELETE FROM relay_holds WHERE due_ms <= ?", vec![int(expired)])?);
         for step in 0..plan.steps_max {
             let dedup = self.sql.run(
                 "DELETE FROM relay_dedup WHERE key IN (SELECT key FROM relay_dedup WHERE at_ms <= ? \
