@@ -12,8 +12,8 @@ use std::io::Write;
 use std::rc::Rc;
 
 use durable_relay::core::{
-    home, partition_name, ApplyRow, Effects, EnqueueRefusal, EnqueueRow, Name, PartitionMap, RelayBudget,
-    RelayHook,
+    home, partition_name, ApplyRow, Delay, Effects, EnqueueRefusal, EnqueueRow, Name, PartitionMap,
+    RelayBudget, RelayHook, RelayPolicy,
 };
 use durable_relay::sim::{Sim, SimRng, SourcePolicy};
 use serde_json::json;
@@ -51,10 +51,19 @@ fn map(partitions: u32, epoch: u64, from: Option<u32>) -> PartitionMap {
     PartitionMap { partitions, epoch, from }
 }
 
-/// A simulated world with `targets` recording what they apply.
+/// The most partitions any test here uses.
+const MAX_PARTITIONS_USED: u32 = 4;
+
+/// A simulated world with `targets` recording what they apply; partitions
+/// park a target after 3 failed cycles.
 fn world(seed: u64, targets: &[String]) -> (Sim, Applied) {
     let mut sim = Sim::new(seed);
     sim.audit_every_fire(true);
+    let parking =
+        SourcePolicy { relay: RelayPolicy { park_after_failed_cycles: Some(3) }, ..SourcePolicy::default() };
+    for p in 0..MAX_PARTITIONS_USED {
+        sim.set_policy(partition_name(&Name::new(L).unwrap(), p).as_str(), parking);
+    }
     let applied: Applied = Rc::default();
     for t in targets {
         sim.set_hook(t, Box::new(Recorder { target: t.clone(), applied: applied.clone() }));
@@ -70,6 +79,8 @@ struct Load<'a> {
     targets: &'a [String],
     next: i64,
     expected: BTreeMap<String, Vec<i64>>,
+    /// Parked rows an operator brought back.
+    redriven: u32,
 }
 
 impl Load<'_> {
@@ -80,8 +91,20 @@ impl Load<'_> {
                 let picks: Vec<String> = (0..n)
                     .map(|_| self.targets[self.rng.below(self.targets.len() as u64) as usize].clone())
                     .collect();
-                let rows: Vec<EnqueueRow> =
-                    picks.iter().enumerate().map(|(i, t)| row(t, self.next + i as i64)).collect();
+                // Some rows wait a while: they hold their target's later
+                // rows, in whichever partition they sit.
+                let rows: Vec<EnqueueRow> = picks
+                    .iter()
+                    .enumerate()
+                    .map(|(i, t)| {
+                        let r = row(t, self.next + i as i64);
+                        if self.rng.chance(10) {
+                            r.delayed(Delay::For(self.rng.below(5_000)))
+                        } else {
+                            r
+                        }
+                    })
+                    .collect();
                 sim.enqueue_routed(L, m, None, rows).unwrap_or_else(|e| panic!("refused: {:?}", e.error));
                 for (i, t) in picks.iter().enumerate() {
                     self.expected.entry(t.clone()).or_default().push(self.next + i as i64);
@@ -100,9 +123,23 @@ impl Load<'_> {
                     sim.heal_target(t);
                 }
             }
+            9 if self.rng.chance(30) => self.redriven += redrive_all(sim, m),
             _ => sim.advance(self.rng.below(2_000)),
         }
     }
+}
+
+/// An operator redrives every parked target of every partition; returns
+/// the rows that came back.
+fn redrive_all(sim: &mut Sim, m: &PartitionMap) -> u32 {
+    let mut rows = 0;
+    for p in 0..m.all_partitions() {
+        let name = partition_name(&Name::new(L).unwrap(), p);
+        for (t, _, _) in sim.parked_targets(name.as_str()) {
+            rows += sim.redrive(name.as_str(), &t);
+        }
+    }
+    rows
 }
 
 fn settled(sim: &Sim, m: &PartitionMap) -> bool {
@@ -113,6 +150,7 @@ fn drain_all(sim: &mut Sim, targets: &[String]) {
     for t in targets {
         sim.heal_target(t);
     }
+    let _ = redrive_all(sim, &map(1, 1, Some(MAX_PARTITIONS_USED)));
     let d = sim.run_all_until_idle(RelayBudget::FREE, 100_000);
     assert!(d.drained, "did not drain");
 }
@@ -130,7 +168,8 @@ fn order_per_target_holds_while_partitions_grow_and_shrink_under_load() {
     let seed = seed();
     let targets: Vec<String> = (0..24).map(|i| format!("t{i:02}")).collect();
     let (mut sim, applied) = world(seed, &targets);
-    let mut load = Load { rng: SimRng::new(seed), targets: &targets, next: 1, expected: BTreeMap::new() };
+    let mut load =
+        Load { rng: SimRng::new(seed), targets: &targets, next: 1, expected: BTreeMap::new(), redriven: 0 };
     // Two partitions; then four, gated while the old homes drain; then
     // three, gated again; each settles before the next change.
     let plan = [map(2, 1, None), map(4, 2, Some(2)), map(4, 2, None), map(3, 3, Some(4)), map(3, 3, None)];
@@ -139,10 +178,12 @@ fn order_per_target_holds_while_partitions_grow_and_shrink_under_load() {
             load.step(&mut sim, m, true);
         }
         if m.from.is_some() {
-            // Settle under load (targets healed, so their rows can leave).
+            // Settle under load (targets healed and parked ones redriven,
+            // so their rows can leave).
             for t in &targets {
                 sim.heal_target(t);
             }
+            load.redriven += redrive_all(&mut sim, m);
             let mut steps = 0;
             while !settled(&sim, m) {
                 load.step(&mut sim, m, false);
@@ -166,6 +207,7 @@ fn order_per_target_holds_while_partitions_grow_and_shrink_under_load() {
         );
     }
     assert!(load.next > 500, "the load enqueued rows");
+    assert!(load.redriven > 0, "targets were parked and redriven along the way (seed {seed})");
     sim.audit().unwrap();
 }
 
