@@ -229,14 +229,9 @@ impl<S: Sql, A: AlarmStore> Relay<S, A> {
         key: Option<&str>,
         rows: &[EnqueueRow],
     ) -> Result<Enqueued, EnqueueFailure> {
-        let (_, done) = self
-            .enqueue_with(now_ms, key, rows, |_| Ok::<(), std::convert::Infallible>(()))
-            .await
-            .map_err(|e| match e {
-                EnqueueFailure::Refused(r) => EnqueueFailure::Refused(r),
-                EnqueueFailure::Store(s) => EnqueueFailure::Store(s),
-                EnqueueFailure::Aborted(never) => match never {},
-            })?;
+        // `EnqueueFailure` is `EnqueueFailure<Infallible>`: no writes, no abort.
+        let (_, done) =
+            self.enqueue_with(now_ms, key, rows, |_| Ok::<(), std::convert::Infallible>(())).await?;
         Ok(done)
     }
 
@@ -256,15 +251,34 @@ impl<S: Sql, A: AlarmStore> Relay<S, A> {
         now_ms: u64,
         key: Option<&str>,
         rows: &[EnqueueRow],
-        mut writes: impl FnMut(&Enqueued) -> Result<R, E>,
+        writes: impl FnMut(&Enqueued) -> Result<R, E>,
     ) -> Result<(R, Enqueued), EnqueueFailure<E>> {
+        // Unfenced, the outbox never answers "moved".
+        self.enqueue_in_transaction(now_ms, key, rows, Fence::default(), writes)
+            .await?
+            .ok_or(EnqueueFailure::Store(StoreError::Guard("an unfenced enqueue answered moved")))
+    }
+
+    /// The one enqueue transaction: the outbox's (fenced) enqueue, then
+    /// `writes`, committed together or not at all, then the alarm armed in
+    /// the same turn. `Ok(None)`: a gated enqueue found its target moved
+    /// (the epoch it stored commits; `writes` does not run).
+    async fn enqueue_in_transaction<R, E: std::fmt::Display>(
+        &self,
+        now_ms: u64,
+        key: Option<&str>,
+        rows: &[EnqueueRow],
+        fence: Fence,
+        mut writes: impl FnMut(&Enqueued) -> Result<R, E>,
+    ) -> Result<Option<(R, Enqueued)>, EnqueueFailure<E>> {
         self.load_alarm().await.map_err(EnqueueFailure::Store)?;
         // No await from here until the alarm is armed: the rows, the new os,
         // the caller's writes and the arming commit together.
         let mut failure: Option<EnqueueFailure<E>> = None;
         let result = self.outbox.sql().transaction(|| {
-            let done = match self.outbox.enqueue(now_ms, key, rows) {
-                Ok(done) => done,
+            let done = match self.outbox.enqueue_fenced(now_ms, key, rows, fence) {
+                Ok(Some(done)) => done,
+                Ok(None) => return Ok(None),
                 Err(EnqueueFailure::Refused(e)) => {
                     failure = Some(EnqueueFailure::Refused(e));
                     return Err(StoreError::Aborted("the enqueue was refused".into()));
@@ -273,7 +287,7 @@ impl<S: Sql, A: AlarmStore> Relay<S, A> {
                 Err(EnqueueFailure::Aborted(never)) => match never {},
             };
             match writes(&done) {
-                Ok(r) => Ok((r, done)),
+                Ok(r) => Ok(Some((r, done))),
                 Err(e) => {
                     let text = e.to_string();
                     failure = Some(EnqueueFailure::Aborted(e));
@@ -281,13 +295,15 @@ impl<S: Sql, A: AlarmStore> Relay<S, A> {
                 }
             }
         });
-        let (r, done) = match (result, failure) {
+        let taken = match (result, failure) {
             (Ok(v), _) => v,
             (Err(_), Some(f)) => return Err(f),
             (Err(e), None) => return Err(EnqueueFailure::Store(e)),
         };
-        self.arm_for(&done, now_ms).await.map_err(EnqueueFailure::Store)?;
-        Ok((r, done))
+        if let Some((_, done)) = &taken {
+            self.arm_for(done, now_ms).await.map_err(EnqueueFailure::Store)?;
+        }
+        Ok(taken)
     }
 
     /// Arms the alarm for what an enqueue wrote (nothing for a duplicate).
@@ -327,27 +343,9 @@ impl<S: Sql, A: AlarmStore> Relay<S, A> {
         rows: &[EnqueueRow],
         fence: Fence,
     ) -> Result<Option<Enqueued>, EnqueueFailure> {
-        self.load_alarm().await.map_err(EnqueueFailure::Store)?;
-        let mut refused = None;
-        let result =
-            self.outbox.sql().transaction(|| match self.outbox.enqueue_fenced(now_ms, key, rows, fence) {
-                Ok(done) => Ok(done),
-                Err(EnqueueFailure::Refused(e)) => {
-                    refused = Some(e);
-                    Err(StoreError::Aborted("the enqueue was refused".into()))
-                }
-                Err(EnqueueFailure::Store(e)) => Err(e),
-                Err(EnqueueFailure::Aborted(never)) => match never {},
-            });
-        let done = match (result, refused) {
-            (Ok(done), _) => done,
-            (Err(_), Some(r)) => return Err(EnqueueFailure::Refused(r)),
-            (Err(e), None) => return Err(EnqueueFailure::Store(e)),
-        };
-        if let Some(done) = &done {
-            self.arm_for(done, now_ms).await.map_err(EnqueueFailure::Store)?;
-        }
-        Ok(done)
+        let no_writes = |_: &Enqueued| Ok::<(), std::convert::Infallible>(());
+        let taken = self.enqueue_in_transaction(now_ms, key, rows, fence, no_writes).await?;
+        Ok(taken.map(|(_, done)| done))
     }
 
     /// Runs one alarm: the driver's fires against `targets`, then arms the

@@ -102,15 +102,9 @@ fn partial(error: RelayError, committed: &[Position]) -> Result<Response, HttpEr
     let e = http(error);
     let body =
         serde_json::json!({ "error": { "code": e.code, "message": e.message, "committed": committed } });
-    let headers = worker::Headers::new();
-    let set = |h: &worker::Headers| -> worker::Result<()> {
-        h.set("content-type", "application/json")?;
-        if let Some(s) = e.retry_after_s {
-            h.set("retry-after", &s.to_string())?;
-        }
-        Ok(())
-    };
-    set(&headers).map_err(|x| HttpError::internal(x.to_string()))?;
+    // The refusal's own response (status, content type, Retry-After), with this body.
+    let response = e.response().map_err(|x| HttpError::internal(x.to_string()))?;
+    let headers = response.headers().clone();
     Response::ok(body.to_string())
         .map(|r| r.with_status(e.status).with_headers(headers))
         .map_err(|x| HttpError::internal(x.to_string()))
