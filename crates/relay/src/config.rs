@@ -297,6 +297,12 @@ mod tests {
             .collect::<Vec<_>>()
             .join(",");
         assert!(parse(&[("RELAY_PARTITIONS", &format!("{{{many}}}"))]).is_err(), "past the limit");
+        let at_limit: String = (0..MAX_PARTITIONED_SOURCES)
+            .map(|i| format!(r#""s{i}":{{"partitions":1,"epoch":1}}"#))
+            .collect::<Vec<_>>()
+            .join(",");
+        let c = parse(&[("RELAY_PARTITIONS", &format!("{{{at_limit}}}"))]).unwrap();
+        assert_eq!(c.partitions.len(), MAX_PARTITIONED_SOURCES, "at the limit");
     }
 
     #[test]

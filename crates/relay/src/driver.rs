@@ -341,3 +341,21 @@ fn summarise(
         ..AlarmSummary::default()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_alarm_lists_at_most_max_traces_per_log_distinct_traces_and_counts_every_traced_row() {
+        let trace = |i: u32| format!("00-{i:032x}-00f067aa0ba902b7-01");
+        let mut t = Traces::default();
+        let at_limit: Vec<String> = (1..=MAX_TRACES_PER_LOG).map(trace).collect();
+        t.add(&at_limit);
+        t.add(&at_limit[..1]);
+        assert_eq!(t.listed, at_limit, "at the limit: every distinct trace, once");
+        t.add(&[trace(MAX_TRACES_PER_LOG + 1)]);
+        assert_eq!(t.listed.len(), MAX_TRACES_PER_LOG as usize, "past it: not listed");
+        assert_eq!(t.rows, MAX_TRACES_PER_LOG + 2, "but counted");
+    }
+}
