@@ -67,8 +67,10 @@ export interface Enqueued {
   positions?: Position[];
   /** Whether this repeated an earlier keyed enqueue and wrote nothing. */
   duplicate: boolean;
-  /** Rows waiting at the source afterwards (queued plus parked). */
+  /** Rows in the outbox afterwards (status's `queued_rows`; at a partitioned source, summed over the partitions reached). */
   queued_rows: number;
+  /** Rows parked afterwards (status's `parked_rows`); backpressure counts both. */
+  parked_rows: number;
   /** When the rows committed (the original enqueue's, for a duplicate), ms since the epoch. */
   at_ms: number;
   /**
@@ -260,7 +262,10 @@ export type ErrorCode =
   | "partitioned_source"
   | "partition_enqueue"
   | "delay_too_long"
-  | "no_directory";
+  | "no_directory"
+  | "epoch_not_adopted"
+  | "unsettled_layout"
+  | "misrouted_row";
 
 /**
  * What `RelayRpc` throws. Over Workers RPC the error arrives as an `Error`
@@ -275,6 +280,11 @@ export interface RelayError extends Error {
   status: number;
   /** Seconds to wait before retrying (with `outbox_full`). */
   retryAfterS?: number;
+  /**
+   * At a partitioned source: the rows some partitions committed before another refused. A retry
+   * with the same idempotency key completes the enqueue.
+   */
+  committed?: Position[];
 }
 
 /** The reference Worker's RPC entrypoint (`entrypoint = "RelayRpc"`). */

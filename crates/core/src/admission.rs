@@ -4,15 +4,22 @@
 //! dedup record stored under the request's key), [`admit`] decides in this
 //! order, and nothing is written unless it returns [`Admission::Append`]:
 //!
-//! 1. validate and encode the rows (every row limit, every value);
-//! 2. validate the idempotency key, digest the encoded rows and compare
-//!    with the stored record: the same content answers the original
-//!    sequences ([`Admission::Duplicate`], even when the outbox is full),
-//!    other content under a live key is a conflict;
+//! 1. [`check`] the request whole: validate and encode the rows (every row
+//!    limit, every value, the per-request limits, each delay against the
+//!    clock), then validate the idempotency key and digest the rows;
+//! 2. compare the digest with the record stored under the key: the same
+//!    content answers the original sequences ([`Admission::Duplicate`],
+//!    even when the outbox is full), other content under a live key is a
+//!    conflict;
 //! 3. check the backpressure bounds and sequence space, then assign
 //!    sequences;
 //! 4. split the rows: those for a parked target go to the parked list,
 //!    behind its older rows, so nothing newer overtakes them.
+//!
+//! Step 1 needs nothing stored, so a partition router runs the same
+//! [`check`] on the whole request before it routes any row: a request a
+//! plain source refuses is refused whole at a partitioned one, with the
+//! same code and the same row index.
 
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
 #![deny(clippy::unreachable, clippy::todo, clippy::unimplemented)]
@@ -21,7 +28,10 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::dedup::{content_digest, decide, validate_key, Dedup, DedupRecord};
 use crate::delay::hold;
-use crate::enqueue::{encode_rows, plan_encoded, Capacity, EnqueuePlan, EnqueueRefusal, EnqueueRow};
+use crate::enqueue::{
+    encode_rows, plan_encoded, Capacity, EncodedRows, EnqueueError, EnqueuePlan, EnqueueRefusal, EnqueueRow,
+};
+use crate::row::RowError;
 use crate::row::StoredRow;
 
 /// What a shell read before an enqueue.
@@ -56,6 +66,9 @@ pub enum Admission {
         seqs: Vec<u64>,
         /// When the original enqueue committed, ms since the epoch.
         at_ms: u64,
+        /// The original rows' due times, as the original enqueue answered
+        /// them (empty when none waited).
+        due_ms: Vec<u64>,
     },
     /// Write these rows and the new `os`.
     Append(AppendPlan),
@@ -84,20 +97,49 @@ impl AppendPlan {
     }
 }
 
+/// A request that passed every check that needs nothing stored.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Checked {
+    /// The rows, validated and encoded, in request order.
+    pub encoded: EncodedRows,
+    /// The digest of their content, when the request carries a key (see
+    /// [`content_digest`]).
+    pub digest: Option<String>,
+}
+
+/// Checks a request whole, before anything is read or written: the rows
+/// (every limit, every value, the request's size), each delay against
+/// `now_ms`, and the idempotency key. The first refusal names its row by
+/// its index in `rows`.
+pub fn check(rows: &[EnqueueRow], key: Option<&str>, now_ms: u64) -> Result<Checked, EnqueueRefusal> {
+    let encoded = encode_rows(rows)?;
+    for (index, (_, _, delay)) in (0u32..).zip(&encoded.rows) {
+        if let Some(d) = delay {
+            d.due_ms(now_ms).map_err(|e| EnqueueError::Row { index, error: RowError::Delay(e) })?;
+        }
+    }
+    let digest = match key {
+        Some(k) => {
+            validate_key(k).map_err(EnqueueRefusal::Key)?;
+            Some(content_digest(&encoded))
+        }
+        None => None,
+    };
+    Ok(Checked { encoded, digest })
+}
+
 /// Decides an enqueue; see the module doc for the order of the checks.
 pub fn admit(input: &AdmissionInput<'_>, rows: &[EnqueueRow]) -> Result<Admission, EnqueueRefusal> {
-    let encoded = encode_rows(rows)?;
-    let mut digest = None;
-    if let Some(key) = input.key {
-        validate_key(key).map_err(EnqueueRefusal::Key)?;
-        let d = content_digest(&encoded);
-        match decide(input.record, &d, input.now_ms, input.dedup_horizon_ms) {
+    let Checked { encoded, digest } = check(rows, input.key, input.now_ms)?;
+    if let (Some(key), Some(d)) = (input.key, digest.as_deref()) {
+        match decide(input.record, d, input.now_ms, input.dedup_horizon_ms) {
             Dedup::Duplicate(seqs) => {
                 let at_ms = input.record.map_or(input.now_ms, |r| r.at_ms);
-                return Ok(Admission::Duplicate { seqs, at_ms });
+                let due_ms = input.record.map(|r| r.due_ms.clone()).unwrap_or_default();
+                return Ok(Admission::Duplicate { seqs, at_ms, due_ms });
             }
             Dedup::Conflict => return Err(EnqueueRefusal::Conflict { key: key.to_owned() }),
-            Dedup::Fresh => digest = Some(d),
+            Dedup::Fresh => {}
         }
     }
     let mut plan = plan_encoded(input.os, input.now_ms, &encoded, &input.capacity)?;
@@ -111,10 +153,23 @@ pub fn admit(input: &AdmissionInput<'_>, rows: &[EnqueueRow]) -> Result<Admissio
             first_seq: first.seq,
             rows: u32::try_from(plan.rows.len()).unwrap_or(u32::MAX),
             at_ms: input.now_ms,
+            due_ms: due_list(&plan.rows, input.now_ms),
         }),
         _ => None,
     };
     Ok(Admission::Append(AppendPlan { plan, queued, parked, record, holds }))
+}
+
+/// The rows' due times as an enqueue answers them: one per row when any
+/// row waits past `now_ms` (0 for a row due at once, even one whose
+/// inherited hold has just passed), else none. A row's answer depends only
+/// on its own target, so a router can merge the answers of partitions.
+pub fn due_list(rows: &[StoredRow], now_ms: u64) -> Vec<u64> {
+    if rows.iter().any(|r| r.due_ms > now_ms) {
+        rows.iter().map(|r| if r.due_ms > now_ms { r.due_ms } else { 0 }).collect()
+    } else {
+        Vec::new()
+    }
 }
 
 /// Gives each row its effective due time (see [`crate::delay`]): no earlier
@@ -212,7 +267,10 @@ mod tests {
         assert_eq!((record.first_seq, record.rows, record.at_ms), (11, 2, 5_000));
         let mut full = input(Some("k"), Some(&record), &none);
         full.capacity = Capacity { rows: 10, bytes: 0, max_rows: 10, max_bytes: 1 << 20 };
-        assert_eq!(admit(&full, &rows).unwrap(), Admission::Duplicate { seqs: vec![11, 12], at_ms: 5_000 });
+        assert_eq!(
+            admit(&full, &rows).unwrap(),
+            Admission::Duplicate { seqs: vec![11, 12], at_ms: 5_000, due_ms: vec![] }
+        );
         assert_eq!(
             admit(&full, &[row("t", 9)]).unwrap_err(),
             EnqueueRefusal::Conflict { key: "k".into() },

@@ -209,6 +209,45 @@ pub enum EnqueueRefusal {
     },
     /// A gated enqueue named more than one target (a router's bug).
     GateTargets,
+    /// A routed request carries a newer epoch than this partition adopted:
+    /// the router adopts its map at every partition (see
+    /// [`crate::partition`]) and retries.
+    EpochNotAdopted {
+        /// The router's epoch.
+        sent: u64,
+        /// The newest epoch this partition adopted.
+        stored: u64,
+    },
+    /// A map this partition cannot adopt: a router running it would no
+    /// longer reach rows the partition holds.
+    UnsettledLayout {
+        /// The partition.
+        partition: String,
+        /// A target it holds rows for.
+        target: String,
+        /// The partition count under which those rows were routed here, if
+        /// this partition knows it: the one to keep in `from`.
+        count: Option<u32>,
+    },
+    /// A routed row for a target this partition is no home of under its
+    /// adopted map (a router's bug).
+    Misrouted {
+        /// The target.
+        target: String,
+    },
+    /// An enqueue addressed straight to one partition of a partitioned
+    /// source: only the router may write there, or a target's rows could
+    /// overtake older ones at its home.
+    PartitionEnqueue {
+        /// The partition.
+        source: String,
+    },
+    /// An enqueue addressed to a partitioned logical source's own object,
+    /// past the router.
+    PartitionedSource {
+        /// The logical source.
+        source: String,
+    },
 }
 
 impl EnqueueRefusal {
@@ -220,6 +259,11 @@ impl EnqueueRefusal {
             EnqueueRefusal::Conflict { .. } => "idempotency_conflict",
             EnqueueRefusal::StaleEpoch { .. } => "stale_epoch",
             EnqueueRefusal::GateTargets => "invalid_gate",
+            EnqueueRefusal::EpochNotAdopted { .. } => "epoch_not_adopted",
+            EnqueueRefusal::UnsettledLayout { .. } => "unsettled_layout",
+            EnqueueRefusal::Misrouted { .. } => "misrouted_row",
+            EnqueueRefusal::PartitionEnqueue { .. } => "partition_enqueue",
+            EnqueueRefusal::PartitionedSource { .. } => "partitioned_source",
         }
     }
 }
@@ -238,6 +282,29 @@ impl fmt::Display for EnqueueRefusal {
                 "routed by partition epoch {sent}, but this partition has seen epoch {stored}; reload the partition map"
             ),
             EnqueueRefusal::GateTargets => write!(f, "a gated enqueue carries rows for exactly one target"),
+            EnqueueRefusal::EpochNotAdopted { sent, stored } => write!(
+                f,
+                "routed by partition epoch {sent}, which this partition has not adopted (it has {stored}); \
+                 adopt the map at every partition first"
+            ),
+            EnqueueRefusal::UnsettledLayout { partition, target, count } => {
+                write!(f, "{partition} still holds rows for {target}, which this map would no longer route there")?;
+                match count {
+                    Some(n) => write!(f, "; keep {n} in from (every count not yet settled, oldest first)"),
+                    None => write!(f, "; keep every count not yet settled in from, oldest first"),
+                }
+            }
+            EnqueueRefusal::Misrouted { target } => {
+                write!(f, "{target} is not routed to this partition under its partition map")
+            }
+            EnqueueRefusal::PartitionEnqueue { source } => write!(
+                f,
+                "{source} is a partition of a partitioned source: enqueue at the logical source, whose router keeps each target's rows at one partition"
+            ),
+            EnqueueRefusal::PartitionedSource { source } => write!(
+                f,
+                "{source} is partitioned: enqueue through the front door, RPC or RelayClient::partitioned, which route by target"
+            ),
         }
     }
 }

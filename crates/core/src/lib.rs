@@ -29,13 +29,15 @@ pub mod settle;
 pub mod trace;
 pub mod watermark;
 
-pub use admission::{admit, Admission, AdmissionInput, AppendPlan};
+pub use admission::{admit, check, due_list, Admission, AdmissionInput, AppendPlan, Checked};
 pub use alarm::{AlarmRun, AlarmTotals};
 pub use apply::{
     decode_request, encode_request, plan_apply, ApplyError, ApplyPlan, ApplyReply, ApplyRequest, ApplyRow,
     NoHook, RelayHook,
 };
-pub use dedup::{content_digest, decide, Dedup, DedupRecord, KeyError};
+pub use dedup::{
+    claim_live, content_digest, decide, decide_claim, Claim, Dedup, DedupRecord, KeyError, CLAIM_GRACE_MS,
+};
 pub use delay::{Delay, DelayError};
 pub use enqueue::{
     encode_rows, plan_encoded, plan_enqueue, Capacity, EncodedRows, EnqueueError, EnqueuePlan,
@@ -45,7 +47,10 @@ pub use fire::{begin, Begun, CallOutcome, Failure, Fire, FireStart, RelayPolicy,
 pub use json::ValueError;
 pub use limits::*;
 pub use name::{Name, NameError};
-pub use partition::{home, partition_name, Fence, PartitionError, PartitionMap, Route, MAX_PARTITIONS};
+pub use partition::{
+    home, partition_name, partition_of, Fence, PartitionError, PartitionMap, Route, MAX_PARTITIONS,
+    MAX_UNSETTLED_LAYOUTS,
+};
 pub use request::{decode_enqueue, decode_json, EnqueueRequest, RequestError};
 pub use row::{CorruptRow, Effects, JsonValue, QueuedRow, RowError, StoredRow};
 pub use scan::{CorruptScan, ScanState};

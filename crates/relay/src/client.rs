@@ -20,10 +20,11 @@ use serde::{Deserialize, Serialize};
 use worker::{Env, Method, ObjectNamespace, Request, RequestInit, Stub};
 
 use crate::codes::ErrorCode;
-use crate::core::{partition_name, EnqueueRow, Fence, Name, PartitionMap, Traceparent};
+use crate::core::{partition_name, EnqueueRefusal, EnqueueRow, Fence, Name, PartitionMap, Traceparent};
 use crate::durable::source::{
-    DeliveredThrough, WatermarkReply, EPOCH_HEADER, GATE_HEADER, TRACEPARENT_HEADER,
+    fence_headers, AdoptBody, ClaimBody, DeliveredThrough, WatermarkReply, CALL_HEADER, TRACEPARENT_HEADER,
 };
+use crate::http::HttpError;
 use crate::partition::{self, Partitions, RouteFailure, RoutedEnqueue};
 use crate::routes::SourceOp;
 use crate::source::SourceStatus;
@@ -205,14 +206,7 @@ impl SourceClient {
         body: Option<String>,
         headers: &[(&str, String)],
     ) -> Result<T, RelayError> {
-        let method = match op {
-            SourceOp::Enqueue
-            | SourceOp::Faults
-            | SourceOp::Redrive(_)
-            | SourceOp::Discard(_)
-            | SourceOp::Retire => Method::Post,
-            _ => Method::Get,
-        };
+        let method = if op.method() == "POST" { Method::Post } else { Method::Get };
         let mut init = RequestInit::new();
         init.with_method(method).with_body(body.map(Into::into));
         if !headers.is_empty() {
@@ -280,7 +274,7 @@ impl PartitionedClient<'_> {
         trace: Option<&Traceparent>,
     ) -> Result<RoutedEnqueue, RouteFailure<RelayError>> {
         let sink = Sink { client: self, trace };
-        partition::enqueue(&self.map, &sink, key, rows).await
+        partition::enqueue(&self.map, &sink, key, rows, crate::durable::now_ms()).await
     }
 
     /// Partition `index`, for what is read or done per partition.
@@ -307,14 +301,15 @@ impl Partitions for Sink<'_, '_> {
         &self,
         index: u32,
         key: Option<&str>,
+        call: Option<&Name>,
         rows: &[EnqueueRow],
         fence: Fence,
     ) -> Result<Option<Enqueued>, RelayError> {
         let body = serde_json::to_string(&EnqueueBody { rows, idempotency_key: key })
             .map_err(RelayError::runtime)?;
-        let mut headers = vec![(EPOCH_HEADER, fence.epoch.to_string())];
-        if fence.gate {
-            headers.push((GATE_HEADER, "1".to_owned()));
+        let mut headers = fence_headers(fence);
+        if let Some(target) = call {
+            headers.push((CALL_HEADER, target.to_string()));
         }
         if let Some(t) = self.trace {
             headers.push((TRACEPARENT_HEADER, t.as_str().to_owned()));
@@ -327,6 +322,36 @@ impl Partitions for Sink<'_, '_> {
         }
     }
 
+    async fn claim(
+        &self,
+        index: u32,
+        key: &str,
+        digest: &str,
+        probe: bool,
+        fence: Fence,
+    ) -> Result<(), RelayError> {
+        let body = ClaimBody { key: key.to_owned(), digest: digest.to_owned(), probe };
+        let body = serde_json::to_string(&body).map_err(RelayError::runtime)?;
+        let partition = self.client.partition(index)?;
+        let _: serde_json::Value =
+            partition.call_with(SourceOp::Claim, Some(body), &fence_headers(fence)).await?;
+        Ok(())
+    }
+
+    async fn adopt(&self, index: u32, map: &PartitionMap) -> Result<Option<PartitionMap>, RelayError> {
+        let body = serde_json::to_string(&AdoptBody { map: map.clone() }).map_err(RelayError::runtime)?;
+        let reply: AdoptReply = self.client.partition(index)?.call(SourceOp::Adopt, Some(body)).await?;
+        Ok(reply.previous)
+    }
+
+    fn refused(&self, refusal: EnqueueRefusal) -> RelayError {
+        RelayError::from(HttpError::from(refusal))
+    }
+
+    fn unadopted(&self, error: &RelayError) -> bool {
+        error.code == ErrorCode::EpochNotAdopted
+    }
+
     fn moved_on_direct(&self, index: u32) -> RelayError {
         RelayError {
             status: 500,
@@ -336,6 +361,23 @@ impl Partitions for Sink<'_, '_> {
                 self.client.logical
             ),
             retry_after_s: None,
+        }
+    }
+}
+
+/// `POST /adopt`'s reply.
+#[derive(Deserialize)]
+struct AdoptReply {
+    previous: Option<PartitionMap>,
+}
+
+impl From<HttpError> for RelayError {
+    fn from(e: HttpError) -> Self {
+        RelayError {
+            status: e.status,
+            code: ErrorCode::parse(e.code),
+            message: e.message,
+            retry_after_s: e.retry_after_s,
         }
     }
 }

@@ -103,6 +103,9 @@ codes! {
     PartitionEnqueue => "partition_enqueue": "An enqueue addressed to one partition of a partitioned source (400; enqueue at the logical source).",
     DelayTooLong => "delay_too_long": "A row asked to wait longer than MAX_DELAY_MS (400).",
     NoDirectory => "no_directory": "The Worker has no source directory bound (RELAY_DIRECTORY) (501).",
+    EpochNotAdopted => "epoch_not_adopted": "A partition has not adopted the router's partition map (409; the router adopts it and retries).",
+    UnsettledLayout => "unsettled_layout": "A partition map would strand rows a partition holds (409; keep every count not yet settled in from).",
+    MisroutedRow => "misrouted_row": "A routed row for a target the partition is no home of (400; a router's bug).",
 }
 
 impl fmt::Display for ErrorCode {

@@ -26,10 +26,10 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use crate::core::{
-    Name, PartitionMap, RelayBudget, DEFAULT_CALL_TIMEOUT_MS, DEFAULT_MAX_IN_FLIGHT, MAX_BATCH_BYTES,
-    MAX_CALL_TIMEOUT_MS, MAX_COALESCE_MS, MAX_DEDUP_HORIZON_MS, MAX_IN_FLIGHT, MAX_PARK_AFTER_FAILED_CYCLES,
-    MAX_QUEUED_BYTES_LIMIT, MAX_QUEUED_ROWS_LIMIT, MIN_CALL_TIMEOUT_MS, MIN_DEDUP_HORIZON_MS,
-    WORKER_FREE_SUBREQUESTS, WORKER_PAID_SUBREQUESTS,
+    partition_of, EnqueueRefusal, Name, PartitionMap, RelayBudget, DEFAULT_CALL_TIMEOUT_MS,
+    DEFAULT_MAX_IN_FLIGHT, MAX_BATCH_BYTES, MAX_CALL_TIMEOUT_MS, MAX_COALESCE_MS, MAX_DEDUP_HORIZON_MS,
+    MAX_IN_FLIGHT, MAX_PARK_AFTER_FAILED_CYCLES, MAX_QUEUED_BYTES_LIMIT, MAX_QUEUED_ROWS_LIMIT,
+    MIN_CALL_TIMEOUT_MS, MIN_DEDUP_HORIZON_MS, WORKER_FREE_SUBREQUESTS, WORKER_PAID_SUBREQUESTS,
 };
 use crate::driver::AlarmOptions;
 use crate::source::SourceConfig;
@@ -176,9 +176,18 @@ impl RelayConfig {
     /// Whether `source` names one partition of a partitioned logical source
     /// (`logical:index`).
     pub fn is_partition(&self, source: &Name) -> bool {
-        source.as_str().rsplit_once(':').is_some_and(|(logical, index)| {
-            index.parse::<u32>().is_ok() && Name::new(logical).is_ok_and(|l| self.partitions.contains_key(&l))
-        })
+        partition_of(source).is_some_and(|(logical, _)| self.partitions.contains_key(&logical))
+    }
+
+    /// Why an enqueue that did not come through the router may not be taken
+    /// at `source`: it is a partitioned logical source's own object, or one
+    /// of its partitions. Every entry (the front door, RPC, a DO stub) meets
+    /// this check at the source object itself.
+    pub fn unrouted_refusal(&self, source: &Name) -> Option<EnqueueRefusal> {
+        if self.partitions.contains_key(source) {
+            return Some(EnqueueRefusal::PartitionedSource { source: source.to_string() });
+        }
+        self.is_partition(source).then(|| EnqueueRefusal::PartitionEnqueue { source: source.to_string() })
     }
 
     /// The source's part: alarm limits and operating settings.
@@ -274,7 +283,7 @@ mod tests {
     fn partitioned_sources_are_read_and_checked() {
         let c = parse(&[("RELAY_PARTITIONS", r#"{"orders":{"partitions":4,"epoch":2,"from":2}}"#)]).unwrap();
         let orders = Name::new("orders").unwrap();
-        assert_eq!(c.partition_map(&orders), Some(&PartitionMap { partitions: 4, epoch: 2, from: Some(2) }));
+        assert_eq!(c.partition_map(&orders), Some(&PartitionMap { partitions: 4, epoch: 2, from: vec![2] }));
         assert!(c.is_partition(&Name::new("orders:3").unwrap()));
         assert!(!c.is_partition(&Name::new("orders:x").unwrap()));
         assert!(!c.is_partition(&Name::new("other:1").unwrap()));

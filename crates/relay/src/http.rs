@@ -129,15 +129,24 @@ impl From<RequestError> for HttpError {
 }
 
 impl From<EnqueueRefusal> for HttpError {
-    /// 400, but 413 for a request too large, 409 for a reused key, 429
+    /// 400, but 413 for a request too large, 409 for a reused key or a
+    /// partition map that cannot be used (yet), 429
     /// (with `Retry-After`) for a full outbox, 507 when sequences run out.
     fn from(e: EnqueueRefusal) -> Self {
         let status = match &e {
             EnqueueRefusal::Invalid(EnqueueError::TooManyBytes(_)) => 413,
             EnqueueRefusal::Invalid(EnqueueError::OutboxFull { .. }) => 429,
             EnqueueRefusal::Invalid(EnqueueError::SequenceExhausted) => 507,
-            EnqueueRefusal::Invalid(_) | EnqueueRefusal::Key(_) | EnqueueRefusal::GateTargets => 400,
-            EnqueueRefusal::Conflict { .. } | EnqueueRefusal::StaleEpoch { .. } => 409,
+            EnqueueRefusal::Invalid(_)
+            | EnqueueRefusal::Key(_)
+            | EnqueueRefusal::GateTargets
+            | EnqueueRefusal::Misrouted { .. }
+            | EnqueueRefusal::PartitionEnqueue { .. }
+            | EnqueueRefusal::PartitionedSource { .. } => 400,
+            EnqueueRefusal::Conflict { .. }
+            | EnqueueRefusal::StaleEpoch { .. }
+            | EnqueueRefusal::EpochNotAdopted { .. }
+            | EnqueueRefusal::UnsettledLayout { .. } => 409,
         };
         let error = HttpError::new(status, e.code(), e.to_string());
         if status == 429 {

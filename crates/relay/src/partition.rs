@@ -1,40 +1,85 @@
 //! Routing a logical source's enqueues to its partitions (see
 //! [`crate::core::partition`] for the map, the hash and the gate). One
-//! router, written once over a [`Partitions`] sink: the front door and the
-//! Rust client send to Durable Object stubs, the simulator to its sources.
+//! router, written once over a [`Partitions`] sink: the front door, the RPC
+//! entrypoint and the Rust client send to Durable Object stubs, the
+//! simulator to its sources.
+//!
+//! An enqueue is routed in this order, and nothing is written before the
+//! first step that writes:
+//!
+//! 1. the whole request is checked as a plain source checks it
+//!    ([`check`]): a refusal names the row by its index in the request and
+//!    writes nothing anywhere;
+//! 2. with an idempotency key, the key's home partition records which
+//!    content the key names (older layouts' homes are consulted first
+//!    while a resize settles): a key reused for other content is refused
+//!    here, before any partition writes a row;
+//! 3. the rows go out, one call per partition, one chain of gated calls
+//!    per moving target, concurrently.
+//!
+//! A partition refuses a router whose map it has not adopted; the router
+//! then adopts its map at every partition ([`adopt_all`]), each of which
+//! refuses it if a router running it could no longer reach rows it holds,
+//! and tries again.
 //!
 //! An enqueue whose rows all route to one partition is that partition's
-//! atomic enqueue. One whose rows span partitions is split: each partition
-//! takes its rows atomically, concurrently with the others, under the same
-//! idempotency key. If one refuses, the others may have committed; the
-//! failure names what committed ([`RouteFailure::committed`]), and a retry
-//! with the same key completes the enqueue (committed partitions answer it
-//! as a duplicate). Without a key such a retry would enqueue those rows
-//! again; spanning enqueues should carry one.
+//! atomic enqueue. One whose rows span partitions is atomic per partition,
+//! not across them: if one partition refuses (a full outbox), the others
+//! may have committed; the failure names what committed
+//! ([`RouteFailure::committed`]), and a retry with the same key completes
+//! the enqueue (committed partitions answer it as a duplicate). Without a
+//! key such a retry would enqueue those rows again; spanning enqueues
+//! should carry one.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use futures::future::join_all;
 use serde::{Deserialize, Serialize};
 
-use crate::core::{partition_name, EnqueueRow, Fence, Name, PartitionMap, Route};
+use crate::core::{check, partition_name, EnqueueRefusal, EnqueueRow, Fence, Name, PartitionMap};
 use crate::store::outbox::Enqueued;
 
 /// Where routed enqueues go.
 #[allow(async_fn_in_trait)]
 pub trait Partitions {
     /// A partition's refusal or failure.
-    type Error;
+    type Error: Clone;
     /// Enqueues `rows` at partition `index` (the source object
     /// `partition_name(logical, index)`) under `fence`; `Ok(None)` when a
     /// gated enqueue found the target moved.
+    /// `call` is the moving target whose chain this call belongs to
+    /// (`None` for the rows homed at `index`): a partition records a key
+    /// per call, since one request may reach it in more than one.
     async fn enqueue(
         &self,
         index: u32,
         key: Option<&str>,
+        call: Option<&Name>,
         rows: &[EnqueueRow],
         fence: Fence,
     ) -> Result<Option<Enqueued>, Self::Error>;
+
+    /// As the home of idempotency `key` (or, with `probe`, an older home
+    /// consulted): records that the key names content `digest`; refuses
+    /// with `idempotency_conflict` when it names other content.
+    async fn claim(
+        &self,
+        index: u32,
+        key: &str,
+        digest: &str,
+        probe: bool,
+        fence: Fence,
+    ) -> Result<(), Self::Error>;
+
+    /// Adopts `map` at partition `index`; answers the map it adopted
+    /// before, if any.
+    async fn adopt(&self, index: u32, map: &PartitionMap) -> Result<Option<PartitionMap>, Self::Error>;
+
+    /// A refusal the router itself makes, as a partition's error.
+    fn refused(&self, refusal: EnqueueRefusal) -> Self::Error;
+
+    /// Whether `error` is a partition's `epoch_not_adopted`.
+    fn unadopted(&self, error: &Self::Error) -> bool;
 
     /// The error for a direct enqueue answered "moved", which only a gated
     /// one may be: a partition that does so is broken.
@@ -60,8 +105,11 @@ pub struct RoutedEnqueue {
     pub positions: Vec<Position>,
     /// Whether every partition answered a duplicate (nothing written).
     pub duplicate: bool,
-    /// Rows waiting afterwards in the partitions this enqueue reached.
+    /// Rows in the outboxes of the partitions this enqueue reached, afterwards.
     pub queued_rows: u64,
+    /// Rows parked at the partitions this enqueue reached, afterwards.
+    #[serde(default)]
+    pub parked_rows: u64,
     /// The latest commit time among the partitions, ms since the epoch.
     pub at_ms: u64,
     /// Each row's effective due time, in request order (empty when none is delayed).
@@ -78,48 +126,91 @@ pub struct RouteFailure<E> {
     pub committed: Vec<Position>,
 }
 
-/// One partition call: its rows (request indices) and its fence.
+impl<E> RouteFailure<E> {
+    fn nothing(error: E) -> RouteFailure<E> {
+        RouteFailure { error, committed: Vec::new() }
+    }
+}
+
+/// One chain of partition calls for some rows (request indices): offered
+/// to each of `chain` in turn, gated but for the last, until one takes them.
 struct Call {
-    index: u32,
+    chain: Vec<u32>,
     rows: Vec<usize>,
-    fence: Fence,
-    /// For a gated call: the new home to go to when the target has moved.
-    then: Option<u32>,
+    /// The moving target a gated chain carries (`None`: rows homed at the
+    /// one partition of the chain).
+    moving: Option<Name>,
 }
 
 /// Plans the calls of an enqueue: one direct call per partition, one gated
-/// call per moving target.
+/// chain per moving target.
 fn plan(map: &PartitionMap, rows: &[EnqueueRow]) -> Vec<Call> {
     let mut direct: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
-    let mut gated: BTreeMap<&Name, (u32, u32, Vec<usize>)> = BTreeMap::new();
+    let mut gated: BTreeMap<&Name, Call> = BTreeMap::new();
     for (i, row) in rows.iter().enumerate() {
-        match map.route(&row.target) {
-            Route::Direct(p) => direct.entry(p).or_default().push(i),
-            Route::Gate { old, new } => gated.entry(&row.target).or_insert((old, new, Vec::new())).2.push(i),
+        let route = map.route(&row.target);
+        if route.gates.is_empty() {
+            direct.entry(route.home).or_default().push(i);
+        } else {
+            let chain = route.gates.iter().copied().chain([route.home]).collect();
+            let moving = Some(row.target.clone());
+            gated.entry(&row.target).or_insert(Call { chain, rows: Vec::new(), moving }).rows.push(i);
         }
     }
-    let fence = Fence { epoch: map.epoch, gate: false };
     let mut calls: Vec<Call> =
-        direct.into_iter().map(|(index, rows)| Call { index, rows, fence, then: None }).collect();
-    for (_, (old, new, rows)) in gated {
-        calls.push(Call { index: old, rows, fence: Fence { gate: true, ..fence }, then: Some(new) });
-    }
+        direct.into_iter().map(|(index, rows)| Call { chain: vec![index], rows, moving: None }).collect();
+    calls.extend(gated.into_values());
     calls
 }
 
 /// Routes one enqueue of `rows` (with an optional idempotency `key`) by
-/// `map` to `sink`. See the module doc for what a spanning enqueue means.
+/// `map` to `sink`, at `now_ms` (for the delays' check). See the module doc.
 pub async fn enqueue<P: Partitions>(
     map: &PartitionMap,
     sink: &P,
     key: Option<&str>,
     rows: &[EnqueueRow],
+    now_ms: u64,
 ) -> Result<RoutedEnqueue, RouteFailure<P::Error>> {
+    let checked = check(rows, key, now_ms).map_err(|r| RouteFailure::nothing(sink.refused(r)))?;
+    let fence = Fence::of(map);
+    if let (Some(key), Some(digest)) = (key, checked.digest.as_deref()) {
+        let claimed = match claim_key(map, sink, key, digest, fence).await {
+            Err(e) if sink.unadopted(&e) => match adopt_all(map, sink).await {
+                Ok(()) => claim_key(map, sink, key, digest, fence).await,
+                Err(e) => Err(e),
+            },
+            other => other,
+        };
+        claimed.map_err(RouteFailure::nothing)?;
+    }
     let calls = plan(map, rows);
-    let results = join_all(calls.iter().map(|call| run(sink, call, key, rows))).await;
-    let mut positions = vec![Position { partition: 0, seq: 0 }; rows.len()];
-    let mut due = vec![0u64; rows.len()];
-    let (mut duplicate, mut queued_rows, mut at_ms) = (true, 0u64, 0u64);
+    let mut results = join_all(calls.iter().map(|call| run(sink, call, key, rows, fence))).await;
+    if results.iter().any(|r| r.as_ref().is_err_and(|e| sink.unadopted(e))) {
+        let adopted = adopt_all(map, sink).await;
+        for (call, result) in calls.iter().zip(results.iter_mut()) {
+            if result.as_ref().is_err_and(|e| sink.unadopted(e)) {
+                *result = match &adopted {
+                    Ok(()) => run(sink, call, key, rows, fence).await,
+                    // The adoption's refusal explains this call's.
+                    Err(e) => Err(e.clone()),
+                };
+            }
+        }
+    }
+    merge(&calls, results, rows.len())
+}
+
+/// Gathers the calls' results into the reply, or the first failure with
+/// what committed.
+fn merge<E>(
+    calls: &[Call],
+    results: Vec<Result<(u32, Enqueued), E>>,
+    rows: usize,
+) -> Result<RoutedEnqueue, RouteFailure<E>> {
+    let mut positions = vec![Position { partition: 0, seq: 0 }; rows];
+    let mut due = vec![0u64; rows];
+    let (mut duplicate, mut queued_rows, mut parked_rows, mut at_ms) = (true, 0u64, 0u64, 0u64);
     let mut committed = Vec::new();
     let mut error = None;
     for (call, result) in calls.iter().zip(results) {
@@ -137,6 +228,7 @@ pub async fn enqueue<P: Partitions>(
                 }
                 duplicate &= done.duplicate;
                 queued_rows += done.queued_rows;
+                parked_rows += done.parked_rows;
                 at_ms = at_ms.max(done.at_ms);
             }
             Err(e) => error = error.or(Some(e)),
@@ -147,27 +239,70 @@ pub async fn enqueue<P: Partitions>(
     }
     let due_ms = if due.iter().any(|&d| d > 0) { due } else { Vec::new() };
     let seqs = positions.iter().map(|p| p.seq).collect();
-    Ok(RoutedEnqueue { seqs, positions, duplicate, queued_rows, at_ms, due_ms })
+    Ok(RoutedEnqueue { seqs, positions, duplicate, queued_rows, parked_rows, at_ms, due_ms })
 }
 
-/// Makes one planned call (and, for a moved target, the call to its new
-/// home). Returns the partition that took the rows.
+/// Records `key` at its home, after consulting its older homes.
+async fn claim_key<P: Partitions>(
+    map: &PartitionMap,
+    sink: &P,
+    key: &str,
+    digest: &str,
+    fence: Fence,
+) -> Result<(), P::Error> {
+    let route = map.key_route(key);
+    for old in route.gates {
+        sink.claim(old, key, digest, true, fence).await?;
+    }
+    sink.claim(route.home, key, digest, false, fence).await
+}
+
+/// Adopts `map` at every partition that may hold rows: those of its
+/// layouts, and those of the layouts the partitions adopted before (a
+/// shrink that dropped `from` too early must still ask the partitions past
+/// the new count). The first refusal is the error.
+pub async fn adopt_all<P: Partitions>(map: &PartitionMap, sink: &P) -> Result<(), P::Error> {
+    let mut asked: BTreeSet<u32> = BTreeSet::new();
+    let mut next: BTreeSet<u32> = (0..map.all_partitions()).collect();
+    let mut error = None;
+    while !next.is_empty() {
+        let round: Vec<u32> = std::mem::take(&mut next).into_iter().collect();
+        asked.extend(round.iter().copied());
+        let replies = join_all(round.iter().map(|&i| sink.adopt(i, map))).await;
+        for reply in replies {
+            match reply {
+                Ok(Some(before)) => {
+                    next.extend((0..before.all_partitions()).filter(|i| !asked.contains(i)));
+                }
+                Ok(None) => {}
+                Err(e) => error = error.or(Some(e)),
+            }
+        }
+    }
+    error.map_or(Ok(()), Err)
+}
+
+/// Makes one planned call: offers its rows down its chain until a partition
+/// takes them. Returns the partition that took them.
 async fn run<P: Partitions>(
     sink: &P,
     call: &Call,
     key: Option<&str>,
     rows: &[EnqueueRow],
+    fence: Fence,
 ) -> Result<(u32, Enqueued), P::Error> {
     let mine: Vec<EnqueueRow> = call.rows.iter().filter_map(|&i| rows.get(i).cloned()).collect();
-    if let Some(done) = sink.enqueue(call.index, key, &mine, call.fence).await? {
-        return Ok((call.index, done));
+    let last = call.chain.len().saturating_sub(1);
+    for (step, &index) in call.chain.iter().enumerate() {
+        let fence = Fence { gate: step < last, ..fence };
+        if let Some(done) = sink.enqueue(index, key, call.moving.as_ref(), &mine, fence).await? {
+            return Ok((index, done));
+        }
+        if step == last {
+            return Err(sink.moved_on_direct(index));
+        }
     }
-    let new = call.then.unwrap_or(call.index);
-    let fence = Fence { gate: false, ..call.fence };
-    match sink.enqueue(new, key, &mine, fence).await? {
-        Some(done) => Ok((new, done)),
-        None => Err(sink.moved_on_direct(new)),
-    }
+    Err(sink.moved_on_direct(call.chain.last().copied().unwrap_or(0)))
 }
 
 /// The source object names of every partition that may hold rows.

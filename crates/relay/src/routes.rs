@@ -54,6 +54,13 @@ pub enum SourceOp {
     /// `POST /retire`: leave the source directory; refused unless nothing
     /// is queued or parked (reference Worker).
     Retire,
+    /// `POST /adopt` (routers only, through the DO binding): adopt a
+    /// partition map, body `{"map":{...}}`.
+    Adopt,
+    /// `POST /claim` (routers only, through the DO binding): as the home
+    /// of an idempotency key, record the content it names, body
+    /// `{"key","digest","probe"}`.
+    Claim,
     /// `GET /foreign-targets/{partitions}/{index}`: as partition `index` of
     /// a logical source routed over `partitions`, how many targets it holds
     /// rows for whose home is elsewhere (0 everywhere: a resize settled).
@@ -143,9 +150,42 @@ fn no_route(method: &str, url: &Url) -> HttpError {
     HttpError::new(404, "no_route", format!("no route for {method} {}", url.path()))
 }
 
-/// A path's segments (`/a/b` is `["a", "b"]`; `/` is `[]`).
-fn segments(url: &Url) -> Vec<&str> {
-    url.path().trim_start_matches('/').split('/').filter(|s| !s.is_empty()).collect()
+/// A path's segments, percent-decoded (`/a/b` is `["a", "b"]`; `/` is
+/// `[]`). Callers that build paths with `encodeURIComponent` send `x%3A1`
+/// for the name `x:1`; both spellings name the same object. A segment whose
+/// escapes do not decode to UTF-8 is kept as sent, so name validation refuses
+/// it for its `%`.
+fn segments(url: &Url) -> Vec<String> {
+    url.path().trim_start_matches('/').split('/').filter(|s| !s.is_empty()).map(percent_decode).collect()
+}
+
+/// Decodes `%XX` escapes; text without a valid escape comes back unchanged.
+fn percent_decode(segment: &str) -> String {
+    if !segment.contains('%') {
+        return segment.to_owned();
+    }
+    let bytes = segment.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while let Some(&b) = bytes.get(i) {
+        let hex = |j: usize| bytes.get(j).and_then(|c| char::from(*c).to_digit(16));
+        match (b, hex(i + 1), hex(i + 2)) {
+            (b'%', Some(hi), Some(lo)) => {
+                out.push(u8::try_from(hi * 16 + lo).unwrap_or(b'%'));
+                i += 3;
+            }
+            _ => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8(out).unwrap_or_else(|_| segment.to_owned())
+}
+
+/// The segments as string slices, for matching.
+fn refs(segments: &[String]) -> Vec<&str> {
+    segments.iter().map(String::as_str).collect()
 }
 
 /// Validates a name taken from the path.
@@ -227,16 +267,20 @@ impl SourceOp {
             ("GET", ["audit"]) => SourceOp::Audit,
             ("GET", ["alarms"]) => SourceOp::Alarms,
             ("POST", ["retire"]) => SourceOp::Retire,
+            ("POST", ["adopt"]) => SourceOp::Adopt,
+            ("POST", ["claim"]) => SourceOp::Claim,
             ("GET", ["foreign-targets", n, i]) => {
                 let bad = |s: &str| {
                     HttpError::bad_request(
                         "invalid_partition",
-                        format!("{s:?}: 1..={MAX_PARTITIONS} partitions, index below"),
+                        format!("{s:?}: 1..={MAX_PARTITIONS} partitions, an index below {MAX_PARTITIONS}"),
                     )
                 };
                 let partitions = n.parse::<u32>().ok().filter(|v| (1..=MAX_PARTITIONS).contains(v));
                 let partitions = partitions.ok_or_else(|| bad(n))?;
-                let index = i.parse::<u32>().ok().filter(|&v| v < partitions).ok_or_else(|| bad(i))?;
+                // While a shrink settles, partitions past the new count still
+                // hold rows: any index a map can name is asked.
+                let index = i.parse::<u32>().ok().filter(|&v| v < MAX_PARTITIONS).ok_or_else(|| bad(i))?;
                 SourceOp::ForeignTargets { partitions, index }
             }
             _ => return Err(no_route(method, url)),
@@ -247,7 +291,28 @@ impl SourceOp {
 
     /// Parses a request to a source Durable Object.
     pub fn from_url(method: &str, url: &Url) -> Result<SourceOp, HttpError> {
-        SourceOp::parse(method, &segments(url), url)
+        SourceOp::parse(method, &refs(&segments(url)), url)
+    }
+
+    /// The operation's HTTP method.
+    pub fn method(&self) -> &'static str {
+        match self {
+            SourceOp::Enqueue
+            | SourceOp::Faults
+            | SourceOp::Redrive(_)
+            | SourceOp::Discard(_)
+            | SourceOp::Retire
+            | SourceOp::Adopt
+            | SourceOp::Claim => "POST",
+            SourceOp::Status
+            | SourceOp::Watermark
+            | SourceOp::DeliveredThrough(_)
+            | SourceOp::ParkedTargets
+            | SourceOp::ParkedRows { .. }
+            | SourceOp::Audit
+            | SourceOp::Alarms
+            | SourceOp::ForeignTargets { .. } => "GET",
+        }
     }
 
     /// The operation's path in the source's protocol, with its query.
@@ -267,6 +332,8 @@ impl SourceOp {
             SourceOp::Audit => "/audit".into(),
             SourceOp::Alarms => "/alarms".into(),
             SourceOp::Retire => "/retire".into(),
+            SourceOp::Adopt => "/adopt".into(),
+            SourceOp::Claim => "/claim".into(),
             SourceOp::ForeignTargets { partitions, index } => {
                 format!("/foreign-targets/{partitions}/{index}")
             }
@@ -284,7 +351,8 @@ fn page(url: &Url) -> Result<(Option<Name>, u32), HttpError> {
 impl DirectoryOp {
     /// Parses a request to the directory Durable Object.
     pub fn from_url(method: &str, url: &Url) -> Result<DirectoryOp, HttpError> {
-        let op = match (method, segments(url).as_slice()) {
+        let segs = segments(url);
+        let op = match (method, refs(&segs).as_slice()) {
             ("GET", ["sources"]) => {
                 let (after, limit) = page(url)?;
                 return Ok(DirectoryOp::List { after, limit });
@@ -358,7 +426,7 @@ impl TargetOp {
 
     /// Parses a request to a target Durable Object.
     pub fn from_url(method: &str, url: &Url) -> Result<TargetOp, HttpError> {
-        TargetOp::parse(method, &segments(url), url)
+        TargetOp::parse(method, &refs(&segments(url)), url)
     }
 
     /// The operation's path in the target's protocol, with its query.
@@ -387,7 +455,8 @@ impl TargetOp {
 impl FrontRoute {
     /// Parses a front-door request.
     pub fn parse(method: &str, url: &Url) -> Result<FrontRoute, HttpError> {
-        let segs = segments(url);
+        let owned = segments(url);
+        let segs = refs(&owned);
         match segs.as_slice() {
             ["v1", "health"] if method == "GET" => {
                 no_query(url)?;
@@ -399,7 +468,11 @@ impl FrontRoute {
             }
             ["v1", "sources", s, rest @ ..] if !rest.is_empty() => {
                 let source = name(s, "invalid_name")?;
-                Ok(FrontRoute::Source(source, SourceOp::parse(method, rest, url)?))
+                match SourceOp::parse(method, rest, url)? {
+                    // A router's own steps: reachable only through the DO binding.
+                    SourceOp::Adopt | SourceOp::Claim => Err(no_route(method, url)),
+                    op => Ok(FrontRoute::Source(source, op)),
+                }
             }
             ["v1", "targets", t, rest @ ..] if !rest.is_empty() => {
                 let target = name(t, "invalid_name")?;
@@ -498,6 +571,8 @@ mod tests {
     fn bad_request_lines_get_their_codes() {
         assert_eq!(code("GET", "/v1/sources/a/enqueue"), "no_route");
         assert_eq!(code("POST", "/v1/targets/t/apply"), "no_route", "apply is for sources only");
+        assert_eq!(code("POST", "/v1/sources/a:1/adopt"), "no_route", "adoption is for routers only");
+        assert_eq!(code("POST", "/v1/sources/a:1/claim"), "no_route", "claims are for routers only");
         assert_eq!(code("GET", "/v1/sources/a%2Fb/status"), "invalid_name");
         assert_eq!(code("GET", "/v1/sources/a/delivered-through/9007199254740992"), "invalid_seq");
         assert_eq!(code("GET", "/v1/sources/a/parked/t?after=9007199254740992"), "invalid_query");
@@ -509,6 +584,42 @@ mod tests {
     }
 
     #[test]
+    fn percent_encoded_names_in_the_path_are_the_names_they_spell() {
+        let s = |n: &str| Name::new(n).unwrap();
+        assert_eq!(
+            front("GET", "/v1/sources/x%3A1/status").unwrap(),
+            FrontRoute::Source(s("x:1"), SourceOp::Status)
+        );
+        assert_eq!(
+            front("POST", "/v1/sources/orders/parked/cust%3a9/redrive").unwrap(),
+            FrontRoute::Source(s("orders"), SourceOp::Redrive(s("cust:9")))
+        );
+        let url = Url::parse("https://relay/parked/cust%3A9?after=0&limit=5").unwrap();
+        assert_eq!(
+            SourceOp::from_url("GET", &url).unwrap(),
+            SourceOp::ParkedRows { target: s("cust:9"), after: 0, limit: 5 }
+        );
+        assert_eq!(code("GET", "/v1/sources/a%2Fb/status"), "invalid_name", "a decoded '/' is no name");
+        assert_eq!(code("GET", "/v1/sources/a%zz/status"), "invalid_name", "a bad escape stays as sent");
+        assert_eq!(code("GET", "/v1/sources/a%ff/status"), "invalid_name", "escapes that are not UTF-8");
+        assert_eq!(percent_decode("%41%"), "A%");
+        assert_eq!(percent_decode("%4"), "%4");
+    }
+
+    #[test]
+    fn a_shrinking_source_is_asked_about_partitions_past_its_new_count() {
+        let url = |p: &str| Url::parse(&format!("https://relay{p}")).unwrap();
+        assert_eq!(
+            SourceOp::from_url("GET", &url("/foreign-targets/3/3")).unwrap(),
+            SourceOp::ForeignTargets { partitions: 3, index: 3 }
+        );
+        let last = format!("/foreign-targets/1/{}", MAX_PARTITIONS - 1);
+        assert!(SourceOp::from_url("GET", &url(&last)).is_ok());
+        let past = format!("/foreign-targets/1/{MAX_PARTITIONS}");
+        assert_eq!(SourceOp::from_url("GET", &url(&past)).unwrap_err().code, "invalid_partition");
+    }
+
+    #[test]
     fn an_operation_survives_its_trip_to_the_object() {
         let ops = [
             SourceOp::DeliveredThrough(SEQ_MAX),
@@ -517,8 +628,7 @@ mod tests {
         ];
         for op in ops {
             let url = Url::parse(&format!("https://relay{}", op.path())).unwrap();
-            let method = if matches!(op, SourceOp::Redrive(_)) { "POST" } else { "GET" };
-            assert_eq!(SourceOp::from_url(method, &url).unwrap(), op);
+            assert_eq!(SourceOp::from_url(op.method(), &url).unwrap(), op);
         }
         let keys = TargetOp::Keys { prefix: "a&b=c %".into(), after: "é".into(), limit: 3 };
         let url = Url::parse(&format!("https://relay{}", keys.path())).unwrap();

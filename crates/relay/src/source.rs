@@ -27,12 +27,13 @@ use serde::{Deserialize, Serialize};
 
 use crate::core::schedule::{arm, coalesced, enqueue_due, needs_rearm};
 use crate::core::{
-    delivered_through, home, relay_watermark, retry_backoff_ms, AlarmKnown, EnqueueRow, Fence, Name,
-    ScanState,
+    delivered_through, home, partition_of, relay_watermark, retry_backoff_ms, AlarmKnown, Claim, EnqueueRow,
+    Fence, Name, PartitionMap, ScanState,
 };
 use crate::driver::{run_alarm, AlarmError, AlarmOptions, AlarmSummary, FireObserver, Targets};
 use crate::store::outbox::{
-    ActionOutcome, EnqueueFailure, Enqueued, Outbox, OutboxSettings, ParkedPage, SourceState, TargetReport,
+    ActionOutcome, EnqueueFailure, Enqueued, Outbox, OutboxSettings, ParkedPage, Seat, SourceState,
+    TargetReport,
 };
 use crate::store::{Sql, StoreError};
 
@@ -254,7 +255,7 @@ impl<S: Sql, A: AlarmStore> Relay<S, A> {
         writes: impl FnMut(&Enqueued) -> Result<R, E>,
     ) -> Result<(R, Enqueued), EnqueueFailure<E>> {
         // Unfenced, the outbox never answers "moved".
-        self.enqueue_in_transaction(now_ms, key, rows, Fence::default(), writes)
+        self.enqueue_in_transaction(now_ms, key, None, rows, Fence::default(), writes)
             .await?
             .ok_or(EnqueueFailure::Store(StoreError::Guard("an unfenced enqueue answered moved")))
     }
@@ -267,6 +268,7 @@ impl<S: Sql, A: AlarmStore> Relay<S, A> {
         &self,
         now_ms: u64,
         key: Option<&str>,
+        call: Option<&Name>,
         rows: &[EnqueueRow],
         fence: Fence,
         mut writes: impl FnMut(&Enqueued) -> Result<R, E>,
@@ -276,7 +278,7 @@ impl<S: Sql, A: AlarmStore> Relay<S, A> {
         // the caller's writes and the arming commit together.
         let mut failure: Option<EnqueueFailure<E>> = None;
         let result = self.outbox.sql().transaction(|| {
-            let done = match self.outbox.enqueue_fenced(now_ms, key, rows, fence) {
+            let done = match self.outbox.enqueue_fenced(self.seat(), now_ms, key, call, rows, fence) {
                 Ok(Some(done)) => done,
                 Ok(None) => return Ok(None),
                 Err(EnqueueFailure::Refused(e)) => {
@@ -329,22 +331,67 @@ impl<S: Sql, A: AlarmStore> Relay<S, A> {
         Ok(foreign.count() as u64)
     }
 
+    /// Where this source stands as a partition: its name and, when the
+    /// name spells one (`logical:index`), its index.
+    fn seat(&self) -> Seat<'_> {
+        Seat { name: &self.name, index: partition_of(&self.name).map(|(_, index)| index) }
+    }
+
+    /// Adopts a router's partition map (see [`Outbox::adopt`]): refused
+    /// when a router running it would no longer reach rows this partition
+    /// holds. Returns the map adopted before, if any.
+    pub fn adopt(&self, map: &PartitionMap) -> Result<Option<PartitionMap>, EnqueueFailure> {
+        self.refusable(|| self.outbox.adopt(self.seat(), map))
+    }
+
+    /// As the home of an idempotency key at a partitioned source: see
+    /// [`Outbox::claim`].
+    pub fn claim(
+        &self,
+        now_ms: u64,
+        key: &str,
+        digest: &str,
+        probe: bool,
+        fence: Fence,
+    ) -> Result<Claim, EnqueueFailure> {
+        self.refusable(|| self.outbox.claim(self.seat(), now_ms, key, digest, probe, fence))
+    }
+
+    /// Runs `body` in one transaction of its own; a refusal rolls it back
+    /// and comes back as itself.
+    fn refusable<T>(&self, mut body: impl FnMut() -> Result<T, EnqueueFailure>) -> Result<T, EnqueueFailure> {
+        let mut failure = None;
+        let result = self.outbox.sql().transaction(|| match body() {
+            Ok(v) => Ok(v),
+            Err(EnqueueFailure::Store(e)) => Err(e),
+            Err(other) => {
+                failure = Some(other);
+                Err(StoreError::Aborted("refused".into()))
+            }
+        });
+        result.map_err(|e| failure.take().unwrap_or(EnqueueFailure::Store(e)))
+    }
+
     /// Enqueues `rows` routed to this source as a partition of a logical
     /// source (see [`crate::core::partition`]): refused with `stale_epoch`
-    /// when the router's map is older than one this partition has seen; a
-    /// gated enqueue (`fence.gate`, one target) is accepted only while this
-    /// partition still holds rows for its target, and otherwise answered
-    /// `Ok(None)`: the target has moved, for good, to its new home. The
-    /// epoch is stored in the same transaction as the rows or the answer.
+    /// when the router's map is older than the one this partition adopted,
+    /// and with `epoch_not_adopted` when it is another one (the router
+    /// adopts it first); a gated enqueue (`fence.gate`, one target) is
+    /// accepted only while this partition still holds rows for its target,
+    /// and otherwise answered `Ok(None)`: the target has moved, for good,
+    /// to its new home. `call` names the router's call a moving target's
+    /// rows travel in (`None`: the rows homed here), under which a key is
+    /// recorded.
     pub async fn enqueue_routed(
         &self,
         now_ms: u64,
         key: Option<&str>,
+        call: Option<&Name>,
         rows: &[EnqueueRow],
         fence: Fence,
     ) -> Result<Option<Enqueued>, EnqueueFailure> {
         let no_writes = |_: &Enqueued| Ok::<(), std::convert::Infallible>(());
-        let taken = self.enqueue_in_transaction(now_ms, key, rows, fence, no_writes).await?;
+        let taken = self.enqueue_in_transaction(now_ms, key, call, rows, fence, no_writes).await?;
         Ok(taken.map(|(_, done)| done))
     }
 

@@ -48,7 +48,7 @@ fn row(target: &str, n: i64) -> EnqueueRow {
 }
 
 fn map(partitions: u32, epoch: u64, from: Option<u32>) -> PartitionMap {
-    PartitionMap { partitions, epoch, from }
+    PartitionMap { partitions, epoch, from: from.into_iter().collect() }
 }
 
 /// The most partitions any test here uses.
@@ -177,7 +177,7 @@ fn order_per_target_holds_while_partitions_grow_and_shrink_under_load() {
         for _ in 0..400 {
             load.step(&mut sim, m, true);
         }
-        if m.from.is_some() {
+        if m.is_settling() {
             // Settle under load (targets healed and parked ones redriven,
             // so their rows can leave).
             for t in &targets {

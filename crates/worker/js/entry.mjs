@@ -37,14 +37,19 @@ function isPartitioned(env, source) {
   return partitioned.names.has(source);
 }
 
-/** A refusal or failure from the relay, with the HTTP API's code. */
+/**
+ * A refusal or failure from the relay, with the HTTP API's code. At a
+ * partitioned source, `committed` lists the positions some partitions took
+ * before another refused (a keyed retry completes the enqueue).
+ */
 export class RelayError extends Error {
-  constructor(code, message, status, retryAfterS) {
+  constructor(code, message, status, retryAfterS, committed) {
     super(`${code}: ${message}`);
     this.name = "RelayError";
     this.code = code;
     this.status = status;
     if (retryAfterS !== undefined) this.retryAfterS = retryAfterS;
+    if (committed !== undefined) this.committed = committed;
   }
 }
 
@@ -82,7 +87,7 @@ export class RelayRpc extends WorkerEntrypoint {
     if (res.ok) return parsed;
     const retry = res.headers.get("retry-after");
     const error = parsed?.error ?? { code: "internal", message: text };
-    throw new RelayError(error.code, error.message, res.status, retry === null ? undefined : Number(retry));
+    throw new RelayError(error.code, error.message, res.status, retry === null ? undefined : Number(retry), error.committed);
   }
 
   /**

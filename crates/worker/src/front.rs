@@ -49,12 +49,6 @@ pub async fn handle(mut req: Request, env: &Env) -> Result<Response, HttpError> 
             if let Some(map) = config.partition_map(&source) {
                 return crate::partitioned::serve(env, &mut req, &source, map, op).await;
             }
-            if op == SourceOp::Enqueue && config.is_partition(&source) {
-                return Err(HttpError::bad_request(
-                    "partition_enqueue",
-                    format!("{source} is a partition of a partitioned source: enqueue at the logical source"),
-                ));
-            }
             let body = match op {
                 SourceOp::Enqueue | SourceOp::Faults => Some(read_body(&mut req).await?),
                 _ => None,

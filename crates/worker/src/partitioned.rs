@@ -39,7 +39,7 @@ pub async fn serve(
     op: SourceOp,
 ) -> Result<Response, HttpError> {
     let client = RelayClient::from_env(env, SOURCE_BINDING).map_err(http)?;
-    let routed = client.partitioned(logical, *map).map_err(http)?;
+    let routed = client.partitioned(logical, map.clone()).map_err(http)?;
     let parts = routed.partitions().map_err(http)?;
     let internal = |e: worker::Error| HttpError::internal(e.to_string());
     match op {
@@ -135,16 +135,8 @@ struct PartitionStatus {
 struct LogicalStatus {
     source: String,
     map: PartitionMap,
-    queued_rows: u64,
-    queued_bytes: u64,
-    parked_rows: u64,
-    enqueued_rows: u64,
-    delivered_rows: u64,
-    alarms: u64,
-    fires: u64,
-    subrequests: u64,
-    sql_rows_written: u64,
-    lag_breaches: u64,
+    #[serde(flatten)]
+    totals: Totals,
     oldest_row_age_ms: Option<u64>,
     lag_exceeded: bool,
     /// The minimum over the partitions.
@@ -156,54 +148,78 @@ struct LogicalStatus {
     partitions: Vec<PartitionStatus>,
 }
 
+/// The counters a logical source's status sums over its partitions: every
+/// counter a partition's status has, under the same name.
+#[derive(Default, Serialize)]
+struct Totals {
+    queued_rows: u64,
+    queued_bytes: u64,
+    parked_rows: u64,
+    parked_bytes: u64,
+    enqueued_rows: u64,
+    delivered_rows: u64,
+    alarms: u64,
+    fires: u64,
+    subrequests: u64,
+    conflicts: u64,
+    dedup_hits: u64,
+    rejected_full: u64,
+    lag_breaches: u64,
+    sql_rows_written: u64,
+    dedup_records: u64,
+    discarded_rows: u64,
+}
+
+impl Totals {
+    fn add(&mut self, s: &SourceStatus) {
+        self.queued_rows += s.queued_rows;
+        self.queued_bytes += s.queued_bytes;
+        self.parked_rows += s.parked_rows;
+        self.parked_bytes += s.parked_bytes;
+        self.enqueued_rows += s.enqueued_rows;
+        self.delivered_rows += s.delivered_rows;
+        self.alarms += s.alarms;
+        self.fires += s.fires;
+        self.subrequests += s.subrequests;
+        self.conflicts += s.conflicts;
+        self.dedup_hits += s.dedup_hits;
+        self.rejected_full += s.rejected_full;
+        self.lag_breaches += s.lag_breaches;
+        self.sql_rows_written += s.sql_rows_written;
+        self.dedup_records += s.dedup_records;
+        self.discarded_rows += s.discarded_rows;
+    }
+}
+
 async fn status(
     logical: &Name,
     map: &PartitionMap,
     parts: &[SourceClient],
 ) -> Result<LogicalStatus, HttpError> {
     let statuses = join_all(parts.iter().map(SourceClient::status)).await;
-    let foreign = match map.from {
-        None => vec![None; parts.len()],
-        Some(_) => {
-            let asks = (0u32..).zip(parts).map(|(index, p)| async move {
-                let op = SourceOp::ForeignTargets { partitions: map.partitions, index };
-                let reply: serde_json::Value = p.call(op, None).await?;
-                Ok::<_, RelayError>(reply.get("foreign_targets").and_then(serde_json::Value::as_u64))
-            });
-            join_all(asks).await.into_iter().collect::<Result<Vec<_>, _>>().map_err(http)?
-        }
+    let foreign = if map.is_settling() {
+        let asks = (0u32..).zip(parts).map(|(index, p)| async move {
+            let op = SourceOp::ForeignTargets { partitions: map.partitions, index };
+            let reply: serde_json::Value = p.call(op, None).await?;
+            Ok::<_, RelayError>(reply.get("foreign_targets").and_then(serde_json::Value::as_u64))
+        });
+        join_all(asks).await.into_iter().collect::<Result<Vec<_>, _>>().map_err(http)?
+    } else {
+        vec![None; parts.len()]
     };
     let mut out = LogicalStatus {
         source: logical.to_string(),
-        map: *map,
-        queued_rows: 0,
-        queued_bytes: 0,
-        parked_rows: 0,
-        enqueued_rows: 0,
-        delivered_rows: 0,
-        alarms: 0,
-        fires: 0,
-        subrequests: 0,
-        sql_rows_written: 0,
-        lag_breaches: 0,
+        map: map.clone(),
+        totals: Totals::default(),
         oldest_row_age_ms: None,
         lag_exceeded: false,
         relay_watermark: u64::MAX,
-        resize_settled: map.from.map(|_| foreign.iter().all(|f| *f == Some(0))),
+        resize_settled: map.is_settling().then(|| foreign.iter().all(|f| *f == Some(0))),
         partitions: Vec::new(),
     };
     for ((partition, s), foreign_targets) in (0u32..).zip(statuses).zip(foreign) {
         let s = s.map_err(http)?;
-        out.queued_rows += s.queued_rows;
-        out.queued_bytes += s.queued_bytes;
-        out.parked_rows += s.parked_rows;
-        out.enqueued_rows += s.enqueued_rows;
-        out.delivered_rows += s.delivered_rows;
-        out.alarms += s.alarms;
-        out.fires += s.fires;
-        out.subrequests += s.subrequests;
-        out.sql_rows_written += s.sql_rows_written;
-        out.lag_breaches += s.lag_breaches;
+        out.totals.add(&s);
         out.oldest_row_age_ms = out.oldest_row_age_ms.max(s.oldest_row_age_ms);
         out.lag_exceeded |= s.lag_exceeded;
         out.relay_watermark = out.relay_watermark.min(s.relay_watermark);

@@ -144,6 +144,11 @@ impl RelaySource {
             }
             SourceOp::Retire => self.retire(relay).await,
             SourceOp::Enqueue => {
+                if durable_relay::durable::source::fence(req)?.epoch == 0 {
+                    if let Some(refusal) = config(&self.env)?.unrouted_refusal(relay.name()) {
+                        return Err(refusal.into());
+                    }
+                }
                 let resp = durable_relay::durable::source::serve(relay, req, op).await?;
                 if resp.status_code() == 200 {
                     // The rows are committed: a directory failure must not

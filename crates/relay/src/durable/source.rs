@@ -14,17 +14,21 @@
 //! | `POST /parked/{target}/redrive` | | `{"rows":n,"was_parked":bool}` |
 //! | `POST /parked/{target}/discard` | | `{"rows":n,"was_parked":bool}` |
 //! | `GET /foreign-targets/{partitions}/{index}` | | `{"foreign_targets":n}` (partitions) |
+//! | `POST /adopt` (routers) | `{"map":{...}}` | `{"previous":map or null}` |
+//! | `POST /claim` (routers) | `{"key","digest","probe"}` | `{"claim":"fresh"|"retry"}` |
 //!
-//! A partition router adds `relay-partition-epoch` (and, at a moving
-//! target's old home, `relay-partition-gate: 1`) to `POST /enqueue`; a gated
-//! enqueue the partition cannot take is 409 `target_moved`.
+//! A partition router adds `relay-partition-epoch` and `relay-partition-map`
+//! (its map's [`id`](crate::core::PartitionMap::id)) to `POST /enqueue` and
+//! `POST /claim`, and `relay-partition-gate: 1` at a moving target's old
+//! home; a gated enqueue the partition cannot take is 409 `target_moved`, a
+//! map it has not adopted 409 `epoch_not_adopted`.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use worker::{Request, Response};
 
 use super::{now_ms, DoAlarm};
-use crate::core::{decode_enqueue, Fence, Traceparent, SEQ_MAX};
-use crate::http::{json, read_body, HttpError};
+use crate::core::{decode_enqueue, Claim, Fence, Name, PartitionMap, Traceparent, SEQ_MAX};
+use crate::http::{json, parse_json, read_body, HttpError};
 use crate::routes::SourceOp;
 use crate::source::Relay;
 use crate::store::Sql;
@@ -79,7 +83,8 @@ pub async fn serve<S: Sql>(
             if fence == Fence::default() {
                 return json(&relay.enqueue(now_ms(), key, &body.rows).await?).map_err(internal);
             }
-            match relay.enqueue_routed(now_ms(), key, &body.rows, fence).await? {
+            let call = routed_call(req)?;
+            match relay.enqueue_routed(now_ms(), key, call.as_ref(), &body.rows, fence).await? {
                 Some(done) => json(&done).map_err(internal),
                 None => Err(HttpError::new(
                     409,
@@ -87,6 +92,18 @@ pub async fn serve<S: Sql>(
                     "this partition holds no rows for the target: send it to its new home",
                 )),
             }
+        }
+        SourceOp::Adopt => {
+            let body: AdoptBody = parse_json(&read_body(req).await?)?;
+            let previous = relay.adopt(&body.map)?;
+            json(&serde_json::json!({ "previous": previous })).map_err(internal)
+        }
+        SourceOp::Claim => {
+            let fence = fence(req)?;
+            let body: ClaimBody = parse_json(&read_body(req).await?)?;
+            let verdict = relay.claim(now_ms(), &body.key, &body.digest, body.probe, fence)?;
+            let text = if verdict == Claim::Retry { "retry" } else { "fresh" };
+            json(&serde_json::json!({ "claim": text })).map_err(internal)
         }
         SourceOp::ForeignTargets { partitions, index } => {
             json(&serde_json::json!({ "foreign_targets": relay.foreign_targets(partitions, index)? }))
@@ -128,34 +145,84 @@ pub async fn serve<S: Sql>(
     }
 }
 
+/// `POST /adopt`'s body.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AdoptBody {
+    /// The router's map.
+    pub map: PartitionMap,
+}
+
+/// `POST /claim`'s body.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClaimBody {
+    /// The idempotency key.
+    pub key: String,
+    /// The digest of the whole request's content.
+    pub digest: String,
+    /// Only compare; record nothing (an older layout's home).
+    #[serde(default)]
+    pub probe: bool,
+}
+
 /// The header a partition router sends its map's epoch in (see
 /// [`crate::core::partition`]).
 pub const EPOCH_HEADER: &str = "relay-partition-epoch";
+/// The header a partition router sends its map's id in.
+pub const MAP_HEADER: &str = "relay-partition-map";
 /// The header that marks a gated enqueue at a moving target's old home.
 pub const GATE_HEADER: &str = "relay-partition-gate";
+/// The header that names the moving target a routed call's chain carries
+/// (a partition records a key per call).
+pub const CALL_HEADER: &str = "relay-partition-call";
 
-/// The request's partition fence; the default (unpartitioned) without the headers.
+/// The request's routed call, if it names one.
+pub fn routed_call(req: &Request) -> Result<Option<Name>, HttpError> {
+    let Some(text) = req.headers().get(CALL_HEADER).ok().flatten() else { return Ok(None) };
+    Name::new(text.trim())
+        .map(Some)
+        .map_err(|e| HttpError::bad_request("invalid_partition", format!("{CALL_HEADER}: {e}")))
+}
+
+/// The request's partition fence; the default (unrouted) without the headers.
 pub fn fence(req: &Request) -> Result<Fence, HttpError> {
     let header = |h: &str| req.headers().get(h).ok().flatten();
+    let bad = |m: String| HttpError::bad_request("invalid_partition", m);
     let epoch = match header(EPOCH_HEADER) {
         None => 0,
+        Some(text) => text
+            .trim()
+            .parse::<u64>()
+            .ok()
+            .filter(|e| (1..=SEQ_MAX).contains(e))
+            .ok_or_else(|| bad(format!("{EPOCH_HEADER} {text:?} is not an epoch 1..=2^53-1")))?,
+    };
+    let map_id = match header(MAP_HEADER) {
+        None if epoch == 0 => 0,
+        None => return Err(bad(format!("{EPOCH_HEADER} needs {MAP_HEADER}"))),
         Some(text) => {
-            text.trim().parse::<u64>().ok().filter(|e| (1..=SEQ_MAX).contains(e)).ok_or_else(|| {
-                HttpError::bad_request(
-                    "invalid_partition",
-                    format!("{EPOCH_HEADER} {text:?} is not an epoch 1..=2^53-1"),
-                )
-            })?
+            text.trim().parse::<u64>().map_err(|_| bad(format!("{MAP_HEADER} {text:?} is not a map id")))?
         }
     };
     let gate = header(GATE_HEADER).is_some_and(|g| g.trim() == "1");
-    if gate && epoch == 0 {
-        return Err(HttpError::bad_request(
-            "invalid_partition",
-            format!("{GATE_HEADER} needs {EPOCH_HEADER}"),
-        ));
+    if (gate || map_id != 0) && epoch == 0 {
+        return Err(bad(format!("{GATE_HEADER} and {MAP_HEADER} need {EPOCH_HEADER}")));
     }
-    Ok(Fence { epoch, gate })
+    Ok(Fence { epoch, map_id, gate })
+}
+
+/// The headers that carry `fence`, for a router's request.
+pub fn fence_headers(fence: Fence) -> Vec<(&'static str, String)> {
+    let mut headers = Vec::new();
+    if fence.epoch > 0 {
+        headers.push((EPOCH_HEADER, fence.epoch.to_string()));
+        headers.push((MAP_HEADER, fence.map_id.to_string()));
+    }
+    if fence.gate {
+        headers.push((GATE_HEADER, "1".to_owned()));
+    }
+    headers
 }
 
 /// The request's `traceparent` header, validated; none when absent.

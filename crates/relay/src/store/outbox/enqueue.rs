@@ -8,8 +8,8 @@ use serde::Serialize;
 
 use super::{int, Outbox, Pending, Sql, SqlValue, StoreError};
 use crate::core::{
-    admit, Admission, AdmissionInput, AppendPlan, DedupRecord, EnqueueError, EnqueueRefusal, EnqueueRow,
-    Fence, StoredRow,
+    admit, due_list, Admission, AdmissionInput, AppendPlan, DedupRecord, EnqueueError, EnqueueRefusal,
+    EnqueueRow, Name, StoredRow,
 };
 
 /// Rows per multi-row INSERT: six bound parameters each, under SQLite's
@@ -25,15 +25,19 @@ pub struct Enqueued {
     pub os: u64,
     /// Whether this repeated an earlier keyed enqueue and wrote nothing.
     pub duplicate: bool,
-    /// Rows waiting afterwards (queued plus parked).
+    /// Rows in the outbox afterwards (status's `queued_rows`).
     pub queued_rows: u64,
+    /// Rows parked afterwards (status's `parked_rows`); backpressure counts
+    /// both.
+    #[serde(default)]
+    pub parked_rows: u64,
     /// When the rows committed (the original enqueue's time for a
     /// duplicate), ms since the epoch: their `at_ms`.
     pub at_ms: u64,
     /// Each row's effective due time in the order of `seqs`, ms since the
     /// epoch (0, or a time already past: due at once; later than asked when
     /// an older row of the same target waits longer). Empty when no row
-    /// waits, and for a duplicate.
+    /// waited; a duplicate answers what the original enqueue did.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub due_ms: Vec<u64>,
 }
@@ -43,6 +47,35 @@ impl Enqueued {
     /// the alarm: `at_ms` when any is due at once.
     pub fn first_due_ms(&self) -> u64 {
         self.due_ms.iter().copied().min().map_or(self.at_ms, |d| d.max(self.at_ms))
+    }
+}
+
+/// Where a keyed enqueue's record is stored at this source.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RecordKey<'a> {
+    /// Under the caller's key: a plain source.
+    Plain,
+    /// At a partition, under the key and the router's call: one request
+    /// may reach a partition in more than one call (its own rows, and a
+    /// moving target's rows that its old homes released to it), and each
+    /// call's rows are a duplicate or not on their own. `None`: the call
+    /// for the rows homed here; `Some(target)`: a moving target's chain.
+    Routed(Option<&'a Name>),
+}
+
+/// Separates a routed record's key from its call; no target name holds it,
+/// so the split at its last occurrence is unambiguous.
+const CALL_SEPARATOR: char = '\u{1f}';
+
+impl RecordKey<'_> {
+    /// The key the record is stored under for the caller's `key`.
+    pub fn stored(&self, key: &str) -> String {
+        match self {
+            RecordKey::Plain => key.to_owned(),
+            RecordKey::Routed(call) => {
+                format!("{key}{CALL_SEPARATOR}{}", call.map_or("", |t| t.as_str()))
+            }
+        }
     }
 }
 
@@ -98,10 +131,28 @@ impl<S: Sql> Outbox<S> {
         key: Option<&str>,
         rows: &[EnqueueRow],
     ) -> Result<Enqueued, EnqueueFailure> {
+        self.enqueue_recorded(now_ms, key.map(|k| (k, RecordKey::Plain)), rows)
+    }
+
+    /// [`enqueue`](Outbox::enqueue) with the key's record stored where
+    /// `record` says (see [`RecordKey`]).
+    pub(super) fn enqueue_recorded(
+        &self,
+        now_ms: u64,
+        record: Option<(&str, RecordKey<'_>)>,
+        rows: &[EnqueueRow],
+    ) -> Result<Enqueued, EnqueueFailure> {
+        let key = record.map(|(k, _)| k);
+        let stored_key = record.map(|(k, at)| at.stored(k));
         let state = self.state()?;
-        let record = match key {
-            Some(k) => self.dedup_record(k)?,
-            None => None,
+        let record = match (&stored_key, record) {
+            (Some(stored), Some((k, at))) => match self.dedup_record(stored)? {
+                Some(r) => Some(r),
+                // A partition's record from before records were kept per call.
+                None if at != RecordKey::Plain => self.dedup_record(k)?,
+                None => None,
+            },
+            _ => None,
         };
         let parked = self.parked_set()?;
         let held = self.holds(now_ms)?;
@@ -115,7 +166,6 @@ impl<S: Sql> Outbox<S> {
             parked: &parked,
             held: &held,
         };
-        let waiting = state.queued_rows + state.parked_rows;
         match admit(&input, rows) {
             Err(refusal) => {
                 if matches!(refusal, EnqueueRefusal::Invalid(EnqueueError::OutboxFull { .. })) {
@@ -123,107 +173,34 @@ impl<S: Sql> Outbox<S> {
                 }
                 Err(EnqueueFailure::Refused(refusal))
             }
-            Ok(Admission::Duplicate { seqs, at_ms }) => {
+            Ok(Admission::Duplicate { seqs, at_ms, due_ms }) => {
                 self.add_pending(Pending { dedup_hits: 1, ..Pending::default() });
                 Ok(Enqueued {
                     seqs,
                     os: state.os,
                     duplicate: true,
-                    queued_rows: waiting,
+                    queued_rows: state.queued_rows,
+                    parked_rows: state.parked_rows,
                     at_ms,
-                    due_ms: vec![],
+                    due_ms,
                 })
             }
-            Ok(Admission::Append(plan)) => {
+            Ok(Admission::Append(mut plan)) => {
+                if let (Some(r), Some(stored)) = (plan.record.as_mut(), stored_key) {
+                    r.key = stored;
+                }
                 self.write_append(&plan)?;
-                let n = plan.plan.rows.len() as u64;
-                let delayed = plan.plan.rows.iter().any(|r| r.due_ms > now_ms);
                 Ok(Enqueued {
-                    due_ms: if delayed { plan.plan.rows.iter().map(|r| r.due_ms).collect() } else { vec![] },
+                    due_ms: due_list(&plan.plan.rows, now_ms),
                     seqs: plan.plan.seqs(),
                     os: plan.plan.os,
                     duplicate: false,
-                    queued_rows: waiting + n,
+                    queued_rows: state.queued_rows + plan.queued.len() as u64,
+                    parked_rows: state.parked_rows + plan.parked.len() as u64,
                     at_ms: now_ms,
                 })
             }
         }
-    }
-
-    /// [`enqueue`](Outbox::enqueue) for a partition of a logical source:
-    /// first the router's epoch (refused when older than the stored one,
-    /// stored when newer), then, for a gated enqueue, whether this
-    /// partition still holds rows for the one target (`Ok(None)` when not:
-    /// the target has moved). Run it inside a transaction, like `enqueue`;
-    /// an `Ok` must commit, so the epoch is kept with the answer.
-    pub fn enqueue_fenced(
-        &self,
-        now_ms: u64,
-        key: Option<&str>,
-        rows: &[EnqueueRow],
-        fence: Fence,
-    ) -> Result<Option<Enqueued>, EnqueueFailure> {
-        if fence.epoch > 0 {
-            let stored = self.partition_epoch()?;
-            if fence.epoch < stored {
-                return Err(EnqueueRefusal::StaleEpoch { sent: fence.epoch, stored }.into());
-            }
-            if fence.epoch > stored {
-                let n = self.sql.run(
-                    "INSERT INTO relay_partition (id, epoch) VALUES (1, ?) \
-                     ON CONFLICT(id) DO UPDATE SET epoch = excluded.epoch",
-                    vec![int(fence.epoch)],
-                )?;
-                self.add_pending(Pending { writes: u64::from(n), ..Pending::default() });
-            }
-        }
-        if fence.gate {
-            let target = match rows {
-                [first, rest @ ..] if rest.iter().all(|r| r.target == first.target) => &first.target,
-                _ => return Err(EnqueueRefusal::GateTargets.into()),
-            };
-            // A retry of a keyed enqueue this partition took is answered
-            // here (a duplicate, or a conflict), never sent on to the new home.
-            let remembered = match key {
-                Some(k) => self
-                    .dedup_record(k)?
-                    .is_some_and(|r| !r.expired(now_ms, self.settings().dedup_horizon_ms)),
-                None => false,
-            };
-            if !remembered && !self.holds_rows_for(target.as_str())? {
-                return Ok(None);
-            }
-        }
-        self.enqueue(now_ms, key, rows).map(Some)
-    }
-
-    /// The distinct targets with queued or parked (not discarded) rows.
-    /// Scans: an operator's question while a resize settles.
-    pub fn targets_held(&self) -> Result<Vec<String>, StoreError> {
-        let rows = self.sql.rows(
-            "SELECT target FROM relay_outbox WHERE target != '' UNION \
-             SELECT target FROM relay_parked WHERE discarded_at_ms IS NULL",
-            vec![],
-        )?;
-        rows.iter().map(|r| r.text(0)).collect()
-    }
-
-    /// The newest routing epoch this partition has seen (0: none).
-    pub fn partition_epoch(&self) -> Result<u64, StoreError> {
-        let row = self.sql.first("SELECT epoch FROM relay_partition WHERE id = 1", vec![])?;
-        row.map_or(Ok(0), |r| r.u64(0))
-    }
-
-    /// Whether rows for `target` are queued or parked (not discarded). Scans
-    /// (the outbox has no index on target): only gated enqueues ask, while a
-    /// resize settles.
-    fn holds_rows_for(&self, target: &str) -> Result<bool, StoreError> {
-        let row = self.sql.first(
-            "SELECT EXISTS (SELECT 1 FROM relay_outbox WHERE target = ?) \
-             OR EXISTS (SELECT 1 FROM relay_parked WHERE target = ? AND discarded_at_ms IS NULL)",
-            vec![target.into(), target.into()],
-        )?;
-        Ok(row.map_or(Ok(0), |r| r.u64(0))? != 0)
     }
 
     /// Writes an admitted enqueue: the rows and the dedup record, and no
@@ -316,34 +293,46 @@ impl<S: Sql> Outbox<S> {
         rows.iter().map(|r| Ok((r.text(0)?, r.u64(1)?))).collect()
     }
 
-    fn dedup_record(&self, key: &str) -> Result<Option<DedupRecord>, StoreError> {
+    pub(super) fn dedup_record(&self, key: &str) -> Result<Option<DedupRecord>, StoreError> {
         let row = self.sql.first(
-            "SELECT key, digest, first_seq, rows, at_ms FROM relay_dedup WHERE key = ?",
+            "SELECT key, digest, first_seq, rows, at_ms, due_ms FROM relay_dedup WHERE key = ?",
             vec![key.into()],
         )?;
         row.map(|r| {
+            let due_ms = match r.opt_text(5)? {
+                Some(text) => serde_json::from_str(&text)
+                    .map_err(|e| StoreError::Corrupt(format!("a dedup record's due times: {e}")))?,
+                None => Vec::new(),
+            };
             Ok(DedupRecord {
                 key: r.text(0)?,
                 digest: r.text(1)?,
                 first_seq: r.u64(2)?,
                 rows: r.u32(3)?,
                 at_ms: r.u64(4)?,
+                due_ms,
             })
         })
         .transpose()
     }
 
     fn put_dedup(&self, r: &DedupRecord) -> Result<u32, StoreError> {
+        // Only a delayed enqueue stores its due times: the common record stays as small as it was.
+        let due: SqlValue = match r.due_ms.as_slice() {
+            [] => SqlValue::Null,
+            list => serde_json::to_string(list).map_err(|e| StoreError::Corrupt(e.to_string()))?.into(),
+        };
         self.sql.run(
-            "INSERT INTO relay_dedup (key, digest, first_seq, rows, at_ms) VALUES (?, ?, ?, ?, ?) \
+            "INSERT INTO relay_dedup (key, digest, first_seq, rows, at_ms, due_ms) VALUES (?, ?, ?, ?, ?, ?) \
              ON CONFLICT(key) DO UPDATE SET digest = excluded.digest, first_seq = excluded.first_seq, \
-             rows = excluded.rows, at_ms = excluded.at_ms",
+             rows = excluded.rows, at_ms = excluded.at_ms, due_ms = excluded.due_ms",
             vec![
                 r.key.as_str().into(),
                 r.digest.as_str().into(),
                 int(r.first_seq),
                 int(u64::from(r.rows)),
                 int(r.at_ms),
+                due,
             ],
         )
     }

@@ -7,10 +7,12 @@
 //!   read what a fire needs;
 //! - [`checkpoint`](Outbox::checkpoint) writes a settled fire, guarded;
 //! - `parking.rs`: operator actions on parked targets;
-//! - `prune.rs`: horizon pruning of dedup records and discarded rows;
+//! - `prune.rs`: horizon pruning of dedup records, key claims and discarded rows;
+//! - `routing.rs`: a partition's half of routing (fence, adoption, key claims);
 //! - `audit.rs`: the invariants below, checked on the real tables.
 //!
-//! Schema (component `relay_source`; version 2 adds parking and dedup):
+//! Schema (component `relay_source`, version 6; version 2 added parking and
+//! dedup):
 //!
 //! ```sql
 //! relay_state   (id = 1, os, rs, queued_rows, queued_bytes, parked_rows, parked_bytes,
@@ -18,9 +20,10 @@
 //! relay_outbox  (seq INTEGER PRIMARY KEY, target, at_ms, bytes, body, due_ms)
 //! relay_parked  (seq INTEGER PRIMARY KEY, target, at_ms, bytes, body, discarded_at_ms, due_ms)
 //! relay_holds   (target PRIMARY KEY, due_ms)   -- version 4: delayed rows
-//! relay_partition (id = 1, epoch)             -- version 5: partitioned sources
+//! relay_partition (id = 1, epoch, map)        -- version 5: partitioned sources (map: 6)
+//! relay_claims  (key PRIMARY KEY, digest, at_ms) -- version 6: keys at their home partition
 //! relay_targets (target PRIMARY KEY, failed_cycles, parked, reason, first/last_failure_ms, last_error)
-//! relay_dedup   (key PRIMARY KEY, digest, first_seq, rows, at_ms)
+//! relay_dedup   (key PRIMARY KEY, digest, first_seq, rows, at_ms, due_ms)
 //! ```
 //!
 //! Invariants (checked by [`Outbox::audit`]):
@@ -41,6 +44,7 @@ mod enqueue;
 mod ledger;
 mod parking;
 mod prune;
+mod routing;
 mod window;
 
 use std::cell::Cell;
@@ -52,6 +56,7 @@ pub use checkpoint::{Commit, CHECKPOINT_GUARD_SQL};
 pub use enqueue::{EnqueueFailure, Enqueued};
 pub use ledger::Pending;
 pub use parking::{ActionOutcome, ParkedPage, ParkedRow, TargetReport};
+pub use routing::{Adopted, Seat};
 
 use super::{int, schema, Sql, SqlValue, StoreError};
 use crate::core::{
@@ -137,6 +142,15 @@ const MIGRATIONS: &[&[&str]] = &[
     // Version 5: partitioned sources. The newest routing epoch this
     // partition has seen, which fences routers running an older map.
     &["CREATE TABLE relay_partition (id INTEGER PRIMARY KEY CHECK (id = 1), epoch INTEGER NOT NULL)"],
+    // Version 6: every promise at a partitioned source. The map a partition
+    // adopted (checked before it is adopted); the content each idempotency
+    // key names at its home partition; the due times a duplicate answers.
+    &[
+        "ALTER TABLE relay_partition ADD COLUMN map TEXT",
+        "CREATE TABLE relay_claims (key TEXT PRIMARY KEY, digest TEXT NOT NULL, at_ms INTEGER NOT NULL)",
+        "CREATE INDEX relay_claims_at ON relay_claims (at_ms)",
+        "ALTER TABLE relay_dedup ADD COLUMN due_ms TEXT",
+    ],
 ];
 
 /// The `SET` fragment that adds the pending counts (see [`Pending`]); binds

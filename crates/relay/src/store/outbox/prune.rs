@@ -1,11 +1,11 @@
-//! Horizon pruning: expired dedup records and discarded rows are deleted by
+//! Horizon pruning: expired dedup records, key claims and discarded rows are deleted by
 //! the alarm in bounded batches ([`PrunePlan`]), and an idle source wakes to
 //! prune at most once per interval ([`idle_prune_at`](crate::core::schedule::idle_prune_at)).
 
 use super::ledger::StateWrite;
 use super::{int, Outbox, Sql, StoreError};
 use crate::core::schedule::{idle_prune_at, records_prune};
-use crate::core::PrunePlan;
+use crate::core::{PrunePlan, CLAIM_GRACE_MS};
 
 impl<S: Sql> Outbox<S> {
     /// Deletes expired dedup records and discarded rows as the plan for
@@ -25,6 +25,13 @@ impl<S: Sql> Outbox<S> {
                  ORDER BY at_ms LIMIT ?)",
                 vec![int(plan.dedup_before_ms), batch.clone()],
             )?;
+            // A key's home remembers it a grace longer than the partitions do.
+            let claims = self.sql.run(
+                "DELETE FROM relay_claims WHERE key IN (SELECT key FROM relay_claims WHERE at_ms <= ? \
+                 ORDER BY at_ms LIMIT ?)",
+                vec![int(plan.dedup_before_ms.saturating_sub(CLAIM_GRACE_MS)), batch.clone()],
+            )?;
+            let dedup = dedup + claims;
             let discarded = self.sql.run(
                 "DELETE FROM relay_parked WHERE seq IN (SELECT seq FROM relay_parked \
                  WHERE discarded_at_ms IS NOT NULL AND discarded_at_ms <= ? LIMIT ?)",
@@ -50,14 +57,16 @@ impl<S: Sql> Outbox<S> {
     pub fn idle_prune_at(&self, last_prune_ms: u64) -> Result<Option<u64>, StoreError> {
         let row = self.sql.first(
             "SELECT (SELECT MIN(at_ms) FROM relay_dedup), \
-             (SELECT MIN(discarded_at_ms) FROM relay_parked WHERE discarded_at_ms IS NOT NULL)",
+             (SELECT MIN(discarded_at_ms) FROM relay_parked WHERE discarded_at_ms IS NOT NULL), \
+             (SELECT MIN(at_ms) FROM relay_claims)",
             vec![],
         )?;
         let Some(row) = row else { return Ok(None) };
         let s = self.settings();
         let dedup = row.opt_u64(0)?.map(|d| d.saturating_add(s.dedup_horizon_ms));
         let discard = row.opt_u64(1)?.map(|p| p.saturating_add(s.discard_horizon_ms));
-        let first_expiry = dedup.into_iter().chain(discard).min();
+        let claims = row.opt_u64(2)?.map(|c| c.saturating_add(s.dedup_horizon_ms + CLAIM_GRACE_MS));
+        let first_expiry = dedup.into_iter().chain(discard).chain(claims).min();
         Ok(idle_prune_at(first_expiry, last_prune_ms))
     }
 }
