@@ -91,6 +91,8 @@ export interface TargetReport {
   last_error: string | null;
   /** Parked rows (not discarded). */
   rows: number;
+  /** For a failing target that is not parked: when a cycle may call it again, ms since the epoch. */
+  retry_at_ms: number | null;
 }
 
 /** One parked row. */
@@ -130,8 +132,19 @@ export interface ScanState {
   generation: number;
   cycle_end: number;
   cursor: number;
-  blocked: string[];
+  /** Targets an older version listed as blocked (absent when none). */
+  blocked?: string[];
   idle_fires: number;
+  clock_ms?: number;
+  next_due_ms?: number;
+  /** Whether this cycle passed over a failing target's row (absent when not). */
+  passed_failing?: boolean;
+  /** Failing targets retried this cycle (absent when none). */
+  retries?: number;
+  capped?: boolean;
+  spread?: number;
+  rotation?: number;
+  calm?: number;
 }
 
 /** What one alarm did (the `relay_alarm` log line, and a status's `last_alarm`). */

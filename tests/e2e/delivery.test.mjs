@@ -66,7 +66,7 @@ test("a failing target does not hold back others, and its rows arrive in order a
   const { seqs } = await relay.enqueue(src, rows);
   await until(async () => (await relay.status(src)).queued_rows === 6, "healthy rows to drain");
   const s = await relay.status(src);
-  assert.deepEqual(s.blocked_targets, ["fail-bad"]);
+  assert.deepEqual(Object.keys(s.failing_targets), ["fail-bad"], "its record passes its rows over");
   assert.deepEqual(await relay.log("fail-bad", src), []);
   for (let i = 0; i < 12; i += 2) assert.deepEqual(await relay.log(`fail-ok${i}`, src), [seqs[i]]);
   await relay.api("POST", "/v1/targets/fail-bad/faults", { reject: false });
@@ -93,7 +93,7 @@ test("an alarm that was dropped is re-armed by the next status read", async () =
   const src = "drop-src";
   await relay.api("POST", "/v1/targets/drop-t/faults", { reject: true });
   await relay.enqueue(src, [put("drop-t", "k", 1)]);
-  await until(async () => (await relay.status(src)).blocked_targets.length === 1, "the failed fire");
+  await until(async () => Object.keys((await relay.status(src)).failing_targets).length === 1, "the failed fire");
   await relay.api("POST", `/v1/sources/${src}/faults`, { drop_alarm: true });
   await relay.api("POST", "/v1/targets/drop-t/faults", { reject: false });
   await sleep(3_000);
@@ -108,7 +108,7 @@ test("an alarm that was dropped is re-armed by the next enqueue", async () => {
   const src = "drop2-src";
   await relay.api("POST", "/v1/targets/drop2-t/faults", { reject: true });
   await relay.enqueue(src, [put("drop2-t", "k", 1)]);
-  await until(async () => (await relay.status(src)).blocked_targets.length === 1, "the failed fire");
+  await until(async () => Object.keys((await relay.status(src)).failing_targets).length === 1, "the failed fire");
   await relay.api("POST", `/v1/sources/${src}/faults`, { drop_alarm: true });
   await relay.api("POST", "/v1/targets/drop2-t/faults", { reject: false });
   await relay.enqueue(src, [put("drop2-t", "k", 2)]);

@@ -194,7 +194,8 @@ fn a_failed_target_is_blocked_and_passed_while_others_deliver() {
     let mut f = fire(&rows, RelayBudget::default());
     drive(&mut f, fail_only("bad"));
     let s = f.settle();
-    assert_eq!(s.scan.blocked, vec![n("bad")]);
+    assert!(s.scan.blocked.is_empty(), "its failure record, written by this checkpoint, passes it over");
+    assert_eq!(s.report.target_changes().failed, vec![(n("bad"), "down".to_owned())]);
     assert_eq!(deleted(&s), vec![2, 4]);
     assert!(s.scan.is_complete());
     assert_eq!(s.report.failed.len(), 1);
@@ -228,21 +229,111 @@ fn failures_then_healthy(failing: u64) -> Settlement {
 }
 
 #[test]
-fn the_thirty_third_distinct_failure_ends_the_cycle_and_keeps_its_row() {
-    let s = failures_then_healthy(33);
-    assert!(s.report.overflow);
-    assert_eq!(s.scan.blocked.len(), MAX_BLOCKED_TARGETS);
-    assert!(!s.scan.is_blocked(&n("t33")), "the 33rd failure is not recorded");
-    assert!(s.scan.is_complete(), "terminal marker");
-    assert_eq!(deleted(&s), vec![34], "the 33rd row stays; the delivered later row leaves");
+fn any_number_of_new_failures_in_one_fire_neither_end_the_cycle_nor_hold_back_the_healthy_row() {
+    for failing in [32, 33, 63] {
+        let s = failures_then_healthy(failing);
+        assert!(s.scan.is_complete(), "{failing}: the cursor passed every failed row");
+        assert!(s.scan.blocked.is_empty());
+        assert_eq!(s.report.failed.len(), failing as usize);
+        assert_eq!(
+            deleted(&s),
+            vec![failing + 1],
+            "{failing}: the healthy row is delivered, the failed ones stay"
+        );
+    }
+}
+
+/// A fire from a fresh cycle at `NOW` over `rows`, knowing `failing` records.
+fn fire_knowing(
+    rows: &[StoredRow],
+    b: RelayBudget,
+    failing: &[(&str, Failing)],
+    rs: Option<&ScanState>,
+) -> Fire {
+    let os = rows.last().map_or(0, |r| r.seq);
+    let mut st = start(os, rs, b);
+    st.failing = failing.iter().map(|(t, f)| (n(t), *f)).collect();
+    let begun = begin(st).unwrap();
+    let in_window: Vec<StoredRow> = rows
+        .iter()
+        .filter(|r| r.seq > begun.window.after && r.seq <= begun.window.through)
+        .cloned()
+        .collect();
+    Fire::new(begun, &in_window, true)
 }
 
 #[test]
-fn thirty_two_failures_fit_the_blocked_set() {
-    let s = failures_then_healthy(32);
-    assert!(!s.report.overflow);
-    assert_eq!(s.scan.blocked.len(), MAX_BLOCKED_TARGETS);
-    assert_eq!(deleted(&s), vec![33]);
+fn failing_targets_whose_back_off_has_not_passed_are_passed_over_without_a_call() {
+    let mut rows: Vec<_> = (1..=1_000).map(|s| stored(s, &format!("f{s:04}"))).collect();
+    rows.push(stored(1_001, "healthy"));
+    let names: Vec<String> = (1..=1_000).map(|s| format!("f{s:04}")).collect();
+    let just_failed = Failing { cycles: 1, last_failure_ms: NOW };
+    let failing: Vec<(&str, Failing)> = names.iter().map(|t| (t.as_str(), just_failed)).collect();
+    let mut f = fire_knowing(&rows, RelayBudget::FREE, &failing, None);
+    let calls = drive(&mut f, ok);
+    assert_eq!(calls.iter().map(|c| c.target.as_str()).collect::<Vec<_>>(), vec!["healthy"]);
+    let s = f.settle();
+    assert_eq!(deleted(&s), vec![1_001]);
+    assert!(s.scan.is_complete());
+    assert_eq!(s.report.retries, 0);
+}
+
+#[test]
+fn a_cycle_that_passed_over_a_failing_row_in_an_earlier_fire_never_ends_idle() {
+    let rows = [stored(1, "bad"), stored(2, "good"), stored(3, "good")];
+    let b = RelayBudget { rows_per_fire: 1, ..RelayBudget::default() };
+    let mut st = start(3, None, b);
+    st.failing.insert(n("bad"), Failing { cycles: 1, last_failure_ms: NOW });
+    let mut f = Fire::new(begin(st).unwrap(), &rows[..1], false);
+    drive(&mut f, ok);
+    let first = f.settle();
+    assert!(first.scan.passed_failing && !first.scan.is_complete());
+    // The next fire of the cycle delivers everything in its window.
+    let begun = begin(FireStart { rs_text: Some(first.scan.encode()), ..start(3, None, b) }).unwrap();
+    let mut f = Fire::new(begun, &rows[1..], true);
+    drive(&mut f, ok);
+    let s = f.settle();
+    assert_eq!(deleted(&s), vec![2, 3]);
+    assert!(s.scan.is_complete());
+    assert!(
+        matches!(s.wake, Wake::Now | Wake::After { .. }),
+        "bad's row is still owed: the source must wake again, not idle ({:?})",
+        s.wake
+    );
+}
+
+#[test]
+fn a_cycle_retries_its_share_of_due_failing_targets_and_the_next_one_spreads_them() {
+    let mut rows: Vec<_> = (1..=10).map(|s| stored(s, &format!("f{s:02}"))).collect();
+    rows.push(stored(11, "healthy"));
+    let names: Vec<String> = (1..=10).map(|s| format!("f{s:02}")).collect();
+    let due = Failing { cycles: 1, last_failure_ms: NOW - 1_000 };
+    let failing: Vec<(&str, Failing)> = names.iter().map(|t| (t.as_str(), due)).collect();
+    let mut f = fire_knowing(&rows, RelayBudget::FREE, &failing, None);
+    let calls = drive(&mut f, |c| if c.target.as_str() == "healthy" { ok(c) } else { failed() });
+    let called: Vec<&str> = calls.iter().map(|c| c.target.as_str()).collect();
+    assert_eq!(
+        called,
+        vec!["f01", "f02", "f03", "f04", "healthy"],
+        "four retries on Free, then the healthy one"
+    );
+    let s = f.settle();
+    assert_eq!(deleted(&s), vec![11]);
+    assert_eq!((s.scan.retries, s.scan.capped), (4, true), "f05 on were passed over for want of retries");
+    assert!(s.scan.is_complete());
+    // The next cycle considers one class of two: about half of them.
+    let mut f = fire_knowing(&rows[..10], RelayBudget::FREE, &failing, Some(&s.scan));
+    assert_eq!((f.begun.scan.spread, f.begun.scan.rotation), (2, 1));
+    let calls = drive(&mut f, |_| failed());
+    let called: Vec<&str> = calls.iter().map(|c| c.target.as_str()).collect();
+    assert!(!called.is_empty() && called.len() <= 4, "{called:?}");
+    let class: Vec<&str> = names
+        .iter()
+        .map(String::as_str)
+        .filter(|t| crate::partition::fnv(t.as_bytes()) % 2 == 1)
+        .take(4)
+        .collect();
+    assert_eq!(called, class, "the first of its class, in sequence order");
 }
 
 #[test]
@@ -341,7 +432,7 @@ fn park_case(failure: Failure, failed_before: u32, policy: RelayPolicy) -> Settl
     let mut st = start(3, None, RelayBudget::default());
     st.policy = policy;
     if failed_before > 0 {
-        st.failing.insert(n("bad"), failed_before);
+        st.failing.insert(n("bad"), Failing { cycles: failed_before, last_failure_ms: 0 });
     }
     let mut f = Fire::new(begin(st).unwrap(), &rows, true);
     drive(&mut f, |c| if c.target.as_str() == "bad" { CallOutcome::Failed(failure.clone()) } else { ok(c) });
@@ -364,7 +455,11 @@ fn transient_failures_park_only_after_the_policy_run_of_failed_cycles() {
     let policy = RelayPolicy { park_after_failed_cycles: Some(3) };
     let s = park_case(Failure::Transient("down".into()), 1, policy);
     assert!(s.report.parked.is_empty(), "second failed cycle of three");
-    assert_eq!(s.scan.blocked, vec![n("bad")]);
+    assert_eq!(
+        s.report.target_changes().failed,
+        vec![(n("bad"), "down".to_owned())],
+        "one more failed cycle"
+    );
     let s = park_case(Failure::Transient("down".into()), 2, policy);
     assert_eq!(s.report.parked.len(), 1, "third failed cycle parks");
     assert!(s.report.parked[0].1.contains("3 consecutive cycles"));
@@ -376,7 +471,7 @@ fn transient_failures_park_only_after_the_policy_run_of_failed_cycles() {
 fn a_target_that_takes_a_batch_again_is_reported_recovered() {
     let rows = [stored(1, "was-bad")];
     let mut st = start(1, None, RelayBudget::default());
-    st.failing.insert(n("was-bad"), 2);
+    st.failing.insert(n("was-bad"), Failing { cycles: 2, last_failure_ms: 0 });
     let mut f = Fire::new(begin(st).unwrap(), &rows, true);
     drive(&mut f, ok);
     assert_eq!(f.settle().report.recovered, vec![n("was-bad")]);
@@ -425,14 +520,14 @@ fn a_fire_that_delivers_nothing_backs_off_and_the_streak_doubles() {
 }
 
 #[test]
-fn scanning_past_blocked_rows_mid_cycle_waits_only_the_base_back_off() {
+fn scanning_past_failed_rows_mid_cycle_goes_on_at_once() {
     let rows: Vec<_> = (1..=10).map(|s| stored(s, &format!("bad{}", s % 2))).collect();
     let b = RelayBudget { rows_per_fire: 1, ..RelayBudget::default() };
     let mut f = fire(&rows, b);
     drive(&mut f, |_| failed());
     let s = f.settle();
     assert_eq!(s.scan.cursor, 4, "window of four rows");
-    assert_eq!(s.wake, Wake::After { delay_ms: RETRY_BACKOFF_MS });
+    assert_eq!(s.wake, Wake::Now, "the failed targets are passed over from now on: scan on");
     assert_eq!(s.scan.idle_fires, 0);
 }
 

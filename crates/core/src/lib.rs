@@ -43,7 +43,9 @@ pub use enqueue::{
     encode_rows, plan_encoded, plan_enqueue, Capacity, EncodedRows, EnqueueError, EnqueuePlan,
     EnqueueRefusal, EnqueueRow,
 };
-pub use fire::{begin, Begun, CallOutcome, Failure, Fire, FireStart, RelayPolicy, TargetCall, WindowQuery};
+pub use fire::{
+    begin, Begun, CallOutcome, Failing, Failure, Fire, FireStart, RelayPolicy, TargetCall, WindowQuery,
+};
 pub use json::ValueError;
 pub use limits::*;
 pub use name::{Name, NameError};

@@ -14,9 +14,19 @@ use serde::{Deserialize, Serialize};
 /// in a JS caller and through SQLite's INTEGER as bound by workerd.
 pub const SEQ_MAX: u64 = (1 << 53) - 1;
 
-/// Most distinct failing targets one scan cycle remembers. The
-/// 33rd distinct failure ends the cycle early and keeps its row.
+/// Most targets an older version's `rs` lists as blocked. A cycle no
+/// longer adds to that list: a failing target's own record defers it, so
+/// any number of failing targets can be passed over.
 pub const MAX_BLOCKED_TARGETS: usize = 32;
+
+/// A scan cycle retries at most `targets_per_fire / RETRY_SHARE_DIVISOR`
+/// failing targets (at least one): half a fire's target slots.
+pub const RETRY_SHARE_DIVISOR: u32 = 2;
+
+/// Most classes a cycle's retries rotate through: with 1,024, a source
+/// whose retries are spent on every cycle still retries each failing target
+/// within 1,024 cycles, and each cycle considers about 1/1,024 of them.
+pub const MAX_RETRY_SPREAD: u32 = 1_024;
 
 /// Rows older than this raise the lag metric.
 pub const RELAY_LAG_BOUND_MS: u64 = 60_000;
@@ -316,6 +326,14 @@ impl RelayBudget {
     pub fn calls_per_alarm(&self) -> u32 {
         self.calls_per_fire().saturating_mul(self.fires_per_alarm).min(self.subrequests_per_alarm)
     }
+
+    /// Failing targets one scan cycle calls again: a fire's target slots
+    /// over [`RETRY_SHARE_DIVISOR`], at least one. Any more are passed over
+    /// until a later cycle, so however many targets fail, most of the
+    /// budget reaches the targets that answer.
+    pub fn retries_per_cycle(&self) -> u32 {
+        (self.targets_per_fire / RETRY_SHARE_DIVISOR).max(1)
+    }
 }
 
 impl Default for RelayBudget {
@@ -380,6 +398,16 @@ mod tests {
         assert_eq!(b.validate().unwrap_err().field, "subrequests_per_alarm");
         b.subrequests_per_alarm = 1;
         assert!(b.validate().is_ok());
+    }
+
+    #[test]
+    fn a_cycle_retries_half_a_fires_targets_and_at_least_one() {
+        assert_eq!(RelayBudget::FREE.retries_per_cycle(), 4);
+        assert_eq!(RelayBudget::PAID.retries_per_cycle(), 16);
+        let one = RelayBudget { targets_per_fire: 1, ..RelayBudget::FREE };
+        assert_eq!(one.retries_per_cycle(), 1, "at the edge: never zero");
+        let three = RelayBudget { targets_per_fire: 3, ..RelayBudget::FREE };
+        assert_eq!(three.retries_per_cycle(), 1);
     }
 
     #[test]

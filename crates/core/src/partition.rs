@@ -204,7 +204,7 @@ fn route_by(map: &PartitionMap, hash: u64) -> Route {
 }
 
 /// FNV-1a (64-bit) of `bytes`. Stable across builds and platforms.
-fn fnv(bytes: &[u8]) -> u64 {
+pub(crate) fn fnv(bytes: &[u8]) -> u64 {
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
     for b in bytes {
         hash ^= u64::from(*b);

@@ -3,16 +3,17 @@
 //! A cycle covers the outbox up to `cycle_end`, the `os` snapshot taken when
 //! it started. Rows appended later wait for the next cycle. While a cycle is
 //! active (`cursor < cycle_end`), every undelivered row with `seq <= cursor`
-//! has its target in `blocked`, or is held by a delay (`due_ms > clock_ms`;
-//! then every later row of its target is too, see [`crate::delay`]). A
-//! completed marker (`cursor == cycle_end`) makes the next fire start a new
-//! cycle from the head with nothing blocked.
+//! belongs to a target that is failing (passed over this cycle, see
+//! [`crate::fire::retry`]), or listed in `blocked` (by an older version), or
+//! is held by a delay (`due_ms > clock_ms`; then every later row of its
+//! target is too, see [`crate::delay`]). A completed marker (`cursor ==
+//! cycle_end`) makes the next fire start a new cycle from the head.
 
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::limits::{MAX_BLOCKED_TARGETS, SEQ_MAX};
+use crate::limits::{MAX_BLOCKED_TARGETS, MAX_RETRY_SPREAD, SEQ_MAX};
 use crate::name::Name;
 
 /// Version tag of the persisted encoding.
@@ -33,8 +34,11 @@ pub struct ScanState {
     pub cycle_end: u64,
     /// Last inspected sequence. Invariant: `cursor <= cycle_end`.
     pub cursor: u64,
-    /// Targets whose delivery failed this cycle.
-    /// Invariant: strictly ascending, at most [`MAX_BLOCKED_TARGETS`].
+    /// Targets whose delivery failed this cycle, as an older version kept
+    /// them: honoured until the cycle ends, never added to (a failing
+    /// target's record now says it is passed over, with no bound on how
+    /// many). Invariant: strictly ascending, at most [`MAX_BLOCKED_TARGETS`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub blocked: Vec<Name>,
     /// Consecutive fires, across cycles, that delivered nothing; sets the
     /// back-off. Reset by any fire that delivers or advances the cursor.
@@ -49,6 +53,64 @@ pub struct ScanState {
     /// because they were held: when the source must wake for them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next_due_ms: Option<u64>,
+    /// Whether this cycle passed over a row of a failing target: rows are
+    /// still owed, so the source must wake again however the cycle ends.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub passed_failing: bool,
+    /// Failing targets called again this cycle. Invariant: at most the
+    /// budget's [`retries_per_cycle`](crate::RelayBudget::retries_per_cycle),
+    /// so most of a fire's calls stay with targets that answer.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub retries: u32,
+    /// Whether this cycle passed over a failing target that was due for a
+    /// retry because its retries were spent: the next cycle spreads its
+    /// retries thinner (see [`crate::fire::retry`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub capped: bool,
+    /// This cycle retries only the failing targets whose name hashes to
+    /// `rotation` modulo `spread`, so that however many are due, each gets
+    /// its turn within `spread` cycles. Invariant: a power of two,
+    /// `1..=MAX_RETRY_SPREAD`.
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub spread: u32,
+    /// Counts cycles, for the rotation through the spread's classes.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub rotation: u32,
+    /// Consecutive cycles at this spread that did not run out of retries.
+    /// The spread halves only after a whole rotation of them (`calm ==
+    /// spread`), so every class has had its turn at each spread and a
+    /// spread that flips back and forth cannot keep one class from its turn.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub calm: u32,
+}
+
+fn one() -> u32 {
+    1
+}
+
+fn is_one(n: &u32) -> bool {
+    *n == 1
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+/// The spread and calm streak of a cycle after one with `spread` and
+/// `calm` that was (or was not) `capped`: twice as thin after a cycle that
+/// ran out of retries; twice as thick after a whole rotation of cycles that
+/// did not; within `1..=MAX_RETRY_SPREAD`.
+fn next_spread(spread: u32, calm: u32, capped: bool) -> (u32, u32) {
+    let spread = spread.clamp(1, MAX_RETRY_SPREAD);
+    if capped {
+        return ((spread * 2).min(MAX_RETRY_SPREAD), 0);
+    }
+    let calm = calm.saturating_add(1);
+    if calm >= spread {
+        ((spread / 2).max(1), 0)
+    } else {
+        (spread, calm)
+    }
 }
 
 /// Why a persisted `rs` value was rejected.
@@ -66,6 +128,7 @@ impl ScanState {
     /// idle streak over from `previous` so guards and back-off keep working.
     pub fn new_cycle(os: u64, previous: Option<&ScanState>) -> ScanState {
         assert!(os <= SEQ_MAX, "os {os} past SEQ_MAX");
+        let (spread, calm) = previous.map_or((1, 0), |p| next_spread(p.spread, p.calm, p.capped));
         ScanState {
             v: RS_VERSION,
             generation: previous.map_or(0, |p| p.generation),
@@ -75,6 +138,12 @@ impl ScanState {
             idle_fires: previous.map_or(0, |p| p.idle_fires),
             clock_ms: 0,
             next_due_ms: None,
+            passed_failing: false,
+            retries: 0,
+            capped: false,
+            spread,
+            rotation: previous.map_or(0, |p| p.rotation.wrapping_add(1)),
+            calm,
         }
     }
 
@@ -124,6 +193,9 @@ impl ScanState {
         }
         if self.blocked.windows(2).any(|w| w[0] >= w[1]) {
             return fail("blocked is not strictly ascending".into());
+        }
+        if !self.spread.is_power_of_two() || self.spread > MAX_RETRY_SPREAD {
+            return fail(format!("spread {} is not a power of two up to {MAX_RETRY_SPREAD}", self.spread));
         }
         Ok(())
     }

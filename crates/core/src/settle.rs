@@ -3,16 +3,17 @@
 //!
 //! The cursor walks the window in sequence order. A delivered row is passed
 //! and deleted. A row held by a delay is passed and its due time noted, so
-//! the source wakes for it. An undelivered row whose target is blocked, or failed in this
-//! fire, is passed and its target joins `blocked`; when `blocked` is full,
-//! that row ends the cycle early (a terminal marker) and stays queued. The
-//! walk stops before the first undelivered row of a healthy target (one the
-//! target budget paused, or whose batches were cut by the call budget) and
-//! before a corrupt row. Delivered rows past the stop are deleted too: their
-//! target's watermark already covers them.
+//! the source wakes for it. An undelivered row of a failing target the
+//! cycle passes over, or of a target whose call failed in this fire, is
+//! passed: the target's record (written by this checkpoint for a new
+//! failure) keeps it passed over for the rest of the cycle, however many
+//! targets fail. The walk stops before the first undelivered row of a
+//! healthy target (one the target budget paused, or whose batches were cut
+//! by the call budget) and before a corrupt row. Delivered rows past the
+//! stop are deleted too: their target's watermark already covers them.
 
 use crate::fire::{Failure, Fire, GroupState};
-use crate::limits::{retry_backoff_ms, MAX_BLOCKED_TARGETS, RELAY_LAG_BOUND_MS};
+use crate::limits::{retry_backoff_ms, RELAY_LAG_BOUND_MS};
 use crate::name::Name;
 use crate::scan::ScanState;
 
@@ -109,10 +110,10 @@ pub struct FireReport {
     pub rows_parked: u32,
     /// Whether the fire started a new cycle.
     pub new_cycle: bool,
-    /// Whether the cycle is complete after this fire (including terminal).
+    /// Whether the cycle is complete after this fire.
     pub cycle_complete: bool,
-    /// Whether a failure past [`MAX_BLOCKED_TARGETS`] ended the cycle.
-    pub overflow: bool,
+    /// Failing targets this fire called again.
+    pub retries: u32,
     /// The first corrupt row, which stopped the fire, and why.
     pub corrupt: Option<(u64, String)>,
     /// Whether the stored `rs` was corrupt and replaced.
@@ -171,8 +172,6 @@ struct Walk {
     scan: ScanState,
     /// Stopped before a healthy target's undelivered row or a corrupt row.
     interrupted: bool,
-    /// A failure found `blocked` full.
-    overflow: bool,
 }
 
 impl Fire {
@@ -183,22 +182,24 @@ impl Fire {
         let mut scan = walk.scan;
         let deleted = self.delete_ranges();
         let rows_delivered: u32 = deleted.iter().map(|r| r.rows).sum();
-        let complete = walk.overflow || (!walk.interrupted && self.corrupt.is_none() && self.exhausted);
+        let complete = !walk.interrupted && self.corrupt.is_none() && self.exhausted;
         if complete {
             scan.cursor = scan.cycle_end;
         }
+        scan.retries = scan.retries.saturating_add(self.retries.made);
+        scan.capped |= self.retries.capped;
         let start = &self.begun.scan;
         let advanced = self.begun.new_cycle || scan.cursor != start.cursor;
         let rows_parked = self.rows_parked();
         let left = rows_delivered + rows_parked;
-        let wake = self.wake(&mut scan, left, complete, advanced, walk.overflow);
+        let wake = self.wake(&mut scan, left, complete, advanced);
         scan.generation += 1;
         let checkpoint = Checkpoint {
             rs_expected: self.begun.start.rs_text.clone(),
             rs_new: scan.encode(),
             deletes: deleted,
         };
-        let mut report = self.report(rows_delivered, complete, walk.overflow);
+        let mut report = self.report(rows_delivered, complete);
         report.rows_parked = rows_parked;
         Settlement { checkpoint, scan, wake, report }
     }
@@ -207,7 +208,7 @@ impl Fire {
     fn walk(&self) -> Walk {
         let mut scan = self.begun.scan.clone();
         let stop = self.stop_seq();
-        let mut walk_end = Walk { scan: scan.clone(), interrupted: false, overflow: false };
+        let mut walk_end = Walk { scan: scan.clone(), interrupted: false };
         for (i, row) in self.rows.iter().enumerate() {
             if stop.is_some_and(|s| row.seq >= s) {
                 walk_end.interrupted = true;
@@ -216,19 +217,11 @@ impl Fire {
             if !self.delivered[i] {
                 let group = &self.groups[self.row_group[i] as usize];
                 match group.state {
-                    GroupState::Blocked | GroupState::Parked(_) => {}
+                    GroupState::Parked(_) => {}
+                    GroupState::Blocked | GroupState::Failed(_) => scan.passed_failing = true,
                     _ if self.held[i] => {
                         let due = scan.next_due_ms.map_or(row.due_ms, |d| d.min(row.due_ms));
                         scan.next_due_ms = Some(due);
-                    }
-                    GroupState::Failed(_) => {
-                        if let Err(at) = scan.blocked.binary_search(&row.target) {
-                            if scan.blocked.len() == MAX_BLOCKED_TARGETS {
-                                walk_end.overflow = true;
-                                break;
-                            }
-                            scan.blocked.insert(at, row.target.clone());
-                        }
                     }
                     ref s => panic!("row {} of a healthy group ({s:?}) before the stop", row.seq),
                 }
@@ -292,22 +285,15 @@ impl Fire {
 
     /// Decides the next wake-up and updates the idle streak. `rows_delivered`
     /// counts every window row that left the outbox (delivered or parked).
-    fn wake(
-        &self,
-        scan: &mut ScanState,
-        rows_delivered: u32,
-        complete: bool,
-        advanced: bool,
-        overflow: bool,
-    ) -> Wake {
+    fn wake(&self, scan: &mut ScanState, rows_delivered: u32, complete: bool, advanced: bool) -> Wake {
         if rows_delivered > 0 {
             scan.idle_fires = 0;
         }
         let os_read = self.begun.start.os;
         let held_left = self.held_left();
         let settled = complete
-            && !overflow
             && scan.blocked.is_empty()
+            && !scan.passed_failing
             && self.corrupt.is_none()
             && (rows_delivered + held_left) as usize == self.rows.len();
         // Until a held row is due, when the cycle ends with nothing else owed.
@@ -326,9 +312,12 @@ impl Fire {
             return Wake::Now;
         }
         if advanced && !complete {
-            // Scanning past blocked rows toward rows that may be healthy:
-            // wait the base back-off only.
-            return Wake::After { delay_ms: retry_backoff_ms(0) };
+            // Scanning past failing or held rows toward rows that may be
+            // healthy: go on at once. The targets that failed here are
+            // passed over until their own back-off ends, so going on calls
+            // none of them again, and the cursor moved, so this ends with
+            // the cycle.
+            return Wake::Now;
         }
         scan.idle_fires = scan.idle_fires.saturating_add(1);
         let backoff = retry_backoff_ms(scan.idle_fires);
@@ -344,7 +333,7 @@ impl Fire {
         (0..self.rows.len()).filter(|&i| self.held[i] && !self.delivered[i] && !parked(i)).count() as u32
     }
 
-    fn report(&self, rows_delivered: u32, complete: bool, overflow: bool) -> FireReport {
+    fn report(&self, rows_delivered: u32, complete: bool) -> FireReport {
         let now = self.begun.start.now_ms;
         let failed = self
             .groups
@@ -382,7 +371,7 @@ impl Fire {
             rows_parked: 0,
             new_cycle: self.begun.new_cycle,
             cycle_complete: complete,
-            overflow,
+            retries: self.retries.made,
             corrupt: self.corrupt.as_ref().map(|(s, e)| (*s, e.to_string())),
             corrupt_rs: self.begun.corrupt_rs.is_some(),
             // A held row is not late before it is due.

@@ -172,8 +172,8 @@ pub async fn fire<S: Sql>(
     last_alarm: Option<&AlarmFigures<'_>>,
 ) -> Result<FireRecord, AlarmError> {
     let start = outbox.fire_start(source, options.budget, calls_left, now())?;
-    let begun = begin(start)?;
-    let (window, exhausted) = outbox.read_window(&begun)?;
+    let mut begun = begin(start)?;
+    let (window, exhausted) = outbox.read_window(&mut begun)?;
     let mut fire = Fire::new(begun, &window, exhausted);
     let traces = call_targets(&mut fire, source, options.max_in_flight, targets).await;
     let settlement = fire.settle();

@@ -129,7 +129,8 @@ pub struct SourceStatus {
     pub rs: Option<ScanState>,
     /// Whether the stored `rs` failed to decode.
     pub rs_corrupt: bool,
-    /// Targets blocked in the current cycle.
+    /// Failing targets whose rows are passed over now: their retry is not
+    /// due yet (see `TargetReport::retry_at_ms`), by name.
     pub blocked_targets: Vec<Name>,
     /// Parked targets and their parked rows.
     pub parked_targets: BTreeMap<String, u64>,
@@ -157,6 +158,17 @@ pub struct SourceStatus {
     pub rearmed: bool,
     /// The alarm limits and operating settings in force.
     pub config: SourceConfig,
+}
+
+/// The failing targets passed over at `now_ms`: those an older version
+/// listed in `rs`, and those whose retry is not due yet.
+fn blocked_now(rs: Option<&ScanState>, targets: &[TargetReport], now_ms: u64) -> Vec<Name> {
+    let mut blocked = rs.map_or_else(Vec::new, |s| s.blocked.clone());
+    let deferred = targets.iter().filter(|t| t.retry_at_ms.is_some_and(|at| at > now_ms));
+    blocked.extend(deferred.filter_map(|t| Name::new(t.target.as_str()).ok()));
+    blocked.sort();
+    blocked.dedup();
+    blocked
 }
 
 /// The source side of the relay in one Durable Object: see the module doc.
@@ -482,7 +494,7 @@ impl<S: Sql, A: AlarmStore> Relay<S, A> {
             lag_breaches: state.lag_breaches,
             sql_rows_written: state.sql_rows_written,
             sql_rows_written_per_delivered_row: per_row,
-            blocked_targets: rs.as_ref().map_or_else(Vec::new, |s| s.blocked.clone()),
+            blocked_targets: blocked_now(rs.as_ref(), &targets, now_ms),
             rs_corrupt: matches!(decoded, Some(Err(_))),
             rs,
             parked_targets: targets.iter().filter(|t| t.parked).map(|t| (t.target.clone(), t.rows)).collect(),

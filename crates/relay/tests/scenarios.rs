@@ -3,8 +3,7 @@
 //! the behaviour it pins.
 
 use durable_relay::core::{
-    ApplyRow, Effects, EnqueueRow, JsonValue, Name, RelayBudget, RelayHook, Wake, MAX_BLOCKED_TARGETS,
-    RETRY_BACKOFF_MS,
+    ApplyRow, Effects, EnqueueRow, JsonValue, Name, RelayBudget, RelayHook, Wake, RETRY_BACKOFF_MS,
 };
 use durable_relay::sim::{Commit, Sim};
 use serde_json::json;
@@ -143,22 +142,25 @@ fn thirty_one_failing_targets_do_not_hide_the_healthy_ones_after_them() {
                 assert!(delay_ms >= RETRY_BACKOFF_MS, "a fire that delivers nothing backs off");
                 sim.advance(delay_ms);
             }
-            _ => assert!(f.report.rows_delivered > 0),
+            _ => assert!(f.report.rows_delivered > 0 || !f.scan.is_complete()),
         }
         fires.push(f);
         assert!(fires.len() < 20, "healthy targets starved");
     }
-    let shape: Vec<(u32, u32, usize)> =
-        fires.iter().map(|f| (f.report.calls, f.report.rows_delivered, f.scan.blocked.len())).collect();
-    println!("(calls, delivered, blocked) per fire: {shape:?}");
-    // 16 targets per fire: two fires block the 31 (pausing, then passing
-    // 1,040 failing rows), the third reaches and delivers the 10 healthy rows.
-    assert_eq!(shape, vec![(16, 0, 16), (15, 0, 31), (10, 10, 31)]);
+    let shape: Vec<(u32, u32, bool)> =
+        fires.iter().map(|f| (f.report.calls, f.report.rows_delivered, f.scan.is_complete())).collect();
+    println!("(calls, delivered, cycle complete) per fire: {shape:?}");
+    // 16 targets per fire: the first fire calls 16 of the 31 (pausing
+    // before the 17th), the second the other 15 and passes the rest of its
+    // 1,024-row window, the third passes the last failing rows without a
+    // call and delivers the 10 healthy rows. No fire waits between.
+    assert_eq!(shape, vec![(16, 0, false), (15, 0, false), (10, 10, true)]);
+    assert!(fires.iter().all(|f| f.wake == Wake::Now || f.report.rows_delivered > 0));
     sim.audit().unwrap();
     for t in &bad {
         sim.heal_target(t);
     }
-    let d = sim.run_until_idle(S, RelayBudget::default(), 100);
+    let d = sim.run_until_idle(S, RelayBudget::default(), 1_000);
     assert!(d.drained);
     sim.audit().unwrap();
     for t in &bad {
@@ -166,35 +168,79 @@ fn thirty_one_failing_targets_do_not_hide_the_healthy_ones_after_them() {
     }
 }
 
-#[test]
-fn the_thirty_third_failure_ends_the_cycle_keeps_its_row_and_all_drains_in_order_after_healing() {
-    let mut sim = Sim::new(7);
-    let bad = targets("bad", MAX_BLOCKED_TARGETS + 1);
-    for _ in 0..3 {
-        one_each(&mut sim, &bad);
+/// Alarms until `target`'s row from `S` is applied, at most `max`.
+fn alarms_until_applied(sim: &mut Sim, target: &str, budget: RelayBudget, max: u32) -> u32 {
+    for alarms in 1..=max {
+        let due = sim.alarm_at(S).expect("an alarm is armed while rows wait");
+        sim.advance(due.saturating_sub(sim.now_ms()));
+        let alarm = sim.run_alarm(S, budget);
+        assert!(alarm.totals.calls <= budget.calls_per_alarm());
+        if !sim.applied(target, S).is_empty() {
+            return alarms;
+        }
     }
-    one_each(&mut sim, &targets("good", 4));
+    panic!("{target} not applied in {max} alarms");
+}
+
+/// `failing` targets fail, each with one row; every one has failed once
+/// (its record passes it over); then one row for a healthy target arrives.
+/// Returns the alarms the healthy row took, and the alarms the failures
+/// took to be found.
+fn healthy_behind_known_failures(failing: usize) -> (u32, u32) {
+    let mut sim = Sim::new(7);
+    let bad = targets("bad", failing);
+    one_each(&mut sim, &bad);
     for t in &bad {
         sim.fail_target(t);
     }
-    let budget = RelayBudget { targets_per_fire: 64, ..RelayBudget::default() };
-    let f = sim.fire(S, budget);
-    assert!(f.report.overflow);
-    assert!(f.scan.is_complete(), "terminal marker");
-    assert_eq!(f.scan.blocked.len(), MAX_BLOCKED_TARGETS);
-    let last_bad = bad.last().unwrap();
-    assert!(sim.queued(S).contains(&(MAX_BLOCKED_TARGETS as u64 + 1)), "the 33rd row is kept");
-    assert!(sim.applied(last_bad, S).is_empty());
+    let mut found = 0;
+    while bad.iter().any(|t| sim.target_record(S, t).is_none()) {
+        let due = sim.alarm_at(S).expect("armed");
+        sim.advance(due.saturating_sub(sim.now_ms()));
+        sim.run_alarm(S, RelayBudget::FREE);
+        found += 1;
+        assert!(found < 1_000, "failures never found");
+    }
+    sim.put(S, "healthy", "k", json!(1)).unwrap();
+    let alarms = alarms_until_applied(&mut sim, "healthy", RelayBudget::FREE, 20);
     sim.audit().unwrap();
     for t in &bad {
         sim.heal_target(t);
     }
-    let d = sim.run_until_idle(S, budget, 100);
-    assert!(d.drained);
-    sim.audit().unwrap();
+    let d = sim.run_until_idle(S, RelayBudget::FREE, 10_000);
+    assert!(d.drained, "every failing target was retried and drained once healed");
     for t in &bad {
-        assert_eq!(sim.applied(t, S).len(), 3);
+        assert_eq!(sim.applied(t, S).len(), 1, "{t}");
     }
+    sim.audit().unwrap();
+    (alarms, found)
+}
+
+#[test]
+fn a_healthy_row_behind_any_number_of_failing_targets_is_delivered_in_the_same_few_alarms() {
+    let (behind_3, found_3) = healthy_behind_known_failures(3);
+    let (behind_1000, found_1000) = healthy_behind_known_failures(1_000);
+    println!("free: 3 failing: found in {found_3} alarms, healthy row in {behind_3}");
+    println!("free: 1,000 failing: found in {found_1000} alarms, healthy row in {behind_1000}");
+    assert_eq!(behind_3, 1);
+    assert_eq!(behind_1000, 1, "the same, 1,000 failing rows passed over in one window");
+    assert_eq!(found_1000, 1_000 / 16 + 1, "each failing target costs one call, 16 per Free alarm");
+}
+
+#[test]
+fn new_failures_past_thirty_two_in_one_cycle_neither_end_it_nor_stop_the_rows_behind_them() {
+    let mut sim = Sim::new(7);
+    let bad = targets("bad", 40);
+    one_each(&mut sim, &bad);
+    sim.put(S, "healthy", "k", json!(1)).unwrap();
+    for t in &bad {
+        sim.fail_target(t);
+    }
+    // A cycle that could remember only 32 failures ended at the 33rd and started over
+    // from the head, so the healthy row never arrived.
+    let alarms = alarms_until_applied(&mut sim, "healthy", RelayBudget::FREE, 10);
+    assert_eq!(alarms, 3, "40 failing targets at 16 calls per Free alarm, then the healthy one");
+    sim.audit().unwrap();
 }
 
 #[test]
@@ -240,10 +286,13 @@ fn a_lost_reply_blocks_the_target_and_its_rows_arrive_once_next_cycle() {
     many(&mut sim, "flaky", 3);
     sim.put(S, "ok", "k", json!(1)).unwrap();
     sim.lose_replies("flaky", 1);
-    let f = sim.fire(S, RelayBudget::default());
-    assert_eq!(f.scan.blocked, vec![Name::new("flaky").unwrap()]);
+    sim.fire(S, RelayBudget::default());
+    assert_eq!(sim.target_record(S, "flaky").map(|r| r.failed_cycles), Some(1), "passed over from now");
     assert_eq!(sim.applied("flaky", S), vec![1, 2, 3]);
     assert_eq!(sim.queued(S), vec![1, 2, 3]);
+    let f = sim.fire(S, RelayBudget::default());
+    assert_eq!(f.report.calls, 0, "not called again before its back-off passed");
+    sim.advance(RETRY_BACKOFF_MS);
     let f = sim.fire(S, RelayBudget::default());
     assert_eq!(f.report.rows_applied, 0);
     assert!(sim.queued(S).is_empty());
@@ -375,7 +424,7 @@ fn a_hook_adds_effects_atomically_and_its_error_rejects_only_that_target() {
     assert_eq!(sim.value("a", "audit:src").as_deref(), Some("3"));
     assert_eq!(sim.applied("b", S), Vec::<u64>::new());
     assert_eq!(sim.value("b", "vetoed"), None, "nothing of the refused batch applied");
-    assert_eq!(f.scan.blocked, vec![Name::new("b").unwrap()]);
+    assert!(f.report.failed.iter().any(|(t, _)| t.as_str() == "b"), "b's batch failed");
     assert_eq!(sim.queued(S), vec![2]);
     sim.audit().unwrap();
 }

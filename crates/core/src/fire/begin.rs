@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::fire::retry::{standing, Failing, Retries, Standing};
 use crate::limits::{BudgetError, RelayBudget, MAX_FIRE_BYTES};
 use crate::name::Name;
 use crate::scan::{CorruptScan, ScanState};
@@ -25,8 +26,9 @@ pub struct FireStart {
     pub calls_left: u32,
     /// When to park a failing target.
     pub policy: RelayPolicy,
-    /// Consecutive failed cycles so far, for targets with at least one.
-    pub failing: BTreeMap<Name, u32>,
+    /// The records of failing (not parked) targets: at least those of every
+    /// target in the fire's window, which the shell reads with the window.
+    pub failing: BTreeMap<Name, Failing>,
 }
 
 /// What the relay does with targets that keep failing.
@@ -61,35 +63,40 @@ impl Begun {
 
     /// Of window rows given as `(seq, target, due_ms)` ascending, the last
     /// one whose body this fire needs: a row of one of the first
-    /// [`calls_cap`] distinct targets that are neither blocked nor held (their
+    /// [`calls_cap`] distinct targets that are neither passed over (failing
+    /// and not retried, see [`retry`](crate::fire::retry)) nor held (their
     /// first row not due). No other row can be sent by this fire (selection
-    /// is in first-sequence order and costs a call), so a shell may read the
-    /// rows after it without their bodies. A selectable target's held rows
-    /// are read too: its watermark may already cover them (a call that
-    /// applied before a lost checkpoint), and a row leaving the outbox must
-    /// carry its size for the queued-bytes gauge.
+    /// is in first-sequence order, costs a call, and spends the cycle's
+    /// retries in the same order), so a shell may read the rows after it
+    /// without their bodies. A selectable target's held rows are read too:
+    /// its watermark may already cover them (a call that applied before a
+    /// lost checkpoint), and a row leaving the outbox must carry its size
+    /// for the queued-bytes gauge.
     ///
     /// [`calls_cap`]: Begun::calls_cap
     pub fn bodies_through<'a>(&self, rows: impl Iterator<Item = (u64, &'a str, u64)>) -> Option<u64> {
         let cap = self.calls_cap() as usize;
-        let mut seen: Vec<(&str, bool)> = Vec::new();
+        let mut retries = Retries::new(&self.scan, &self.start.budget);
+        let mut seen: BTreeMap<&str, bool> = BTreeMap::new();
+        let mut selectable_targets = 0usize;
         let mut last = None;
         for (seq, target, due_ms) in rows {
-            let due = self.scan.is_due(due_ms);
-            match seen.iter().find(|(t, _)| *t == target) {
-                Some(&(_, selectable)) => {
-                    if selectable {
-                        last = Some(seq);
-                    }
-                }
+            let selectable = match seen.get(target) {
+                Some(&selectable) => selectable,
                 None => {
-                    let blocked = Name::new(target).is_ok_and(|n| self.scan.is_blocked(&n));
-                    let selectable = !blocked && due && seen.iter().filter(|(_, s)| *s).count() < cap;
-                    seen.push((target, selectable));
-                    if selectable {
-                        last = Some(seq);
-                    }
+                    let standing = Name::new(target)
+                        .map_or(Standing::Passed, |n| standing(&self.scan, &self.start.failing, &n));
+                    let selectable = standing != Standing::Passed
+                        && self.scan.is_due(due_ms)
+                        && selectable_targets < cap
+                        && (standing != Standing::Retry || retries.take());
+                    selectable_targets += usize::from(selectable);
+                    seen.insert(target, selectable);
+                    selectable
                 }
+            };
+            if selectable {
+                last = Some(seq);
             }
         }
         last

@@ -1,6 +1,9 @@
 //! A fire's groups: one per target in the window, in first-sequence order,
 //! each with where it stands in the fire.
 
+use std::collections::BTreeMap;
+
+use crate::fire::retry::{standing, Failing, Standing};
 use crate::fire::Failure;
 use crate::name::Name;
 use crate::row::QueuedRow;
@@ -9,7 +12,8 @@ use crate::scan::ScanState;
 /// Where a group stands in this fire.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum GroupState {
-    /// Blocked by an earlier failure this cycle: skipped.
+    /// Failing and not retried this cycle (see [`crate::fire::retry`]):
+    /// skipped, and its rows passed over.
     Blocked,
     /// Its first row in the window is held by a delay this cycle (see
     /// [`crate::delay`]): skipped, and so are its later rows.
@@ -18,7 +22,8 @@ pub(crate) enum GroupState {
     Waiting,
     /// Selected; more calls may follow.
     Active,
-    /// A call to it failed; it joins `blocked`.
+    /// A call to it failed: its record (written with the checkpoint) has it
+    /// passed over until its back-off ends.
     Failed(Failure),
     /// A call to it failed for good (or once too often): all its queued
     /// rows move to the parked list. Carries the reason.
@@ -50,15 +55,23 @@ pub(crate) struct Group {
     pub(crate) in_flight: Option<usize>,
     /// Whether a call to it succeeded in this fire.
     pub(crate) applied_once: bool,
+    /// Whether it is a failing target due for a retry: selected only while
+    /// the cycle has retries left.
+    pub(crate) retry: bool,
 }
 
-pub(crate) fn group_rows(rows: &[QueuedRow], scan: &ScanState) -> (Vec<Group>, Vec<u32>) {
+pub(crate) fn group_rows(
+    rows: &[QueuedRow],
+    scan: &ScanState,
+    failing: &BTreeMap<Name, Failing>,
+) -> (Vec<Group>, Vec<u32>) {
     let mut groups: Vec<Group> = Vec::new();
     let mut index = std::collections::HashMap::new();
     let mut row_group = Vec::with_capacity(rows.len());
     for (i, row) in rows.iter().enumerate() {
         let g = *index.entry(row.target.clone()).or_insert_with(|| {
-            let state = if scan.is_blocked(&row.target) {
+            let standing = standing(scan, failing, &row.target);
+            let state = if standing == Standing::Passed {
                 GroupState::Blocked
             } else if !scan.is_due(row.due_ms) {
                 GroupState::Held
@@ -75,6 +88,7 @@ pub(crate) fn group_rows(rows: &[QueuedRow], scan: &ScanState) -> (Vec<Group>, V
                 holds_slot: false,
                 in_flight: None,
                 applied_once: false,
+                retry: standing == Standing::Retry,
             });
             groups.len() - 1
         });

@@ -13,23 +13,29 @@
 //! 4. [`Fire::settle`] (in `settle.rs`) yields the guarded checkpoint and
 //!    the next wake-up.
 //!
-//! Rows are grouped by target in first-sequence order. Blocked targets are
-//! skipped, and so are rows held by a delay (a suffix of their target's
-//! rows; a target whose first row is held is skipped whole). A group needs a target slot to apply; reaching the target budget
-//! pauses the cursor before the next group without blocking it. A group
-//! whose call turns out to be duplicate-only gives its slot back.
+//! Rows are grouped by target in first-sequence order. Failing targets are
+//! passed over unless the cycle retries them (see [`retry`]), and so are
+//! rows held by a delay (a suffix of their target's rows; a target whose
+//! first row is held is skipped whole). A group needs a target slot to
+//! apply; reaching the target budget pauses the cursor before the next
+//! group without blocking it. A group whose call turns out to be
+//! duplicate-only gives its slot back.
 //!
 //! - `begin.rs`: the cycle and the window; `call.rs`: the calls and their
-//!   outcomes; `group.rs`: the per-target groups; here: selection (which
-//!   calls next) and recording (what a call's outcome means).
+//!   outcomes; `group.rs`: the per-target groups; `retry.rs`: which failing
+//!   targets a cycle calls again; here: selection (which calls next) and
+//!   recording (what a call's outcome means).
 
 mod begin;
 mod call;
 mod group;
+pub mod retry;
 
 pub use begin::{begin, Begun, FireStart, RelayPolicy, WindowQuery};
 pub use call::{CallOutcome, Failure, TargetCall};
 pub(crate) use group::{Group, GroupState};
+pub use retry::Failing;
+use retry::Retries;
 
 use crate::limits::{RelayBudget, BATCH_ROW_FRAMING_BYTES, MAX_BATCH_BYTES, MAX_BATCH_EFFECTS};
 use crate::name::Name;
@@ -67,6 +73,8 @@ pub struct Fire {
     pub(crate) rows_applied: u32,
     /// Calls in flight.
     pub(crate) in_flight: u32,
+    /// The cycle's retries of failing targets, as this fire spends them.
+    pub(crate) retries: Retries,
 }
 
 impl Fire {
@@ -100,8 +108,9 @@ impl Fire {
                 }
             }
         }
-        let (groups, row_group) = group_rows(&rows, &begun.scan);
+        let (groups, row_group) = group_rows(&rows, &begun.scan, &begun.start.failing);
         let calls_cap = begun.calls_cap();
+        let retries = Retries::new(&begun.scan, &begun.start.budget);
         let delivered = vec![false; rows.len()];
         let mut held = vec![false; rows.len()];
         for group in &groups {
@@ -124,6 +133,7 @@ impl Fire {
             calls_cap,
             rows_applied: 0,
             in_flight: 0,
+            retries,
         }
     }
 
@@ -201,6 +211,12 @@ impl Fire {
             }
             if self.slots_used >= self.budget().targets_per_fire || !self.has_call_budget(calls.len()) {
                 return;
+            }
+            if self.groups[g].retry && !self.retries.take() {
+                // Its turn comes in a later cycle; passed over in this one.
+                self.groups[g].state = GroupState::Blocked;
+                self.next_group += 1;
+                continue;
             }
             self.slots_used += 1;
             let group = &mut self.groups[g];
@@ -280,7 +296,7 @@ impl Fire {
         match failure {
             Failure::Permanent(m) => GroupState::Parked(format!("permanent error: {m}")),
             Failure::Transient(m) => {
-                let cycles = self.begun.start.failing.get(target).copied().unwrap_or(0) + 1;
+                let cycles = self.begun.start.failing.get(target).map_or(0, |f| f.cycles) + 1;
                 match self.begun.start.policy.park_after_failed_cycles {
                     Some(n) if cycles >= n => {
                         GroupState::Parked(format!("failed {cycles} consecutive cycles; last error: {m}"))

@@ -99,7 +99,8 @@ impl<S: Sql> Outbox<S> {
     }
 
     /// A stored `rs` decodes, ends at or before `os`, and while its cycle is
-    /// active every queued row at or below the cursor has a blocked target.
+    /// active every queued row at or below the cursor that is due belongs to
+    /// a failing target (passed over) or one the `rs` lists as blocked.
     fn audit_cycle(&self) -> Result<Option<String>, StoreError> {
         let state = self.state()?;
         let Some(text) = state.rs else { return Ok(None) };
@@ -114,14 +115,16 @@ impl<S: Sql> Outbox<S> {
             return Ok(None);
         }
         let rows = self.sql.rows(
-            "SELECT seq, target FROM relay_outbox WHERE seq <= ? AND target != '' AND due_ms <= ? ORDER BY seq",
+            "SELECT o.seq, o.target FROM relay_outbox o WHERE o.seq <= ? AND o.target != '' AND o.due_ms <= ? \
+             AND NOT EXISTS (SELECT 1 FROM relay_targets t WHERE t.target = o.target AND t.parked = 0 \
+             AND t.failed_cycles > 0) ORDER BY o.seq",
             vec![super::int(scan.cursor), super::int(scan.clock_ms)],
         )?;
         for r in rows {
             let target = r.text(1)?;
             if !Name::new(target.clone()).is_ok_and(|n| scan.is_blocked(&n)) {
                 return Ok(Some(format!(
-                    "row {} is at or below cursor {} but its target {target} is not blocked",
+                    "row {} is at or below cursor {} but its target {target} is neither failing nor blocked",
                     r.u64(0)?,
                     scan.cursor
                 )));

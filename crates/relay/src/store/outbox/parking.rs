@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use super::ledger::StateWrite;
 use super::{int, Outbox, Sql, SqlValue, StoreError};
-use crate::core::ScanState;
+use crate::core::{Failing, ScanState};
 
 /// A parked (or failing) target as operators see it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -26,6 +26,11 @@ pub struct TargetReport {
     pub last_error: Option<String>,
     /// Parked rows (not discarded).
     pub rows: u64,
+    /// For a failing target that is not parked: when a cycle may call it
+    /// again (its last failure plus its back-off), ms since the epoch.
+    /// Until then every cycle passes over its rows.
+    #[serde(default)]
+    pub retry_at_ms: Option<u64>,
 }
 
 /// A count as a signed gauge change.
@@ -77,15 +82,23 @@ impl<S: Sql> Outbox<S> {
         )?;
         rows.iter()
             .map(|r| {
+                let (failed_cycles, parked, last_failure_ms) = (r.u32(1)?, r.u64(2)? != 0, r.opt_u64(5)?);
+                let retry_at_ms = match (parked, last_failure_ms) {
+                    (false, Some(last)) if failed_cycles > 0 => {
+                        Some(Failing { cycles: failed_cycles, last_failure_ms: last }.retry_at_ms())
+                    }
+                    _ => None,
+                };
                 Ok(TargetReport {
                     target: r.text(0)?,
-                    failed_cycles: r.u32(1)?,
-                    parked: r.u64(2)? != 0,
+                    failed_cycles,
+                    parked,
                     reason: r.opt_text(3)?,
                     first_failure_ms: r.opt_u64(4)?,
-                    last_failure_ms: r.opt_u64(5)?,
+                    last_failure_ms,
                     last_error: r.opt_text(6)?,
                     rows: r.u64(7)?,
+                    retry_at_ms,
                 })
             })
             .collect()
@@ -160,7 +173,11 @@ impl<S: Sql> Outbox<S> {
     }
 
     /// Marks `target`'s parked rows discarded (kept until the discard
-    /// horizon, then pruned) and unparks it, in one transaction.
+    /// horizon, then pruned) and unparks it, in one transaction. A parked
+    /// target owes nothing afterwards (it had no queued rows), so its delay
+    /// hold is dropped with it: a later row waits for nothing discarded. A
+    /// target that is failing but not parked keeps its record, which passes
+    /// it over for the rest of the cycle; it has nothing to discard.
     pub fn discard(&self, target: &str, now_ms: u64) -> Result<ActionOutcome, StoreError> {
         self.sql.transaction(|| {
             let stored = self.stored()?;
@@ -171,8 +188,15 @@ impl<S: Sql> Outbox<S> {
                 "UPDATE relay_parked SET discarded_at_ms = ? WHERE target = ? AND discarded_at_ms IS NULL",
                 vec![int(now_ms), target.into()],
             )?);
-            written +=
-                u64::from(self.sql.run("DELETE FROM relay_targets WHERE target = ?", vec![target.into()])?);
+            if was_parked {
+                written +=
+                    u64::from(self.sql.run(
+                        "DELETE FROM relay_targets WHERE target = ? AND parked = 1",
+                        vec![target.into()],
+                    )?);
+                written +=
+                    u64::from(self.sql.run("DELETE FROM relay_holds WHERE target = ?", vec![target.into()])?);
+            }
             let write = StateWrite {
                 parked: (-signed(rows), -signed(bytes)),
                 discarded: rows,

@@ -1,13 +1,17 @@
-//! What a fire reads: `os`, the stored `rs`, the failing targets, then the
-//! window of rows after the cursor.
+//! What a fire reads: `os` and the stored `rs`, then the window of rows
+//! after the cursor with the records of the window's failing targets.
 //!
 //! The window is read in two steps so a fire never reads bodies it cannot
-//! send: first every row's sequence, target, time and size (which cut the
-//! window at its row and byte bounds, and tell which rows belong to targets
-//! this fire can reach), then the bodies of those rows only.
+//! send: first every row's sequence, target, time and size, with its
+//! target's failure record if it has one (which cut the window at its row
+//! and byte bounds, and tell which rows belong to targets this fire can
+//! reach), then the bodies of those rows only. Only the window's targets'
+//! records are read, so a fire costs the same however many targets fail.
+
+use std::collections::BTreeMap;
 
 use super::{int, Outbox, Sql, StoreError};
-use crate::core::{Begun, FireStart, Name, RelayBudget, StoredRow};
+use crate::core::{Begun, Failing, FireStart, Name, RelayBudget, StoredRow};
 
 /// One window row without its body.
 struct Meta {
@@ -16,6 +20,8 @@ struct Meta {
     at_ms: u64,
     due_ms: u64,
     bytes: u32,
+    /// Its target's failure record, when the target is failing (not parked).
+    failing: Option<Failing>,
 }
 
 impl<S: Sql> Outbox<S> {
@@ -36,35 +42,52 @@ impl<S: Sql> Outbox<S> {
             budget,
             calls_left,
             policy: self.settings().policy,
-            failing: self.failing()?,
+            failing: BTreeMap::new(),
         })
     }
 
     /// Reads the begun fire's window: its rows, ascending, with bodies only
     /// for the rows the fire can send, and whether they are all the rows left
-    /// up to the cycle end.
-    pub fn read_window(&self, begun: &Begun) -> Result<(Vec<StoredRow>, bool), StoreError> {
+    /// up to the cycle end. Adds the failure records of the window's targets
+    /// to `begun.start.failing`.
+    pub fn read_window(&self, begun: &mut Begun) -> Result<(Vec<StoredRow>, bool), StoreError> {
         let w = begun.window;
         let rows = self.sql.rows(
-            "SELECT seq, target, at_ms, bytes, due_ms FROM relay_outbox WHERE seq > ? AND seq <= ? AND target != '' \
-             ORDER BY seq LIMIT ?",
+            "SELECT o.seq, o.target, o.at_ms, o.bytes, o.due_ms, t.failed_cycles, t.last_failure_ms \
+             FROM relay_outbox o LEFT JOIN relay_targets t \
+             ON t.target = o.target AND t.parked = 0 AND t.failed_cycles > 0 \
+             WHERE o.seq > ? AND o.seq <= ? AND o.target != '' ORDER BY o.seq LIMIT ?",
             vec![int(w.after), int(w.through), int(u64::from(w.probe_rows()))],
         )?;
         let mut meta = rows
             .iter()
             .map(|r| {
+                let failing = match (r.opt_u64(5)?, r.opt_u64(6)?) {
+                    (Some(cycles), last) => Some(Failing {
+                        cycles: u32::try_from(cycles).unwrap_or(u32::MAX),
+                        last_failure_ms: last.unwrap_or(0),
+                    }),
+                    (None, _) => None,
+                };
                 Ok(Meta {
                     seq: r.u64(0)?,
                     target: r.text(1)?,
                     at_ms: r.u64(2)?,
                     bytes: r.u32(3)?,
                     due_ms: r.u64(4)?,
+                    failing,
                 })
             })
             .collect::<Result<Vec<_>, StoreError>>()?;
         let sizes: Vec<(u64, u32)> = meta.iter().map(|m| (m.seq, m.bytes)).collect();
         let (take, exhausted) = w.take(&sizes);
         meta.truncate(take);
+        for m in &meta {
+            // A stored name that no longer validates cannot be a row's target.
+            if let (Some(f), Ok(name)) = (m.failing, Name::new(m.target.as_str())) {
+                begun.start.failing.insert(name, f);
+            }
+        }
         let through = begun.bodies_through(meta.iter().map(|m| (m.seq, m.target.as_str(), m.due_ms)));
         let mut bodies = match through {
             None => Vec::new(),
