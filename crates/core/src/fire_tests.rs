@@ -500,20 +500,32 @@ fn a_corrupt_row_stops_the_fire_after_the_decodable_prefix() {
 }
 
 #[test]
-fn a_fire_that_delivers_nothing_backs_off_and_the_streak_doubles() {
-    let rows = [stored(1, "bad")];
+fn a_fire_that_delivers_nothing_backs_off_and_the_streak_doubles_but_never_past_a_retry() {
+    let rows = [stored(1, "bad"), stored(2, "held")];
+    let mut rows = rows.to_vec();
+    rows[1].due_ms = NOW + 1_000_000;
     let mut rs: Option<ScanState> = None;
     let mut delays = Vec::new();
     for _ in 0..4 {
-        let mut f = fire_from(&rows, 1, rs.as_ref(), RelayBudget::default());
-        drive(&mut f, |_| failed());
+        // "bad" is passed over (its record says it failed just now), "held" waits far ahead.
+        let mut st = start(2, rs.as_ref(), RelayBudget::default());
+        st.failing.insert(n("bad"), Failing { cycles: 5, last_failure_ms: NOW + 100_000 });
+        let begun = begin(st).unwrap();
+        let mut f = Fire::new(begun, &rows, true);
+        assert!(drive(&mut f, ok).is_empty());
         let s = f.settle();
-        let Wake::After { delay_ms } = s.wake else { panic!("expected back-off") };
+        let Wake::After { delay_ms } = s.wake else { panic!("expected back-off, got {:?}", s.wake) };
         delays.push(delay_ms);
         rs = Some(s.scan);
     }
-    assert_eq!(delays, vec![1_000, 2_000, 4_000, 8_000]);
-    let mut f = fire_from(&rows, 1, rs.as_ref(), RelayBudget::default());
+    assert_eq!(delays, vec![1_000, 2_000, 4_000, 8_000], "the idle streak doubles");
+    let mut st = start(2, rs.as_ref(), RelayBudget::default());
+    st.failing.insert(n("bad"), Failing { cycles: 5, last_failure_ms: NOW - 6_000 });
+    let mut f = Fire::new(begin(st).unwrap(), &rows, true);
+    assert!(drive(&mut f, ok).is_empty(), "not due yet: passed over");
+    let s = f.settle();
+    assert_eq!(s.wake, Wake::After { delay_ms: 4_000 }, "16 s of streak, but bad is due in 4 s");
+    let mut f = fire_from(&rows[..1], 1, Some(&s.scan), RelayBudget::default());
     drive(&mut f, ok);
     let s = f.settle();
     assert_eq!(s.scan.idle_fires, 0, "a delivering fire resets the streak");

@@ -350,6 +350,18 @@ impl Default for RelayBudget {
     }
 }
 
+/// Longest a failing target waits between retries: long enough that an
+/// overloaded target is called at most every few seconds per source, short
+/// enough that a target that comes back is reached within seconds.
+pub const TARGET_RETRY_BACKOFF_MAX_MS: u64 = 10_000;
+
+/// How long a target that failed `failed_cycles` consecutive cycles (1 for
+/// the first) is passed over before a cycle calls it again: doubles from
+/// [`RETRY_BACKOFF_MS`] up to [`TARGET_RETRY_BACKOFF_MAX_MS`].
+pub fn target_retry_backoff_ms(failed_cycles: u32) -> u64 {
+    retry_backoff_ms(failed_cycles).min(TARGET_RETRY_BACKOFF_MAX_MS)
+}
+
 /// Back-off before the next fire after `idle_fires` consecutive fires that
 /// delivered nothing (1 for the first): doubles from [`RETRY_BACKOFF_MS`]
 /// up to [`RETRY_BACKOFF_MAX_MS`].
@@ -408,6 +420,14 @@ mod tests {
         assert_eq!(one.retries_per_cycle(), 1, "at the edge: never zero");
         let three = RelayBudget { targets_per_fire: 3, ..RelayBudget::FREE };
         assert_eq!(three.retries_per_cycle(), 1);
+    }
+
+    #[test]
+    fn a_failing_targets_back_off_doubles_to_ten_seconds() {
+        assert_eq!(target_retry_backoff_ms(1), RETRY_BACKOFF_MS);
+        assert_eq!(target_retry_backoff_ms(4), 8_000);
+        assert_eq!(target_retry_backoff_ms(5), TARGET_RETRY_BACKOFF_MAX_MS, "at the cap");
+        assert_eq!(target_retry_backoff_ms(u32::MAX), TARGET_RETRY_BACKOFF_MAX_MS);
     }
 
     #[test]

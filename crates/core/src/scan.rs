@@ -57,6 +57,12 @@ pub struct ScanState {
     /// still owed, so the source must wake again however the cycle ends.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub passed_failing: bool,
+    /// The earliest time one of the failing targets this cycle passed over
+    /// may be called again: a source with nothing else to do wakes for it
+    /// rather than sleeping out its idle back-off, so a target that comes
+    /// back is reached within its own back-off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_retry_ms: Option<u64>,
     /// Failing targets called again this cycle. Invariant: at most the
     /// budget's [`retries_per_cycle`](crate::RelayBudget::retries_per_cycle),
     /// so most of a fire's calls stay with targets that answer.
@@ -139,6 +145,7 @@ impl ScanState {
             clock_ms: 0,
             next_due_ms: None,
             passed_failing: false,
+            next_retry_ms: None,
             retries: 0,
             capped: false,
             spread,

@@ -13,7 +13,7 @@
 //! stop are deleted too: their target's watermark already covers them.
 
 use crate::fire::{Failure, Fire, GroupState};
-use crate::limits::{retry_backoff_ms, RELAY_LAG_BOUND_MS};
+use crate::limits::{retry_backoff_ms, RELAY_LAG_BOUND_MS, RETRY_BACKOFF_MS};
 use crate::name::Name;
 use crate::scan::ScanState;
 
@@ -218,7 +218,12 @@ impl Fire {
                 let group = &self.groups[self.row_group[i] as usize];
                 match group.state {
                     GroupState::Parked(_) => {}
-                    GroupState::Blocked | GroupState::Failed(_) => scan.passed_failing = true,
+                    GroupState::Blocked | GroupState::Failed(_) => {
+                        scan.passed_failing = true;
+                        if let Some(at) = self.retry_at(&group.target, &group.state) {
+                            scan.next_retry_ms = Some(scan.next_retry_ms.map_or(at, |r| r.min(at)));
+                        }
+                    }
                     _ if self.held[i] => {
                         let due = scan.next_due_ms.map_or(row.due_ms, |d| d.min(row.due_ms));
                         scan.next_due_ms = Some(due);
@@ -321,8 +326,31 @@ impl Fire {
         }
         scan.idle_fires = scan.idle_fires.saturating_add(1);
         let backoff = retry_backoff_ms(scan.idle_fires);
-        // A back-off never makes a held row wait past its due time.
-        Wake::After { delay_ms: until_due.map_or(backoff, |d| d.min(backoff)) }
+        // A back-off never makes a held row wait past its due time, nor a
+        // failing target past its retry: but when many are failing (a wide
+        // spread), idle cycles stay at least a second per class apart.
+        let floor = RETRY_BACKOFF_MS.saturating_mul(u64::from(scan.spread.max(1)));
+        let until_retry = scan
+            .next_retry_ms
+            .filter(|_| complete)
+            .map(|r| r.saturating_sub(self.begun.start.now_ms).max(floor));
+        let delay_ms = [Some(backoff), until_due, until_retry].into_iter().flatten().min().unwrap_or(backoff);
+        Wake::After { delay_ms }
+    }
+
+    /// When a passed-over target may be called again: a failing target's
+    /// record says; one that failed in this fire waits its next back-off
+    /// from now. `None` for a target an older version listed as blocked.
+    fn retry_at(&self, target: &Name, state: &GroupState) -> Option<u64> {
+        let start = &self.begun.start;
+        let known = start.failing.get(target);
+        match state {
+            GroupState::Failed(_) => {
+                let cycles = known.map_or(0, |f| f.cycles).saturating_add(1);
+                Some(start.now_ms.saturating_add(crate::limits::target_retry_backoff_ms(cycles)))
+            }
+            _ => known.map(crate::fire::Failing::retry_at_ms),
+        }
     }
 
     /// Undelivered window rows held by a delay (not those leaving with a

@@ -60,16 +60,17 @@ fn an_enqueue_during_a_back_off_brings_the_alarm_forward_to_now() {
     let mut sim = Sim::new(3);
     sim.put(S, "down", "k", json!(1)).unwrap();
     sim.fail_target("down");
-    // Fires that deliver nothing back off, doubling: 1 s, 2 s, 4 s, 8 s, 16 s.
+    // Fires that deliver nothing back off, doubling: 1 s, 2 s, 4 s, 8 s, then
+    // the failing target's own retry, 10 s on.
     for _ in 0..5 {
         let at = sim.alarm_at(S).unwrap();
         sim.advance(at.saturating_sub(sim.now_ms()));
         sim.run_alarm(S, RelayBudget::FREE);
     }
     let backoff = sim.alarm_at(S).unwrap() - sim.now_ms();
-    assert!(backoff >= 16_000, "backed off {backoff} ms");
+    assert_eq!(backoff, durable_relay::core::TARGET_RETRY_BACKOFF_MAX_MS, "backed off {backoff} ms");
     sim.put(S, "up", "k", json!(2)).unwrap();
-    // The old simulator kept the later alarm (16 s away); the keeper brings it
+    // The old simulator kept the later alarm (10 s away); the keeper brings it
     // forward, so the healthy row does not wait behind the failing one.
     assert_eq!(sim.alarm_at(S), Some(sim.now_ms()));
     sim.run_alarm(S, RelayBudget::FREE);

@@ -9,7 +9,9 @@
 //!
 //! - its back-off has passed by the cycle's clock ([`Failing::retry_at_ms`]:
 //!   1 s after the first failed cycle, doubling per consecutive one, at most
-//!   60 s), so a failing target is not hammered;
+//!   [`TARGET_RETRY_BACKOFF_MAX_MS`](crate::TARGET_RETRY_BACKOFF_MAX_MS)),
+//!   so a failing target is not hammered and one that comes back is
+//!   reached within seconds;
 //! - it is in the cycle's class: its name hashes to the cycle's `rotation`
 //!   modulo its `spread` (1 while retries go round; doubled after a cycle
 //!   that ran out of them, halved after a whole rotation of cycles that did
@@ -25,7 +27,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::limits::{retry_backoff_ms, RelayBudget};
+use crate::limits::{target_retry_backoff_ms, RelayBudget};
 use crate::name::Name;
 use crate::partition::fnv;
 use crate::scan::ScanState;
@@ -43,7 +45,7 @@ impl Failing {
     /// When it may be called again: its last failure plus the back-off its
     /// run of failed cycles has earned.
     pub fn retry_at_ms(&self) -> u64 {
-        self.last_failure_ms.saturating_add(retry_backoff_ms(self.cycles))
+        self.last_failure_ms.saturating_add(target_retry_backoff_ms(self.cycles))
     }
 }
 
