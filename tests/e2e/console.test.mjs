@@ -55,6 +55,29 @@ test("sources list themselves once, page in name order, and retire only when emp
   await relay.api("POST", "/v1/targets/dir-t2/faults", { reject: false });
 });
 
+test("a retire that an enqueue lands in the middle of leaves the source listed and says it is not empty", async () => {
+  const src = "race-src";
+  await relay.enqueue(src, [put("race-t", "k", 1)]);
+  await relay.drained(src);
+  await relay.api("POST", "/v1/targets/race-t2/faults", { reject: true });
+  // The retire waits between its emptiness check and its directory call;
+  // an enqueue (of a row that stays queued) lands in that gap.
+  await relay.api("POST", `/v1/sources/${src}/faults`, { retire_delay_ms: 1_500 });
+  const retiring = relay.api("POST", `/v1/sources/${src}/retire`);
+  await new Promise((r) => setTimeout(r, 300));
+  await relay.enqueue(src, [put("race-t2", "k", 2)]);
+  const retired = await retiring;
+  assert.equal(retired.status, 409, retired.text);
+  assert.equal(retired.body.error.code, "source_not_empty");
+  const names = (await relay.api("GET", "/v1/sources")).body.sources.map((s) => s.name);
+  assert.ok(names.includes(src), `a source that holds rows stays listed: ${names.join(",")}`);
+  assert.equal((await relay.status(src)).queued_rows, 1);
+  await relay.api("POST", "/v1/targets/race-t2/faults", { reject: false });
+  await relay.drained(src);
+  const again = await relay.api("POST", `/v1/sources/${src}/retire`);
+  assert.deepEqual(again.body, { source: src, retired: true, was_listed: true });
+});
+
 test("a source keeps its recent alarms' figures, and they add up to what it delivered", async () => {
   const src = "hist-src";
   for (let i = 0; i < 3; i++) {

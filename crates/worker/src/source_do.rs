@@ -78,6 +78,10 @@ pub struct RelaySource {
     history: RefCell<VecDeque<AlarmPoint>>,
     /// Whether this source is in the directory (or none is bound), once read.
     listed: Cell<Option<bool>>,
+    /// Test builds: how long the next retire waits before its directory
+    /// call, ms (see `SourceFaultsBody::retire_delay_ms`).
+    #[cfg(feature = "testing")]
+    retire_delay_ms: Cell<u32>,
 }
 
 impl DurableObject for RelaySource {
@@ -88,6 +92,8 @@ impl DurableObject for RelaySource {
             relay: OnceCell::new(),
             history: RefCell::new(VecDeque::with_capacity(ALARM_HISTORY_LEN)),
             listed: Cell::new(None),
+            #[cfg(feature = "testing")]
+            retire_delay_ms: Cell::new(0),
         }
     }
 
@@ -204,31 +210,51 @@ impl RelaySource {
     }
 
     /// Leaves the directory, if nothing is owed.
+    ///
+    /// Enqueues interleave with the directory call (it awaits another
+    /// object), so the mark goes first: an enqueue that commits meanwhile
+    /// finds the source unmarked and lists it again itself. Whatever order
+    /// the two directory calls then land in, a retire that sees rows
+    /// arrived (`os` moved) lists the source again and answers 409: a
+    /// source that holds rows never stays unlisted.
     async fn retire(&self, relay: &Relay<SourceSql, DoAlarm>) -> Result<Response, HttpError> {
         let status = relay.status(now_ms()).await?;
         if status.queued_rows > 0 || status.parked_rows > 0 {
-            return Err(HttpError::new(
-                409,
-                "source_not_empty",
-                format!(
-                    "{} rows queued and {} parked: deliver, redrive or discard them first",
-                    status.queued_rows, status.parked_rows
-                ),
-            ));
+            return Err(not_empty(status.queued_rows, status.parked_rows));
         }
         let was_listed = self.listed()?;
+        self.unmark()?;
+        #[cfg(feature = "testing")]
+        {
+            let delay = self.retire_delay_ms.replace(0);
+            if delay > 0 {
+                worker::Delay::from(std::time::Duration::from_millis(u64::from(delay))).await;
+            }
+        }
         let resp = directory::call(&self.env, &DirectoryOp::Retire(relay.name().clone())).await?.ok_or_else(
             || HttpError::new(501, "no_directory", "no source directory is bound (RELAY_DIRECTORY)"),
         )?;
         if resp.status_code() != 200 {
             return Err(HttpError::internal(format!("the directory answered {}", resp.status_code())));
         }
+        let after = relay.outbox().state()?;
+        if after.os != status.os {
+            // Rows arrived while the directory was asked: stay listed.
+            self.unmark()?;
+            self.list(relay.name()).await?;
+            return Err(not_empty(after.queued_rows, after.parked_rows));
+        }
+        json(&serde_json::json!({"source": relay.name(), "retired": true, "was_listed": was_listed}))
+            .map_err(|e| HttpError::internal(e.to_string()))
+    }
+
+    /// Forgets the mark: the next enqueue lists the source again.
+    fn unmark(&self) -> Result<(), HttpError> {
         DoSql::new(&self.state)
             .run("DELETE FROM reference_listed WHERE id = 1", vec![])
             .map_err(|e| HttpError::internal(e.to_string()))?;
         self.listed.set(Some(false));
-        json(&serde_json::json!({"source": relay.name(), "retired": true, "was_listed": was_listed}))
-            .map_err(|e| HttpError::internal(e.to_string()))
+        Ok(())
     }
 
     /// Adds an alarm to the history, dropping the oldest past the bound.
@@ -268,6 +294,13 @@ impl RelaySource {
                 .map_err(internal);
         }
         let body: SourceFaultsBody = parse_json(&read_body(req).await?)?;
+        if body.retire_delay_ms > durable_relay::testing::MAX_RETIRE_DELAY_MS {
+            return Err(HttpError::bad_request(
+                "invalid_delay",
+                format!("retire_delay_ms is at most {}", durable_relay::testing::MAX_RETIRE_DELAY_MS),
+            ));
+        }
+        self.retire_delay_ms.set(body.retire_delay_ms);
         relay.sql().crash_checkpoints(body.crash_checkpoints);
         if body.drop_alarm {
             relay.drop_alarm().await?;
@@ -291,6 +324,15 @@ impl RelaySource {
         log(&summary);
         Ok(())
     }
+}
+
+/// The refusal of a retire while rows are owed.
+fn not_empty(queued: u64, parked: u64) -> HttpError {
+    HttpError::new(
+        409,
+        "source_not_empty",
+        format!("{queued} rows queued and {parked} parked: deliver, redrive or discard them first"),
+    )
 }
 
 /// The per-alarm log lines: one `relay_alarm` with the figures, one

@@ -116,7 +116,15 @@ pub struct SourceFaultsBody {
     /// Delete the stored alarm, as the platform does after failed retries.
     #[serde(default)]
     pub drop_alarm: bool,
+    /// Hold the next retire this long between its emptiness check and its
+    /// directory call, ms (at most 10,000), so a test can land an enqueue
+    /// in that gap every time rather than one try in ten.
+    #[serde(default)]
+    pub retire_delay_ms: u32,
 }
+
+/// Longest test delay of a retire, ms.
+pub const MAX_RETIRE_DELAY_MS: u32 = 10_000;
 
 const COMPONENT: &str = "relay_testing";
 
