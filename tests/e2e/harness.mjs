@@ -301,3 +301,13 @@ async function startOnce({ configs, persistDir, ready, vars }) {
 
 /** One row putting `key = value` at `target`. */
 export const put = (target, key, value) => ({ target, puts: [[key, value]] });
+
+/** FNV-1a 64 of the name's bytes modulo n: the relay's home partition, written apart from it. */
+export function home(name, n) {
+  let h = 0xcbf29ce484222325n;
+  for (const b of new TextEncoder().encode(name)) {
+    h ^= BigInt(b);
+    h = (h * 0x100000001b3n) & 0xffffffffffffffffn;
+  }
+  return Number(h % BigInt(n));
+}

@@ -8,20 +8,10 @@
 
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { Relay, until } from "./harness.mjs";
+import { Relay, home, until } from "./harness.mjs";
 
 const L = "porders";
 const TARGETS = Array.from({ length: 12 }, (_, i) => `pt${String(i).padStart(2, "0")}`);
-
-/** FNV-1a 64 of the name's bytes modulo n: the relay's home partition, written apart from it. */
-function home(name, n) {
-  let h = 0xcbf29ce484222325n;
-  for (const b of new TextEncoder().encode(name)) {
-    h ^= BigInt(b);
-    h = (h * 0x100000001b3n) & 0xffffffffffffffffn;
-  }
-  return Number(h % BigInt(n));
-}
 
 const vars = (partitions, epoch, from) => ({
   RELAY_PARTITIONS: JSON.stringify({ [L]: from === undefined ? { partitions, epoch } : { partitions, epoch, from } }),
@@ -116,6 +106,97 @@ test("a partitioned source routes by target, reports over its partitions, and ke
 
     const applied = appliedOrder(relays);
     for (const t of TARGETS) assert.deepEqual(applied.get(t), sent.get(t), `${t}: applied once each, in the order accepted`);
+    assert.deepEqual(relay.panics(), []);
+    assert.deepEqual(await relay.audit(), []);
+  } finally {
+    await relay.stop();
+  }
+});
+
+const R = "rr";
+const rmap = (partitions, epoch, from) => ({ RELAY_PARTITIONS: JSON.stringify({ [R]: from === undefined ? { partitions, epoch } : { partitions, epoch, from } }) });
+
+/** Every logical-name route answers, with the partitions the map names. */
+async function logicalRoutesAnswer(relay, partitions, target) {
+  const status = await relay.api("GET", `/v1/sources/${R}/status`);
+  assert.equal(status.status, 200, status.text);
+  assert.equal(status.body.partitions.length, partitions);
+  for (const field of ["conflicts", "dedup_hits", "rejected_full", "parked_bytes", "parked_rows"]) {
+    assert.equal(status.body[field], status.body.partitions.reduce((a, p) => a + p.status[field], 0), field);
+  }
+  assert.equal((await relay.api("GET", `/v1/sources/${R}/watermark`)).status, 200);
+  const parked = await relay.api("GET", `/v1/sources/${R}/parked`);
+  assert.equal(parked.status, 200, parked.text);
+  return { status: status.body, parked: parked.body.targets.filter((t) => t.target === target) };
+}
+
+test("a second resize before the first settled gates through every unsettled layout; a map that skips one is refused", async () => {
+  // A target whose home differs under 2, 4 and 3 partitions.
+  const x = Array.from({ length: 200 }, (_, i) => `x-${i}`).find((t) => new Set([home(t, 2), home(t, 4), home(t, 3)]).size === 3);
+  const trace = (k) => ({ headers: { traceparent: traceOf(1_000 + k) } });
+  const put = (k) => ({ rows: [{ target: x, puts: [["v", k]] }] });
+  let relay = await Relay.start({ vars: rmap(2, 1) });
+  const relays = [relay];
+  try {
+    await relay.api("POST", `/v1/targets/${x}/faults`, { reject: true, permanent: true });
+    assert.equal((await relay.api("POST", `/v1/sources/${R}/enqueue`, put(1), trace(1))).status, 200);
+    await until(async () => (await relay.status(R)).parked_rows === 1, "the first row parked at its 2-partition home");
+    await relay.stop();
+
+    // Grow to 4: the second row follows the first to its old home.
+    relay = await Relay.start({ vars: rmap(4, 2, 2), persistDir: relay.persistDir });
+    relays.push(relay);
+    const second = await relay.api("POST", `/v1/sources/${R}/enqueue`, put(2), trace(2));
+    assert.equal(second.status, 200, second.text);
+    assert.equal(second.body.positions[0].partition, home(x, 2), "gated behind its parked row");
+    let view = await logicalRoutesAnswer(relay, 4, x);
+    assert.equal(view.status.resize_settled, false);
+    assert.deepEqual(view.parked.map((t) => t.partition), [home(x, 2)]);
+    await relay.stop();
+
+    // Shrink to 3 before that settled, with a map that forgets the 2-partition layout: refused.
+    relay = await Relay.start({ vars: rmap(3, 3, 4), persistDir: relay.persistDir });
+    relays.push(relay);
+    const skipping = await relay.api("POST", `/v1/sources/${R}/enqueue`, put(3), trace(3));
+    assert.equal(skipping.status, 409, skipping.text);
+    assert.equal(skipping.body.error.code, "unsettled_layout");
+    assert.match(skipping.body.error.message, /keep 2 in from/);
+    view = await logicalRoutesAnswer(relay, 4, x);
+    assert.equal(view.status.resize_settled, false, "a shrink's status answers (partitions past the new count too)");
+    await relay.stop();
+
+    // With every unsettled layout listed, oldest first, the row goes behind the others.
+    relay = await Relay.start({ vars: rmap(3, 3, [2, 4]), persistDir: relay.persistDir });
+    relays.push(relay);
+    const third = await relay.api("POST", `/v1/sources/${R}/enqueue`, put(3), trace(3));
+    assert.equal(third.status, 200, third.text);
+    assert.equal(third.body.positions[0].partition, home(x, 2));
+    view = await logicalRoutesAnswer(relay, 4, x);
+    assert.equal(view.parked[0].rows, 3, "all three rows wait at its oldest home, in order");
+    const rows = await relay.api("GET", `/v1/sources/${R}:${home(x, 2)}/parked/${x}`);
+    assert.deepEqual(rows.body.rows.map((r) => r.effects.puts[0][1]), [1, 2, 3]);
+    // Healed and redriven at the logical name, they arrive in order; the next row goes to its new home.
+    await relay.api("POST", `/v1/targets/${x}/faults`, { reject: false });
+    const redrive = await relay.api("POST", `/v1/sources/${R}/parked/${x}/redrive`);
+    assert.deepEqual(redrive.body, { rows: 3, was_parked: true }, redrive.text);
+    await until(async () => (await relay.status(R)).queued_rows === 0, "the redriven rows delivered");
+    const fourth = await relay.api("POST", `/v1/sources/${R}/enqueue`, put(4), trace(4));
+    assert.equal(fourth.body.positions[0].partition, home(x, 3), "released by every old home: its new one");
+    await until(async () => (await relay.status(R)).queued_rows === 0, "the fourth row delivered");
+    assert.equal((await relay.status(R)).resize_settled, true);
+    const discard = await relay.api("POST", `/v1/sources/${R}/parked/${x}/discard`);
+    assert.equal(discard.status, 200, discard.text);
+    await until(
+      async () => relays.flatMap((r) => r.applyLogs()).filter((l) => l.traces.some((t) => parseInt(t.split("-")[1], 16) >= 1_000)).length >= 2,
+      "the apply lines",
+    );
+    const applied = relays
+      .flatMap((r) => r.applyLogs())
+      .flatMap((l) => l.traces.map((t) => parseInt(t.split("-")[1], 16) - 1_000))
+      .filter((k) => k >= 1 && k <= 4);
+    assert.deepEqual(applied, [1, 2, 3, 4], "applied once each, in the order accepted");
+    const keys = await relay.keys(x);
+    assert.deepEqual(keys, [{ key: "v", value: 4 }]);
     assert.deepEqual(relay.panics(), []);
     assert.deepEqual(await relay.audit(), []);
   } finally {

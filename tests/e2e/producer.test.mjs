@@ -7,7 +7,7 @@
 import { test, before, after, afterEach } from "node:test";
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import { Relay, ROOT, TOKEN, until } from "./harness.mjs";
+import { Relay, ROOT, TOKEN, home, until } from "./harness.mjs";
 
 const PRODUCER = join(ROOT, "examples", "producer", "wrangler.toml");
 
@@ -128,4 +128,73 @@ test("parked targets are listed, read and redriven over RPC", async () => {
   const redrive = await app.api("POST", "/rpc/redrive/park-src/park-t");
   assert.deepEqual(redrive.body, { rows: 1, was_parked: true });
   await until(async () => (await app.api("GET", "/rpc/delivered/park-src/1")).body.delivered, "redelivery");
+});
+
+/** A target name with prefix `prefix` whose home among `n` partitions is `p`. */
+const homed = (prefix, p, n) => {
+  for (let i = 0; ; i++) if (home(`${prefix}${i}`, n) === p) return `${prefix}${i}`;
+};
+
+test("an enqueue straight into a partition, or at a partitioned source's own object, is refused on every entry", async () => {
+  const rows = [{ target: "pa", puts: [["k", 1]] }];
+  const rpc = await app.api("POST", "/rpc/enqueue/rpc-parted:1", { rows });
+  assert.equal(rpc.status, 400, rpc.text);
+  assert.equal(rpc.body.error.code, "partition_enqueue");
+  const stub = await app.api("POST", "/stub/rpc-parted:1/enqueue", { rows });
+  assert.equal(stub.status, 400, stub.text);
+  assert.equal(stub.body.error.code, "partition_enqueue");
+  const front = await relayApi("POST", "/v1/sources/rpc-parted:1/enqueue", { rows });
+  assert.equal(front.body.error.code, "partition_enqueue");
+  const logical = await app.api("POST", "/stub/rpc-parted/enqueue", { rows });
+  assert.equal(logical.status, 400, logical.text);
+  assert.equal(logical.body.error.code, "partitioned_source", "past the router, rows could overtake");
+  for (let p = 0; p < 3; p++) {
+    const s = (await relayApi("GET", `/v1/sources/rpc-parted:${p}/status`)).body;
+    assert.ok(!s.last_alarm || s.enqueued_rows === s.delivered_rows + s.queued_rows + s.parked_rows);
+  }
+});
+
+test("RelayRpc operator calls reach a target whose name has ':' and the front door decodes names", async () => {
+  await relayApi("POST", "/v1/targets/cust:9/faults", { reject: true, permanent: true });
+  const r = await app.api("POST", "/rpc/enqueue/colon-src", { rows: [{ target: "cust:9", puts: [["k", 1]] }] });
+  assert.equal(r.status, 200, r.text);
+  await until(async () => (await app.api("GET", "/rpc/parked/colon-src")).body.some((t) => t.target === "cust:9" && t.parked), "parking");
+  const page = await app.api("GET", "/rpc/parked/colon-src/cust:9");
+  assert.equal(page.status, 200, page.text);
+  assert.equal(page.body.rows.length, 1);
+  await relayApi("POST", "/v1/targets/cust:9/faults", { reject: false });
+  const redrive = await app.api("POST", "/rpc/redrive/colon-src/cust:9");
+  assert.deepEqual(redrive.body, { rows: 1, was_parked: true }, redrive.text);
+  await until(async () => (await app.api("GET", "/rpc/delivered/colon-src/1")).body.delivered, "redelivery");
+  const discard = await app.api("POST", "/rpc/discard/colon-src/cust:9");
+  assert.deepEqual(discard.body, { rows: 0, was_parked: false }, discard.text);
+  const encoded = await relayApi("GET", "/v1/sources/colon%3Asrc/status");
+  assert.equal(encoded.status, 200, encoded.text);
+  assert.equal(encoded.body.source, "colon:src");
+});
+
+test("a spanning enqueue one partition refuses says over RPC what committed, and a keyed retry completes it", async () => {
+  const full = homed("full-p", 0, 3);
+  const other = homed("other-p", 1, 3);
+  await relayApi("POST", `/v1/targets/${full}/faults`, { reject: true });
+  const fill = Array.from({ length: 20 }, (_, i) => ({ target: full, puts: [[`k${i}`, i]] }));
+  assert.equal((await app.api("POST", "/rpc/enqueue/rpc-parted", { rows: fill })).status, 200);
+  const rows = [{ target: full, puts: [["x", 1]] }, { target: other, puts: [["x", 2]] }];
+  const refused = await app.api("POST", "/rpc/enqueue/rpc-parted", { rows, idempotencyKey: "span-1" });
+  assert.equal(refused.status, 429, refused.text);
+  assert.equal(refused.body.error.code, "outbox_full");
+  assert.equal(refused.body.error.committed.length, 1, refused.text);
+  assert.equal(refused.body.error.committed[0].partition, 1);
+  await relayApi("POST", `/v1/targets/${full}/faults`, { reject: false });
+  await until(async () => (await app.api("GET", "/rpc/status/rpc-parted")).body.queued_rows === 0, "the full partition to drain");
+  const done = await app.api("POST", "/rpc/enqueue/rpc-parted", { rows, idempotencyKey: "span-1" });
+  assert.equal(done.status, 200, done.text);
+  assert.equal(done.body.duplicate, false, "partition 0 took its row now");
+  assert.deepEqual(done.body.positions[1], refused.body.error.committed[0], "partition 1 answered a duplicate");
+  const status = (await app.api("GET", "/rpc/status/rpc-parted")).body;
+  for (const field of ["conflicts", "dedup_hits", "rejected_full", "parked_bytes", "queued_bytes", "dedup_records"]) {
+    const sum = status.partitions.reduce((a, p) => a + p.status[field], 0);
+    assert.equal(status[field], sum, `the logical status sums ${field}`);
+  }
+  assert.ok(status.rejected_full >= 1 && status.dedup_hits >= 1);
 });

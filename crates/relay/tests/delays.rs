@@ -122,3 +122,37 @@ fn a_delayed_row_keeps_its_time_through_parking_and_redrive() {
     assert_eq!(sim.applied("a", S), vec![1, 2], "the audit saw row 2 wait for its time");
     sim.audit().unwrap();
 }
+
+#[test]
+fn a_discarded_delayed_row_no_longer_holds_its_target() {
+    let mut sim = Sim::new(36);
+    sim.audit_every_fire(true);
+    sim.fail_target_permanently("p");
+    sim.enqueue(S, vec![row("p", "k", 1)]).unwrap();
+    sim.run_alarm(S, RelayBudget::FREE);
+    assert_eq!(sim.parked_targets(S).len(), 1, "a permanent error parks it");
+    let t0 = sim.now_ms();
+    let held = sim.enqueue_keyed(S, None, vec![row("p", "k", 2).delayed(Delay::For(MAX_DELAY_MS))]).unwrap();
+    assert_eq!(held.due_ms, vec![t0 + MAX_DELAY_MS], "parked behind, holding p for 24 h");
+    assert_eq!(sim.discard(S, "p"), 2);
+    sim.heal_target("p");
+    // Nothing of p's is owed any more: a new row waits for nothing discarded.
+    let next = sim.enqueue_keyed(S, None, vec![row("p", "k", 3)]).unwrap();
+    assert!(next.due_ms.is_empty(), "due at once, not in 24 h: {:?}", next.due_ms);
+    assert!(sim.run_until_idle(S, RelayBudget::FREE, 10).drained);
+    assert_eq!(sim.applied("p", S), vec![3]);
+    sim.audit().unwrap();
+}
+
+#[test]
+fn a_duplicate_answers_the_due_times_the_original_answered() {
+    let mut sim = Sim::new(37);
+    let t0 = sim.now_ms();
+    let rows = vec![row("a", "k", 1).delayed(Delay::For(5_000)), row("a", "k", 2), row("b", "k", 3)];
+    let first = sim.enqueue_keyed(S, Some("order-1"), rows.clone()).unwrap();
+    assert_eq!(first.due_ms, vec![t0 + 5_000, t0 + 5_000, 0]);
+    sim.advance(1_000);
+    let again = sim.enqueue_keyed(S, Some("order-1"), rows).unwrap();
+    assert!(again.duplicate);
+    assert_eq!(again.due_ms, first.due_ms, "the same answer, not an empty one");
+}

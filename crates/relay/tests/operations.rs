@@ -192,3 +192,21 @@ fn a_trace_stays_with_its_rows_through_parking_and_redrive_and_a_retry_with_anot
     assert_eq!(f.traces, vec![t1.to_string()], "the parked row kept its trace");
     sim.audit().unwrap();
 }
+
+#[test]
+fn an_enqueue_counts_queued_and_parked_rows_as_status_does() {
+    let mut sim = Sim::new(28);
+    sim.fail_target_permanently("p");
+    sim.enqueue(S, vec![EnqueueRow::new(Name::new("p").unwrap(), vec![("k".into(), json!(1))], vec![])])
+        .unwrap();
+    sim.run_alarm(S, RelayBudget::FREE);
+    let now = sim.now_ms();
+    let rows = [
+        EnqueueRow::new(Name::new("p").unwrap(), vec![("k".into(), json!(2))], vec![]),
+        EnqueueRow::new(Name::new("q").unwrap(), vec![("k".into(), json!(3))], vec![]),
+    ];
+    let done = sim.with_relay(S, |r| futures::executor::block_on(r.enqueue(now, None, &rows))).unwrap();
+    let status = sim.with_relay(S, |r| futures::executor::block_on(r.status(now))).unwrap();
+    assert_eq!((done.queued_rows, done.parked_rows), (1, 2), "q's row queued; p's two parked");
+    assert_eq!((done.queued_rows, done.parked_rows), (status.queued_rows, status.parked_rows));
+}

@@ -32,11 +32,12 @@ function isRelayError(e: unknown): e is RelayError {
 function refusal(e: unknown): Response {
   if (!isRelayError(e)) throw e;
   const code: ErrorCode = e.code;
-  return json({ error: { name: e.name, code, status: e.status, message: e.message, retryAfterS: e.retryAfterS ?? null } }, e.status);
+  const committed = e.committed ?? null;
+  return json({ error: { name: e.name, code, status: e.status, message: e.message, retryAfterS: e.retryAfterS ?? null, committed } }, e.status);
 }
 
 async function rpc(env: Env, parts: string[], request: Request): Promise<Response> {
-  const [op, source, arg] = parts;
+  const [op, source, arg] = parts.map(decodeURIComponent);
   try {
     switch (`${request.method} ${op}`) {
       case "POST enqueue": {
