@@ -127,6 +127,10 @@ async function logicalRoutesAnswer(relay, partitions, target) {
   assert.equal((await relay.api("GET", `/v1/sources/${R}/watermark`)).status, 200);
   const parked = await relay.api("GET", `/v1/sources/${R}/parked`);
   assert.equal(parked.status, 200, parked.text);
+  for (const action of ["redrive", "discard"]) {
+    const r = await relay.api("POST", `/v1/sources/${R}/parked/nobody/${action}`);
+    assert.deepEqual(r.body, { rows: 0, was_parked: false }, `${action} answers at the logical name: ${r.text}`);
+  }
   return { status: status.body, parked: parked.body.targets.filter((t) => t.target === target) };
 }
 

@@ -46,15 +46,17 @@ fn main() {
         let report = sim.run_alarm("orders", budget);
         for (i, f) in report.fires.iter().enumerate() {
             let called: Vec<String> = f.calls.iter().map(|(t, n)| format!("{t}x{n}")).collect();
+            let failed: Vec<&str> = f.report.failed.iter().map(|(t, _)| t.as_str()).collect();
             println!(
-                "alarm {alarm} fire {}: calls {:>2}, applied {:>2}, delivered {:>2}, cursor {:>2}/{}, blocked {:?}, wake {:?}",
+                "alarm {alarm} fire {}: calls {:>2}, applied {:>2}, delivered {:>2}, cursor {:>2}/{}, failed {:?}, retries {}, wake {:?}",
                 i + 1,
                 f.report.calls,
                 f.report.rows_applied,
                 f.report.rows_delivered,
                 f.scan.cursor,
                 f.scan.cycle_end,
-                f.scan.blocked.iter().map(|n| n.as_str()).collect::<Vec<_>>(),
+                failed,
+                f.report.retries,
                 f.wake
             );
             if !called.is_empty() {

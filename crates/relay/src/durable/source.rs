@@ -179,7 +179,12 @@ pub const CALL_HEADER: &str = "relay-partition-call";
 
 /// The request's routed call, if it names one.
 pub fn routed_call(req: &Request) -> Result<Option<Name>, HttpError> {
-    let Some(text) = req.headers().get(CALL_HEADER).ok().flatten() else { return Ok(None) };
+    parse_call(req.headers().get(CALL_HEADER).ok().flatten().as_deref())
+}
+
+/// A routed call from its header's text (absent or as sent).
+pub fn parse_call(text: Option<&str>) -> Result<Option<Name>, HttpError> {
+    let Some(text) = text else { return Ok(None) };
     Name::new(text.trim())
         .map(Some)
         .map_err(|e| HttpError::bad_request("invalid_partition", format!("{CALL_HEADER}: {e}")))
@@ -188,6 +193,21 @@ pub fn routed_call(req: &Request) -> Result<Option<Name>, HttpError> {
 /// The request's partition fence; the default (unrouted) without the headers.
 pub fn fence(req: &Request) -> Result<Fence, HttpError> {
     let header = |h: &str| req.headers().get(h).ok().flatten();
+    parse_fence(
+        header(EPOCH_HEADER).as_deref(),
+        header(MAP_HEADER).as_deref(),
+        header(GATE_HEADER).as_deref(),
+    )
+}
+
+/// A fence from the text of its three headers (each absent or as sent):
+/// the one decode point for them, pure so it is fuzzed natively.
+pub fn parse_fence(epoch: Option<&str>, map: Option<&str>, gate: Option<&str>) -> Result<Fence, HttpError> {
+    let header = |h: &str| match h {
+        EPOCH_HEADER => epoch.map(str::to_owned),
+        MAP_HEADER => map.map(str::to_owned),
+        _ => gate.map(str::to_owned),
+    };
     let bad = |m: String| HttpError::bad_request("invalid_partition", m);
     let epoch = match header(EPOCH_HEADER) {
         None => 0,
