@@ -58,7 +58,7 @@ function generate(random, n) {
     const rows = [];
     for (let j = 0; j < count; j++) {
       const t = below(9);
-      switch (below(30)) {
+      switch (below(60)) {
         case 0: rows.push({ t, puts: [["", 1]] }); break;
         case 1: rows.push({ t, puts: [["a", 1], ["a", 2]] }); break;
         case 2: rows.push({ t }); break;
@@ -107,7 +107,7 @@ test("the same requests through every entry, plain and partitioned, get the same
     }
     if (verdicts[0].status === 200) accepted += 1;
   }
-  assert.ok(accepted > 20 && accepted < requests.length, `both verdicts occur: ${accepted} of ${requests.length} accepted`);
+  assert.ok(accepted >= 10 && requests.length - accepted >= 5, `both verdicts occur: ${accepted} of ${requests.length} accepted`);
   for (const path of PATHS) {
     await until(async () => (await app.api("GET", `/relay/v1/sources/${path.source}/status`, undefined, { token: TOKEN })).body.queued_rows === 0, `${path.source} to drain`, 60_000);
   }
