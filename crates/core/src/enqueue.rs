@@ -56,6 +56,24 @@ impl EnqueueRow {
         EnqueueRow { target, puts, deletes, trace: None, not_before_ms: None, delay_ms: None }
     }
 
+    /// A row for `target` with no effects yet: add them with
+    /// [`put`](EnqueueRow::put) and [`delete`](EnqueueRow::delete).
+    pub fn to(target: Name) -> Self {
+        EnqueueRow::new(target, Vec::new(), Vec::new())
+    }
+
+    /// The same row, also setting `key` to `value`.
+    pub fn put(mut self, key: impl Into<String>, value: serde_json::Value) -> Self {
+        self.puts.push((key.into(), JsonValue::from_value(&value)));
+        self
+    }
+
+    /// The same row, also removing `key`.
+    pub fn delete(mut self, key: impl Into<String>) -> Self {
+        self.deletes.push(key.into());
+        self
+    }
+
     /// The same row, delivered no earlier than `delay` says.
     pub fn delayed(mut self, delay: Delay) -> Self {
         (self.not_before_ms, self.delay_ms) = match delay {
@@ -452,6 +470,14 @@ mod tests {
             serde_json::from_str(r#"{"target":"t","puts":[["k", { "b" : 1, "a" : [ 1 , 2 ] }]]}"#).unwrap();
         let plan = plan_enqueue(0, 0, &[spaced], &room()).unwrap();
         assert_eq!(plan.rows[0].body, r#"{"puts":[["k",{"a":[1,2],"b":1}]],"deletes":[]}"#);
+    }
+
+    #[test]
+    fn a_row_is_built_effect_by_effect() {
+        let built =
+            EnqueueRow::to(Name::new("t").unwrap()).put("a", json!(1)).delete("b").put("c", json!("x"));
+        let plan = plan_enqueue(0, 0, &[built], &room()).unwrap();
+        assert_eq!(plan.rows[0].body, r#"{"puts":[["a",1],["c","x"]],"deletes":["b"]}"#);
     }
 
     #[test]

@@ -45,6 +45,12 @@ impl JsonValue {
     pub fn as_str(&self) -> &str {
         self.0.get()
     }
+
+    /// The value read as a `T` of your own (a struct, a string, an integer
+    /// type wide enough for it). The relay itself never decodes values.
+    pub fn decode<T: serde::de::DeserializeOwned>(&self) -> Result<T, serde_json::Error> {
+        serde_json::from_str(self.as_str())
+    }
 }
 
 impl PartialEq for JsonValue {

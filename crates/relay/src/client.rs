@@ -371,6 +371,18 @@ struct AdoptReply {
     previous: Option<PartitionMap>,
 }
 
+impl From<RelayError> for HttpError {
+    /// A refusal the relay answered a client, answered on with the same
+    /// status and code.
+    fn from(e: RelayError) -> Self {
+        let error = HttpError::new(e.status, e.code.as_static_str().unwrap_or("internal"), e.message);
+        match e.retry_after_s {
+            Some(s) => error.retry_after(s),
+            None => error,
+        }
+    }
+}
+
 impl From<HttpError> for RelayError {
     fn from(e: HttpError) -> Self {
         RelayError {

@@ -199,6 +199,12 @@ impl RelayConfig {
         }
     }
 
+    /// Reads the configuration from a Worker's variables (`[vars]`, or
+    /// `--var`).
+    pub fn from_env(env: &worker::Env) -> Result<RelayConfig, ConfigError> {
+        RelayConfig::from_vars(|k| env.var(k).ok().map(|v| v.to_string()))
+    }
+
     /// Reads the configuration through `get` (a variable lookup).
     pub fn from_vars(get: impl Fn(&str) -> Option<String>) -> Result<RelayConfig, ConfigError> {
         let plan = match get("RELAY_PLAN").as_deref().map(str::trim) {

@@ -122,6 +122,22 @@ pub fn parse_json<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, HttpE
     Ok(crate::core::decode_json(text, MAX_CONTROL_BODY_DEPTH)?)
 }
 
+impl From<HttpError> for worker::Error {
+    /// A refusal thrown out of a handler (an alarm, say): the runtime sees
+    /// its status, code and message as text. Answer a request with
+    /// [`respond`] instead, to keep its status.
+    fn from(e: HttpError) -> Self {
+        worker::Error::RustError(format!("{} {}: {}", e.status, e.code, e.message))
+    }
+}
+
+impl From<worker::Error> for HttpError {
+    /// A runtime failure: 500 `internal`.
+    fn from(e: worker::Error) -> Self {
+        HttpError::internal(e.to_string())
+    }
+}
+
 impl From<RequestError> for HttpError {
     fn from(e: RequestError) -> Self {
         HttpError::bad_request(e.code(), e.to_string())

@@ -8,6 +8,8 @@
 //! - [`core`]: the engine, without I/O (re-exported `durable-relay-core`).
 //! - [`store`]: the outbox and the inbox, as SQL over the [`Sql`] interface.
 //! - [`driver`]: the one alarm driver over any store and [`Targets`].
+//! - [`Source`] and [`Target`] ([`embed`]): the relay in your own Durable
+//!   Objects in a few lines; start here.
 //! - [`Relay`]: the source side in one type (enqueue, alarm, status,
 //!   operator actions), keeping the alarm right.
 //! - [`durable`]: the Durable Object glue (SQLite, alarm, target calls) and
@@ -28,6 +30,7 @@ pub mod codes;
 pub mod config;
 pub mod driver;
 pub mod durable;
+pub mod embed;
 pub mod http;
 pub mod partition;
 pub mod routes;
@@ -43,6 +46,7 @@ pub use codes::ErrorCode;
 pub use config::{Plan, RelayConfig};
 pub use driver::{AlarmError, AlarmOptions, AlarmSummary, FireObserver, FireRecord, NoObserver, Targets};
 pub use durable::{DoAlarm, DoRelay, DoSql, DoTargets};
+pub use embed::{row, Enqueue, Migrations, OnApply, Source, Target};
 pub use source::{AlarmFailure, AlarmStore, Relay, SourceConfig, SourceStatus};
 pub use store::inbox::{ApplyFailure, Inbox, InboxTotals, KeyValue, KeysPage, Watermark};
 pub use store::outbox::{

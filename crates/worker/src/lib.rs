@@ -48,6 +48,6 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> worker::Result<Response
 /// The relay's configuration from the Worker's variables; a bad value is a
 /// 500 `bad_configuration` naming the variable.
 pub fn config(env: &Env) -> Result<durable_relay::RelayConfig, durable_relay::http::HttpError> {
-    durable_relay::RelayConfig::from_vars(|k| env.var(k).ok().map(|v| v.to_string()))
+    durable_relay::RelayConfig::from_env(env)
         .map_err(|e| durable_relay::http::HttpError::new(500, "bad_configuration", e.to_string()))
 }

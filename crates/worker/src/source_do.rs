@@ -16,17 +16,18 @@
 //! also serve `POST /faults` (`{"crash_checkpoints":n,"drop_alarm":bool}`)
 //! and `GET /audit` (the outbox's invariants on its tables).
 
-use std::cell::{Cell, OnceCell, RefCell};
+use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 
 use serde::Serialize;
 
-use durable_relay::core::{Name, RELAY_LAG_BOUND_MS};
-use durable_relay::durable::{now_ms, DoAlarm, DoSql, DoTargets};
+use durable_relay::core::Name;
+use durable_relay::durable::{now_ms, DoAlarm, DoSql};
+use durable_relay::embed::log_alarm;
 use durable_relay::http::{json, respond, HttpError};
 use durable_relay::routes::{DirectoryOp, SourceOp};
 use durable_relay::store::{int, schema, Sql};
-use durable_relay::{AlarmSummary, NoObserver, Relay, RelayConfig};
+use durable_relay::{AlarmSummary, Relay, Source};
 use worker::{durable_object, wasm_bindgen, DurableObject, Env, Request, Response, State};
 
 use crate::{config, directory, TARGET_BINDING};
@@ -68,12 +69,23 @@ type SourceSql = durable_relay::testing::FaultySql<DoSql>;
 #[cfg(not(feature = "testing"))]
 type SourceSql = DoSql;
 
+/// The store a test build wraps around the object's SQLite.
+#[cfg(feature = "testing")]
+fn source_sql(sql: DoSql) -> SourceSql {
+    durable_relay::testing::FaultySql::new(sql)
+}
+
+/// The store: the object's SQLite as it is.
+#[cfg(not(feature = "testing"))]
+fn source_sql(sql: DoSql) -> SourceSql {
+    sql
+}
+
 /// The reference source Durable Object.
 #[durable_object]
 pub struct RelaySource {
-    state: State,
-    env: Env,
-    relay: OnceCell<Relay<SourceSql, DoAlarm>>,
+    /// The library's source facade, as an embedder's object holds it.
+    source: Source<SourceSql>,
     /// The last [`ALARM_HISTORY_LEN`] alarms, oldest first.
     history: RefCell<VecDeque<AlarmPoint>>,
     /// Whether this source is in the directory (or none is bound), once read.
@@ -87,9 +99,7 @@ pub struct RelaySource {
 impl DurableObject for RelaySource {
     fn new(state: State, env: Env) -> Self {
         RelaySource {
-            state,
-            env,
-            relay: OnceCell::new(),
+            source: Source::with_store(state, env, source_sql).targets(TARGET_BINDING),
             history: RefCell::new(VecDeque::with_capacity(ALARM_HISTORY_LEN)),
             listed: Cell::new(None),
             #[cfg(feature = "testing")]
@@ -102,36 +112,28 @@ impl DurableObject for RelaySource {
     }
 
     async fn alarm(&self) -> worker::Result<Response> {
-        match self.run().await {
-            Ok(()) => Response::ok("ok"),
-            Err(e) => {
-                worker::console_error!("{}", serde_json::json!({"event": "relay_alarm_error", "error": e}));
-                Err(worker::Error::RustError(e))
-            }
+        let mut summary = self.source.run_alarm().await.map_err(worker::Error::RustError)?;
+        if let Ok(relay) = self.relay() {
+            summary.metrics_written = crate::metrics::write(self.env(), relay, &summary);
         }
+        self.remember(&summary);
+        log_alarm(&summary);
+        Response::ok("ok")
     }
 }
 
 impl RelaySource {
     /// The relay, opened on first use.
     fn relay(&self) -> Result<&Relay<SourceSql, DoAlarm>, HttpError> {
-        if let Some(r) = self.relay.get() {
-            return Ok(r);
-        }
-        let name = self.state.id().name().ok_or_else(|| {
-            HttpError::bad_request(
-                "unnamed_source",
-                "address the source with idFromName(<name>) or getByName",
-            )
-        })?;
-        let name = Name::new(name).map_err(|e| HttpError::bad_request("invalid_source", e.to_string()))?;
-        #[cfg(feature = "testing")]
-        let sql = durable_relay::testing::FaultySql::new(DoSql::new(&self.state));
-        #[cfg(not(feature = "testing"))]
-        let sql = DoSql::new(&self.state);
-        let relay = Relay::open(name, sql, DoAlarm::new(&self.state), config(&self.env)?.source())
-            .map_err(|e| HttpError::new(500, "bad_configuration", e.to_string()))?;
-        Ok(self.relay.get_or_init(|| relay))
+        self.source.relay()
+    }
+
+    fn state(&self) -> &State {
+        self.source.object().0
+    }
+
+    fn env(&self) -> &Env {
+        self.source.object().1
     }
 
     async fn route(&self, req: &mut Request) -> Result<Response, HttpError> {
@@ -151,7 +153,7 @@ impl RelaySource {
             SourceOp::Retire => self.retire(relay).await,
             SourceOp::Enqueue => {
                 if durable_relay::durable::source::fence(req)?.epoch == 0 {
-                    if let Some(refusal) = config(&self.env)?.unrouted_refusal(relay.name()) {
+                    if let Some(refusal) = config(self.env())?.unrouted_refusal(relay.name()) {
                         return Err(refusal.into());
                     }
                 }
@@ -177,7 +179,7 @@ impl RelaySource {
         if let Some(listed) = self.listed.get() {
             return Ok(listed);
         }
-        let db = DoSql::new(&self.state);
+        let db = DoSql::new(self.state());
         let store = |e: durable_relay::StoreError| HttpError::internal(e.to_string());
         schema::migrate(&db, COMPONENT, MIGRATIONS).map_err(store)?;
         let row = db.first("SELECT listed_ms FROM reference_listed WHERE id = 1", vec![]).map_err(store)?;
@@ -191,7 +193,7 @@ impl RelaySource {
         if self.listed()? {
             return Ok(());
         }
-        let Some(resp) = directory::call(&self.env, &DirectoryOp::Register(name.clone())).await? else {
+        let Some(resp) = directory::call(self.env(), &DirectoryOp::Register(name.clone())).await? else {
             // No directory bound: nothing to do, and nothing to ask again.
             self.listed.set(Some(true));
             return Ok(());
@@ -199,7 +201,7 @@ impl RelaySource {
         if resp.status_code() != 200 {
             return Err(HttpError::internal(format!("the directory answered {}", resp.status_code())));
         }
-        DoSql::new(&self.state)
+        DoSql::new(self.state())
             .run(
                 "INSERT INTO reference_listed (id, listed_ms) VALUES (1, ?) ON CONFLICT(id) DO NOTHING",
                 vec![int(now_ms())],
@@ -231,9 +233,10 @@ impl RelaySource {
                 worker::Delay::from(std::time::Duration::from_millis(u64::from(delay))).await;
             }
         }
-        let resp = directory::call(&self.env, &DirectoryOp::Retire(relay.name().clone())).await?.ok_or_else(
-            || HttpError::new(501, "no_directory", "no source directory is bound (RELAY_DIRECTORY)"),
-        )?;
+        let resp =
+            directory::call(self.env(), &DirectoryOp::Retire(relay.name().clone())).await?.ok_or_else(
+                || HttpError::new(501, "no_directory", "no source directory is bound (RELAY_DIRECTORY)"),
+            )?;
         if resp.status_code() != 200 {
             return Err(HttpError::internal(format!("the directory answered {}", resp.status_code())));
         }
@@ -250,7 +253,7 @@ impl RelaySource {
 
     /// Forgets the mark: the next enqueue lists the source again.
     fn unmark(&self) -> Result<(), HttpError> {
-        DoSql::new(&self.state)
+        DoSql::new(self.state())
             .run("DELETE FROM reference_listed WHERE id = 1", vec![])
             .map_err(|e| HttpError::internal(e.to_string()))?;
         self.listed.set(Some(false));
@@ -284,7 +287,7 @@ impl RelaySource {
     ) -> Result<Response, HttpError> {
         use durable_relay::http::{json, parse_json, read_body};
         use durable_relay::testing::SourceFaultsBody;
-        if !config(&self.env)?.faults {
+        if !config(self.env())?.faults {
             return Err(HttpError::new(403, "faults_disabled", "test faults are off (RELAY_TEST_FAULTS)"));
         }
         let internal = |e: worker::Error| HttpError::internal(e.to_string());
@@ -307,23 +310,6 @@ impl RelaySource {
         }
         json(&serde_json::json!({"ok": true})).map_err(internal)
     }
-
-    async fn run(&self) -> Result<(), String> {
-        let config: RelayConfig = config(&self.env).map_err(|e| e.message)?;
-        let relay = self.relay().map_err(|e| e.message)?;
-        let namespace = self.env.durable_object(TARGET_BINDING).map_err(|e| e.to_string())?;
-        let targets = DoTargets { namespace, timeout_ms: config.call_timeout_ms };
-        let mut summary = relay.alarm(&targets, &now_ms, &NoObserver).await.map_err(|f| {
-            let retry = f
-                .retry_at_ms
-                .map_or_else(|| "no retry armed".to_owned(), |at| format!("retry armed at {at}"));
-            format!("{} ({retry})", f.error)
-        })?;
-        summary.metrics_written = crate::metrics::write(&self.env, relay, &summary);
-        self.remember(&summary);
-        log(&summary);
-        Ok(())
-    }
 }
 
 /// The refusal of a retire while rows are owed.
@@ -333,24 +319,4 @@ fn not_empty(queued: u64, parked: u64) -> HttpError {
         "source_not_empty",
         format!("{queued} rows queued and {parked} parked: deliver, redrive or discard them first"),
     )
-}
-
-/// The per-alarm log lines: one `relay_alarm` with the figures, one
-/// `relay_target_parked` per target parked, and `relay_lag_exceeded` when a
-/// row older than the lag bound was seen.
-fn log(summary: &AlarmSummary) {
-    worker::console_log!("{}", serde_json::json!({"event": "relay_alarm", "alarm": summary}));
-    for (target, rows, reason) in &summary.parked {
-        worker::console_warn!(
-            "{}",
-            serde_json::json!({"event": "relay_target_parked", "source": summary.source, "target": target,
-                "rows": rows, "reason": reason})
-        );
-    }
-    if summary.lag_exceeded {
-        worker::console_warn!(
-            "{}",
-            serde_json::json!({"event": "relay_lag_exceeded", "source": summary.source, "bound_ms": RELAY_LAG_BOUND_MS})
-        );
-    }
 }

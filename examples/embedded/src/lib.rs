@@ -3,12 +3,11 @@
 //! tables, and the library doing the relaying.
 //!
 //! - `Orders` (a source): placing an order writes the `orders` table and
-//!   enqueues one row for the customer in **one** transaction
-//!   ([`Relay::enqueue_with`]); its `alarm()` is [`Relay::alarm`]. Any other
-//!   request is the relay's own source protocol (status, parked targets,
-//!   redrive), served by the library.
-//! - `Customer` (a target): applies the relay's batches with a hook that
-//!   updates its own `loyalty` table inside the same atomic apply.
+//!   enqueues one row for the customer in **one** transaction; its
+//!   `alarm()` delivers. Any other request is the relay's own source
+//!   protocol (status, parked targets, redrive), served by the library.
+//! - `Customer` (a target): counts each order it receives into its own
+//!   `loyalty_log` table, inside the relay's atomic apply.
 //! - `/forward/{source}` enqueues at the reference relay (another Worker,
 //!   bound by `script_name`) through the library's Rust client.
 //!
@@ -25,13 +24,11 @@
 //! | `POST /forward/{source}` | `{"rows":[..]}`: enqueue at the reference relay's source |
 //! | `GET /forward/{source}/status` | that source's status |
 
-use std::cell::OnceCell;
-
-use durable_relay::core::{ApplyRow, Effects, EnqueueRow, Name, RelayHook, DEFAULT_CALL_TIMEOUT_MS};
-use durable_relay::durable::{now_ms, DoRelay, DoSql, DoTargets};
-use durable_relay::http::{json, read_body, respond, HttpError};
-use durable_relay::store::{int, Sql};
-use durable_relay::{Inbox, NoObserver, RelayClient, RelayConfig};
+use durable_relay::core::{decode_enqueue, ApplyRow, Name};
+use durable_relay::durable::source::traceparent;
+use durable_relay::http::{json, parse_json, read_body, respond, HttpError};
+use durable_relay::store::{int, StoreError};
+use durable_relay::{row, DoSql, Enqueue, Migrations, OnApply, RelayClient, Source, Sql, Target};
 use serde::{Deserialize, Serialize};
 use worker::{
     durable_object, event, wasm_bindgen, Context, DurableObject, Env, Method, Request, RequestInit, Response,
@@ -55,12 +52,12 @@ async fn fetch(mut req: Request, env: Env, _ctx: Context) -> worker::Result<Resp
     respond(route(&mut req, &env).await)
 }
 
+/// This Worker's own HTTP shape: each path goes to the object it names.
 async fn route(req: &mut Request, env: &Env) -> Result<Response, HttpError> {
     let path = req.path();
     let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
-    let internal = |e: worker::Error| HttpError::internal(e.to_string());
     match (req.method(), segments.as_slice()) {
-        (Method::Get, ["health"]) => json(&serde_json::json!({"ok": true})).map_err(internal),
+        (Method::Get, ["health"]) => Ok(json(&serde_json::json!({"ok": true}))?),
         (_, ["orders", shard]) => forward(req, env, ORDERS, &format!("orders-{shard}"), "/orders").await,
         (_, ["orders", shard, "relay", rest @ ..]) => {
             forward(req, env, ORDERS, &format!("orders-{shard}"), &format!("/{}", rest.join("/"))).await
@@ -73,29 +70,21 @@ async fn route(req: &mut Request, env: &Env) -> Result<Response, HttpError> {
         }
         (Method::Post, ["forward", source]) => {
             // The caller's trace context, if any, travels on with the rows.
-            let trace = durable_relay::durable::source::traceparent(req)?;
-            let body = durable_relay::core::decode_enqueue(&read_body(req).await?)?;
-            let client = RelayClient::from_env(env, RELAY_SOURCE).map_err(client_error)?;
-            let source = client.source(source).map_err(client_error)?;
+            let trace = traceparent(req)?;
+            let body = decode_enqueue(&read_body(req).await?)?;
+            let source = RelayClient::from_env(env, RELAY_SOURCE)?.source(source)?;
             let done = match &trace {
-                Some(t) => source.enqueue_traced(t, None, &body.rows).await,
-                None => source.enqueue(&body.rows).await,
-            }
-            .map_err(client_error)?;
-            json(&done).map_err(internal)
+                Some(t) => source.enqueue_traced(t, None, &body.rows).await?,
+                None => source.enqueue(&body.rows).await?,
+            };
+            Ok(json(&done)?)
         }
         (Method::Get, ["forward", source, "status"]) => {
-            let client = RelayClient::from_env(env, RELAY_SOURCE).map_err(client_error)?;
-            let status = client.source(source).map_err(client_error)?.status().await.map_err(client_error)?;
-            json(&status).map_err(internal)
+            let status = RelayClient::from_env(env, RELAY_SOURCE)?.source(source)?.status().await?;
+            Ok(json(&status)?)
         }
         _ => Err(HttpError::new(404, "no_route", format!("no route for {path}"))),
     }
-}
-
-/// A client error, answered with the relay's own status and code.
-fn client_error(e: durable_relay::RelayError) -> HttpError {
-    HttpError::new(e.status, e.code.as_static_str().unwrap_or("internal"), e.message)
 }
 
 /// Sends the request on to the object `name` in `binding`, at `path`.
@@ -106,21 +95,24 @@ async fn forward(
     name: &str,
     path: &str,
 ) -> Result<Response, HttpError> {
-    let internal = |e: worker::Error| HttpError::internal(e.to_string());
-    let namespace = env.durable_object(binding).map_err(internal)?;
-    let stub = namespace.id_from_name(name).map_err(internal)?.get_stub().map_err(internal)?;
-    let query = req.url().map_err(internal)?.query().map(|q| format!("?{q}")).unwrap_or_default();
+    let stub = env.durable_object(binding)?.id_from_name(name)?.get_stub()?;
+    let query = req.url()?.query().map(|q| format!("?{q}")).unwrap_or_default();
     let mut init = RequestInit::new();
     let method = req.method();
     if method == Method::Post {
         init.with_body(Some(read_body(req).await?.into()));
     }
     init.with_method(method);
-    let inner = Request::new_with_init(&format!("https://example{path}{query}"), &init).map_err(internal)?;
-    stub.fetch_with_request(inner).await.map_err(internal)
+    let inner = Request::new_with_init(&format!("https://example{path}{query}"), &init)?;
+    Ok(stub.fetch_with_request(inner).await?)
 }
 
 // ---- the source -------------------------------------------------------------
+
+/// The orders table, beside the relay's outbox.
+const ORDERS_TABLE: Migrations =
+    &[&["CREATE TABLE IF NOT EXISTS orders (id TEXT PRIMARY KEY, customer TEXT NOT NULL, \
+     amount INTEGER NOT NULL, seq INTEGER NOT NULL)"]];
 
 /// An order as placed.
 #[derive(Deserialize)]
@@ -144,190 +136,139 @@ struct OrderRow {
     seq: u64,
 }
 
+// readme: source
 /// A shard of orders: its own table, and the relay's outbox beside it.
 #[durable_object]
 pub struct Orders {
-    state: State,
-    env: Env,
-    relay: OnceCell<DoRelay>,
+    relay: Source,
 }
 
 impl DurableObject for Orders {
     fn new(state: State, env: Env) -> Self {
-        Orders { state, env, relay: OnceCell::new() }
+        Orders { relay: Source::new(state, env).targets(CUSTOMERS).tables("orders", ORDERS_TABLE) }
     }
 
     async fn fetch(&self, mut req: Request) -> worker::Result<Response> {
-        respond(self.route(&mut req).await)
+        match (req.method(), req.path().as_str()) {
+            (Method::Post, "/orders") => respond(self.place(&mut req).await),
+            (Method::Get, "/orders") => respond(self.orders()),
+            _ => self.relay.fetch(req).await,
+        }
     }
 
     async fn alarm(&self) -> worker::Result<Response> {
-        let relay = self.relay().map_err(|e| worker::Error::RustError(e.message))?;
-        let namespace = self.env.durable_object(CUSTOMERS)?;
-        let targets = DoTargets { namespace, timeout_ms: DEFAULT_CALL_TIMEOUT_MS };
-        match relay.alarm(&targets, &now_ms, &NoObserver).await {
-            Ok(summary) => {
-                worker::console_log!("{}", serde_json::json!({"event": "orders_alarm", "alarm": summary}));
-                Response::ok("relayed")
-            }
-            // The relay armed a back-off before failing; throwing lets the
-            // platform retry sooner.
-            Err(f) => Err(worker::Error::RustError(f.error.to_string())),
-        }
+        self.relay.alarm().await
     }
 }
 
 impl Orders {
-    /// The relay, opened on first use together with the orders table.
-    fn relay(&self) -> Result<&DoRelay, HttpError> {
-        if let Some(r) = self.relay.get() {
-            return Ok(r);
-        }
-        // The library's defaults (the Free preset), or the same variables the
-        // reference Worker reads, if this Worker sets any.
-        let config = RelayConfig::from_vars(|k| self.env.var(k).ok().map(|v| v.to_string()))
-            .map_err(|e| HttpError::new(500, "bad_configuration", e.to_string()))?;
-        let relay = DoRelay::for_object(&self.state, config.source())?;
-        relay.sql().run(
-            "CREATE TABLE IF NOT EXISTS orders (id TEXT PRIMARY KEY, customer TEXT NOT NULL, \
-             amount INTEGER NOT NULL, seq INTEGER NOT NULL)",
-            vec![],
-        )?;
-        Ok(self.relay.get_or_init(|| relay))
-    }
-
-    async fn route(&self, req: &mut Request) -> Result<Response, HttpError> {
-        let relay = self.relay()?;
-        let internal = |e: worker::Error| HttpError::internal(e.to_string());
-        match (req.method(), req.path().as_str()) {
-            (Method::Post, "/orders") => {
-                let order: Order = durable_relay::http::parse_json(&read_body(req).await?)?;
-                json(&self.place(relay, &order).await?).map_err(internal)
-            }
-            (Method::Get, "/orders") => {
-                let rows: Vec<OrderRow> = relay
-                    .sql()
-                    .rows_as("SELECT id, customer, amount, seq FROM orders ORDER BY seq", vec![])?;
-                json(&rows).map_err(internal)
-            }
-            // Everything else is the relay's source protocol.
-            _ => durable_relay::durable::source::handle(relay, req).await,
-        }
-    }
-
     /// Writes the order and enqueues its row in one transaction; the order
-    /// id is the idempotency key, so a retried request enqueues nothing twice.
-    async fn place(&self, relay: &DoRelay, order: &Order) -> Result<durable_relay::Enqueued, HttpError> {
-        let customer = Name::new(format!("customer-{}", order.customer))
-            .map_err(|e| HttpError::bad_request("invalid_target", e.to_string()))?;
-        let value = serde_json::json!({"amount": order.amount});
-        let row = EnqueueRow::new(customer, vec![(format!("order:{}", order.id), value)], vec![]);
-        let sql = relay.sql();
-        let (_, done) = relay
-            .enqueue_with(now_ms(), Some(&order.id), &[row], |enqueued| {
-                if enqueued.duplicate {
-                    return Ok(());
-                }
-                let seq = enqueued.seqs.first().copied().unwrap_or(0);
+    /// id is the idempotency key, so a retried request writes nothing twice.
+    async fn place(&self, req: &mut Request) -> Result<Response, HttpError> {
+        let order: Order = parse_json(&read_body(req).await?)?;
+        let row = row(&format!("customer-{}", order.customer))?
+            .put(format!("order:{}", order.id), serde_json::json!({"amount": order.amount}));
+        let (_, done) = self
+            .relay
+            .enqueue_with(&[row], Enqueue::key(&order.id), |sql, done| {
+                let seq = done.seqs.first().copied().unwrap_or(0);
+                let values = vec![order.id.as_str().into(), order.customer.as_str().into()];
                 sql.run(
                     "INSERT INTO orders (id, customer, amount, seq) VALUES (?, ?, ?, ?)",
-                    vec![
-                        order.id.as_str().into(),
-                        order.customer.as_str().into(),
-                        int(order.amount.into()),
-                        int(seq),
-                    ],
-                )
-                .map_err(|e| e.to_string())?;
+                    [values, vec![int(order.amount.into()), int(seq)]].concat(),
+                )?;
                 if order.fail_after_enqueue {
-                    return Err("the order was refused after its row was enqueued".to_owned());
+                    return Err(StoreError::Aborted(
+                        "the order was refused after its row was enqueued".into(),
+                    ));
                 }
                 Ok(())
             })
             .await?;
-        Ok(done)
+        Ok(json(&done)?)
+    }
+}
+// readme: end
+
+impl Orders {
+    /// The shard's orders, in outbox order.
+    fn orders(&self) -> Result<Response, HttpError> {
+        let sql = self.relay.sql()?;
+        let rows: Vec<OrderRow> =
+            sql.rows_as("SELECT id, customer, amount, seq FROM orders ORDER BY seq", vec![])?;
+        Ok(json(&rows)?)
     }
 }
 
 // ---- the target -------------------------------------------------------------
 
-/// Counts every order that arrives into the customer's own loyalty table,
-/// inside the relay's apply transaction: both commit or neither does, and
-/// the watermark makes a redelivered batch skip it.
-struct Loyalty {
-    sql: DoSql,
-}
+/// The customer's own table, beside the relay's inbox.
+const LOYALTY_TABLE: Migrations =
+    &[&["CREATE TABLE IF NOT EXISTS loyalty_log (source TEXT NOT NULL, seq INTEGER NOT NULL, \
+     order_id TEXT NOT NULL, amount INTEGER NOT NULL)"]];
 
-impl RelayHook for Loyalty {
-    fn extra_effects(&self, source: &Name, rows: &[ApplyRow]) -> Result<Effects, String> {
+// readme: target
+/// Counts every order that arrives into the customer's loyalty table,
+/// inside the relay's apply transaction: both commit or neither does, and a
+/// redelivered batch never reaches it.
+struct Loyalty;
+
+impl OnApply for Loyalty {
+    fn on_apply(&self, sql: &DoSql, source: &Name, rows: &[ApplyRow]) -> Result<(), String> {
+        #[derive(Deserialize)]
+        struct Amount {
+            amount: u64,
+        }
         for row in rows {
             for (key, value) in &row.effects.puts {
                 let Some(order) = key.strip_prefix("order:") else { continue };
-                let amount = serde_json::from_str::<serde_json::Value>(value.as_str())
-                    .ok()
-                    .and_then(|v| v.get("amount").and_then(serde_json::Value::as_u64))
-                    .ok_or_else(|| format!("order {order} has no amount"))?;
-                self.sql
-                    .run(
-                        "INSERT INTO loyalty_log (source, seq, order_id, amount) VALUES (?, ?, ?, ?)",
-                        vec![source.as_str().into(), int(row.seq), order.into(), int(amount)],
-                    )
-                    .map_err(|e| e.to_string())?;
+                let Amount { amount } = value.decode().map_err(|e| format!("order {order}: {e}"))?;
+                let values = vec![source.as_str().into(), int(row.seq), order.into(), int(amount)];
+                sql.run(
+                    "INSERT INTO loyalty_log (source, seq, order_id, amount) VALUES (?, ?, ?, ?)",
+                    values,
+                )
+                .map_err(|e| e.to_string())?;
             }
         }
-        Ok(Effects::default())
+        Ok(())
     }
 }
 
-/// A customer: the relay's inbox and its own loyalty tables.
+/// A customer: the relay's inbox and its own loyalty table.
 #[durable_object]
 pub struct Customer {
-    sql: DoSql,
-    inbox: OnceCell<Inbox<DoSql>>,
+    inbox: Target<Loyalty>,
 }
 
 impl DurableObject for Customer {
     fn new(state: State, _env: Env) -> Self {
-        Customer { sql: DoSql::new(&state), inbox: OnceCell::new() }
+        Customer { inbox: Target::new(&state).on_apply(Loyalty).tables("loyalty", LOYALTY_TABLE) }
     }
 
-    async fn fetch(&self, mut req: Request) -> worker::Result<Response> {
-        respond(self.route(&mut req).await)
+    async fn fetch(&self, req: Request) -> worker::Result<Response> {
+        if req.method() == Method::Get && req.path() == "/loyalty" {
+            return respond(self.loyalty());
+        }
+        self.inbox.fetch(req).await
     }
 }
+// readme: end
 
 impl Customer {
-    fn inbox(&self) -> Result<&Inbox<DoSql>, HttpError> {
-        if let Some(i) = self.inbox.get() {
-            return Ok(i);
+    /// The points earned, and every order counted, in the order counted.
+    fn loyalty(&self) -> Result<Response, HttpError> {
+        #[derive(Serialize, Deserialize)]
+        struct Counted {
+            source: String,
+            seq: u64,
+            order_id: String,
+            amount: u64,
         }
-        let inbox = Inbox::open(self.sql.clone())?;
-        self.sql.run(
-            "CREATE TABLE IF NOT EXISTS loyalty_log (source TEXT NOT NULL, seq INTEGER NOT NULL, \
-             order_id TEXT NOT NULL, amount INTEGER NOT NULL)",
-            vec![],
-        )?;
-        Ok(self.inbox.get_or_init(|| inbox))
-    }
-
-    async fn route(&self, req: &mut Request) -> Result<Response, HttpError> {
-        let inbox = self.inbox()?;
-        if req.method() == Method::Get && req.path() == "/loyalty" {
-            #[derive(Serialize, Deserialize)]
-            struct Counted {
-                source: String,
-                seq: u64,
-                order_id: String,
-                amount: u64,
-            }
-            let log: Vec<Counted> = self
-                .sql
-                .rows_as("SELECT source, seq, order_id, amount FROM loyalty_log ORDER BY rowid", vec![])?;
-            let points: u64 = log.iter().map(|c| c.amount).sum();
-            return json(&serde_json::json!({"points": points, "orders": log}))
-                .map_err(|e| HttpError::internal(e.to_string()));
-        }
-        // Everything else is the relay's target protocol (apply, keys, ...).
-        durable_relay::durable::target::handle(inbox, req, &Loyalty { sql: self.sql.clone() }).await
+        let sql = self.inbox.sql()?;
+        let log: Vec<Counted> =
+            sql.rows_as("SELECT source, seq, order_id, amount FROM loyalty_log ORDER BY rowid", vec![])?;
+        let points: u64 = log.iter().map(|c| c.amount).sum();
+        Ok(json(&serde_json::json!({"points": points, "orders": log}))?)
     }
 }

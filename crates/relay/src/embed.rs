@@ -1,0 +1,354 @@
+//! The relay inside your own Durable Objects, in a few lines: a [`Source`]
+//! for the object that writes rows, a [`Target`] for the object that
+//! applies them. Both are opened on first use, read the same variables as
+//! the reference Worker ([`RelayConfig`]), and serve the relay's own
+//! `fetch` protocol for what your object does not handle itself.
+//!
+//! ```ignore
+//! #[durable_object]
+//! pub struct Orders { relay: Source }
+//!
+//! impl DurableObject for Orders {
+//!     fn new(state: State, env: Env) -> Self {
+//!         Orders { relay: Source::new(state, env).targets("CUSTOMERS").tables("orders", ORDERS_TABLE) }
+//!     }
+//!     async fn fetch(&self, req: Request) -> Result<Response> {
+//!         // Your write and the rows commit together, or neither does.
+//!         let row = EnqueueRow::to("customer-7")?.put("order:17", json!({"amount": 30}));
+//!         let (_, done) = self.relay.enqueue_with(&[row], Enqueue::key("order-17"), |sql, done| {
+//!             sql.run("INSERT INTO orders (id, seq) VALUES (?, ?)", vec!["order-17".into(), int(done.seqs[0])])
+//!         }).await?;
+//!         Response::from_json(&done)
+//!     }
+//!     async fn alarm(&self) -> Result<Response> {
+//!         self.relay.alarm().await
+//!     }
+//! }
+//! ```
+
+use std::cell::OnceCell;
+
+use worker::{Env, Request, Response, State};
+
+use crate::config::RelayConfig;
+use crate::core::{ApplyRow, Effects, EnqueueRow, Name, RelayHook, Traceparent, RELAY_LAG_BOUND_MS};
+use crate::driver::{AlarmSummary, NoObserver};
+use crate::durable::{now_ms, DoAlarm, DoSql, DoTargets};
+use crate::http::{respond, HttpError};
+use crate::source::Relay;
+use crate::store::inbox::Inbox;
+use crate::store::outbox::Enqueued;
+use crate::store::{schema, Sql, StoreError};
+
+/// The binding a [`Source`] calls its targets through unless told another
+/// ([`Source::targets`]): the reference Worker's.
+pub const DEFAULT_TARGET_BINDING: &str = "RELAY_TARGET";
+
+/// Your own tables, as versioned migrations: each entry is one version's
+/// statements, applied once, in order, with the relay's own (see
+/// [`schema::migrate`]).
+pub type Migrations = &'static [&'static [&'static str]];
+
+/// How to enqueue: an idempotency key, a `traceparent`. The default is
+/// neither.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Enqueue {
+    /// Names the request: a repeat with the same rows is answered as a
+    /// duplicate and writes nothing.
+    pub key: Option<String>,
+    /// W3C trace context stored and sent with every row.
+    pub trace: Option<Traceparent>,
+}
+
+impl Enqueue {
+    /// Options with idempotency key `key`.
+    pub fn key(key: impl Into<String>) -> Enqueue {
+        Enqueue { key: Some(key.into()), trace: None }
+    }
+
+    /// These options, carrying `trace`.
+    pub fn traced(mut self, trace: Option<Traceparent>) -> Enqueue {
+        self.trace = trace;
+        self
+    }
+}
+
+/// The source side of the relay in your Durable Object. `S` is the store
+/// the relay writes through: the object's own SQLite ([`DoSql`]), or a
+/// wrapper around it (the reference Worker's test build injects faults so).
+pub struct Source<S: Sql = DoSql> {
+    state: State,
+    env: Env,
+    targets: &'static str,
+    tables: Option<(&'static str, Migrations)>,
+    store: fn(DoSql) -> S,
+    relay: OnceCell<Relay<S, DoAlarm>>,
+}
+
+impl Source {
+    /// The relay of the object whose `state` and `env` these are. Nothing is
+    /// opened until first use.
+    pub fn new(state: State, env: Env) -> Source {
+        Source::with_store(state, env, |sql| sql)
+    }
+}
+
+impl<S: Sql> Source<S> {
+    /// [`Source::new`], writing through `store(the object's SQLite)`.
+    pub fn with_store(state: State, env: Env, store: fn(DoSql) -> S) -> Source<S> {
+        Source { state, env, targets: DEFAULT_TARGET_BINDING, tables: None, store, relay: OnceCell::new() }
+    }
+
+    /// Calls targets through the Durable Object binding `binding`.
+    pub fn targets(mut self, binding: &'static str) -> Source<S> {
+        self.targets = binding;
+        self
+    }
+
+    /// Creates or migrates your own tables (`component` names them in the
+    /// schema table) when the relay opens.
+    pub fn tables(mut self, component: &'static str, migrations: Migrations) -> Source<S> {
+        self.tables = Some((component, migrations));
+        self
+    }
+
+    /// The object's state and environment.
+    pub fn object(&self) -> (&State, &Env) {
+        (&self.state, &self.env)
+    }
+
+    /// The relay, opened on first use.
+    pub fn relay(&self) -> Result<&Relay<S, DoAlarm>, HttpError> {
+        if let Some(relay) = self.relay.get() {
+            return Ok(relay);
+        }
+        let name = self.state.id().name().ok_or_else(|| {
+            HttpError::bad_request(
+                "unnamed_source",
+                "address the source with idFromName(<name>) or getByName",
+            )
+        })?;
+        let name = Name::new(name).map_err(|e| HttpError::bad_request("invalid_source", e.to_string()))?;
+        let sql = (self.store)(DoSql::new(&self.state));
+        let relay = Relay::open(name, sql, DoAlarm::new(&self.state), config(&self.env)?.source())
+            .map_err(|e| HttpError::new(500, "bad_configuration", e.to_string()))?;
+        if let Some((component, migrations)) = self.tables {
+            schema::migrate(relay.sql(), component, migrations)?;
+        }
+        Ok(self.relay.get_or_init(|| relay))
+    }
+
+    /// The object's database, for your own tables.
+    pub fn sql(&self) -> Result<&S, HttpError> {
+        Ok(self.relay()?.sql())
+    }
+
+    /// Enqueues `rows` in a transaction of their own.
+    pub async fn enqueue(&self, rows: &[EnqueueRow], options: Enqueue) -> Result<Enqueued, HttpError> {
+        let (_, done) = self.enqueue_with(rows, options, |_, _| Ok::<(), StoreError>(())).await?;
+        Ok(done)
+    }
+
+    /// Enqueues `rows` and runs `write` (your own writes, on the object's
+    /// database) in **one** transaction: both commit, or neither does. An
+    /// error from `write` rolls everything back and is answered 409
+    /// `aborted`. A repeat of a keyed request writes nothing and does not
+    /// run `write` (its writes were made the first time): its result is
+    /// then `None`.
+    pub async fn enqueue_with<R, E: std::fmt::Display>(
+        &self,
+        rows: &[EnqueueRow],
+        options: Enqueue,
+        mut write: impl FnMut(&S, &Enqueued) -> Result<R, E>,
+    ) -> Result<(Option<R>, Enqueued), HttpError> {
+        let relay = self.relay()?;
+        let rows: Vec<EnqueueRow> =
+            rows.iter().cloned().map(|r| r.with_trace(options.trace.clone())).collect();
+        let sql = relay.sql();
+        let (written, done) = relay
+            .enqueue_with(now_ms(), options.key.as_deref(), &rows, |done| {
+                if done.duplicate {
+                    return Ok(None);
+                }
+                write(sql, done).map(Some)
+            })
+            .await?;
+        Ok((written, done))
+    }
+
+    /// Runs one alarm: the relay delivers to the targets' binding with the
+    /// configured call timeout, arms its next wake-up, and logs one
+    /// `relay_alarm` line. Return it from your object's `alarm()`; an error
+    /// (after the relay armed its own retry) lets the platform retry too.
+    pub async fn alarm(&self) -> worker::Result<Response> {
+        let summary = self.run_alarm().await.map_err(worker::Error::RustError)?;
+        log_alarm(&summary);
+        Response::ok("relayed")
+    }
+
+    /// [`alarm`](Source::alarm) without its log lines (log them with
+    /// [`log_alarm`] once you have added your own figures), answering what
+    /// the alarm did.
+    pub async fn run_alarm(&self) -> Result<AlarmSummary, String> {
+        let relay = self.relay().map_err(|e| e.message)?;
+        let config = config(&self.env).map_err(|e| e.message)?;
+        let namespace = self.env.durable_object(self.targets).map_err(|e| e.to_string())?;
+        let targets = DoTargets { namespace, timeout_ms: config.call_timeout_ms };
+        match relay.alarm(&targets, &now_ms, &NoObserver).await {
+            Ok(summary) => Ok(summary),
+            Err(f) => {
+                let retry = f
+                    .retry_at_ms
+                    .map_or_else(|| "no retry armed".to_owned(), |at| format!("retry armed at {at}"));
+                let error = format!("{} ({retry})", f.error);
+                worker::console_error!(
+                    "{}",
+                    serde_json::json!({"event": "relay_alarm_error", "error": error})
+                );
+                Err(error)
+            }
+        }
+    }
+
+    /// Serves the relay's own source protocol (status, parked targets,
+    /// redrive, enqueue from other Workers): see
+    /// [`durable::source`](crate::durable::source).
+    pub async fn fetch(&self, mut req: Request) -> worker::Result<Response> {
+        let served = match self.relay() {
+            Ok(relay) => crate::durable::source::handle(relay, &mut req).await,
+            Err(e) => Err(e),
+        };
+        respond(served)
+    }
+}
+
+/// A row for the target named `target`, to add effects to: refused (400
+/// `invalid_target`) when the name is not one.
+pub fn row(target: &str) -> Result<EnqueueRow, HttpError> {
+    let name = Name::new(target)
+        .map_err(|e| HttpError::bad_request("invalid_target", format!("{target:?}: {e}")))?;
+    Ok(EnqueueRow::to(name))
+}
+
+/// The relay's configuration from the Worker's variables.
+fn config(env: &Env) -> Result<RelayConfig, HttpError> {
+    RelayConfig::from_env(env).map_err(|e| HttpError::new(500, "bad_configuration", e.to_string()))
+}
+
+/// The per-alarm log lines: one `relay_alarm` with the figures, one
+/// `relay_target_parked` per target parked, and `relay_lag_exceeded` when a
+/// row older than the lag bound was seen.
+pub fn log_alarm(summary: &AlarmSummary) {
+    worker::console_log!("{}", serde_json::json!({"event": "relay_alarm", "alarm": summary}));
+    for (target, rows, reason) in &summary.parked {
+        worker::console_warn!(
+            "{}",
+            serde_json::json!({"event": "relay_target_parked", "source": summary.source, "target": target,
+                "rows": rows, "reason": reason})
+        );
+    }
+    if summary.lag_exceeded {
+        worker::console_warn!(
+            "{}",
+            serde_json::json!({"event": "relay_lag_exceeded", "source": summary.source, "bound_ms": RELAY_LAG_BOUND_MS})
+        );
+    }
+}
+
+/// What a target does with the rows it applies, inside the apply's
+/// transaction: your writes and the target's watermark commit together, a
+/// redelivered batch never reaches it, and an error rolls the batch back
+/// (the source retries it, as after any failed call).
+pub trait OnApply {
+    /// Handles the new rows (in sequence order) that `source` sent.
+    fn on_apply(&self, sql: &DoSql, source: &Name, rows: &[ApplyRow]) -> Result<(), String>;
+}
+
+impl<F: Fn(&DoSql, &Name, &[ApplyRow]) -> Result<(), String>> OnApply for F {
+    fn on_apply(&self, sql: &DoSql, source: &Name, rows: &[ApplyRow]) -> Result<(), String> {
+        self(sql, source, rows)
+    }
+}
+
+/// Applies nothing of its own: the target keeps the rows' keys only.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct KeysOnly;
+
+impl OnApply for KeysOnly {
+    fn on_apply(&self, _: &DoSql, _: &Name, _: &[ApplyRow]) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+/// `OnApply` as the inbox's hook.
+struct Hook<'a, H> {
+    sql: &'a DoSql,
+    handler: &'a H,
+}
+
+impl<H: OnApply> RelayHook for Hook<'_, H> {
+    fn extra_effects(&self, source: &Name, rows: &[ApplyRow]) -> Result<Effects, String> {
+        self.handler.on_apply(self.sql, source, rows)?;
+        Ok(Effects::default())
+    }
+}
+
+/// The target side of the relay in your Durable Object.
+pub struct Target<H = KeysOnly> {
+    sql: DoSql,
+    handler: H,
+    tables: Option<(&'static str, Migrations)>,
+    inbox: OnceCell<Inbox<DoSql>>,
+}
+
+impl Target {
+    /// The inbox of the object whose `state` this is, keeping the rows'
+    /// keys. Nothing is opened until first use.
+    pub fn new(state: &State) -> Target {
+        Target { sql: DoSql::new(state), handler: KeysOnly, tables: None, inbox: OnceCell::new() }
+    }
+}
+
+impl<H: OnApply> Target<H> {
+    /// Runs `handler` on every batch applied, inside its transaction.
+    pub fn on_apply<G: OnApply>(self, handler: G) -> Target<G> {
+        Target { sql: self.sql, handler, tables: self.tables, inbox: self.inbox }
+    }
+
+    /// Creates or migrates your own tables when the inbox opens.
+    pub fn tables(mut self, component: &'static str, migrations: Migrations) -> Target<H> {
+        self.tables = Some((component, migrations));
+        self
+    }
+
+    /// The inbox, opened on first use.
+    pub fn inbox(&self) -> Result<&Inbox<DoSql>, HttpError> {
+        if let Some(inbox) = self.inbox.get() {
+            return Ok(inbox);
+        }
+        let inbox = Inbox::open(self.sql.clone())?;
+        if let Some((component, migrations)) = self.tables {
+            schema::migrate(&self.sql, component, migrations)?;
+        }
+        Ok(self.inbox.get_or_init(|| inbox))
+    }
+
+    /// The object's database, for your own tables (opened, with them).
+    pub fn sql(&self) -> Result<&DoSql, HttpError> {
+        self.inbox()?;
+        Ok(&self.sql)
+    }
+
+    /// Serves the relay's target protocol (`/apply` from sources, keys,
+    /// watermarks): see [`durable::target`](crate::durable::target).
+    pub async fn fetch(&self, mut req: Request) -> worker::Result<Response> {
+        let served = match self.inbox() {
+            Ok(inbox) => {
+                let hook = Hook { sql: &self.sql, handler: &self.handler };
+                crate::durable::target::handle(inbox, &mut req, &hook).await
+            }
+            Err(e) => Err(e),
+        };
+        respond(served)
+    }
+}

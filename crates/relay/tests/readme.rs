@@ -1,0 +1,47 @@
+//! The README's embedding snippets are the embedded example's own code, so
+//! they compile (the example is built by `scripts/test`) and cannot drift:
+//! every region the example marks `// readme: <name>` ... `// readme: end`
+//! must appear in README.md verbatim, inside a code block.
+
+use std::path::Path;
+
+fn read(path: &str) -> String {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    std::fs::read_to_string(root.join(path)).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+/// The marked regions of `text`, by name.
+fn regions(text: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut lines = text.lines();
+    while let Some(line) = lines.next() {
+        let Some(name) = line.trim().strip_prefix("// readme: ") else { continue };
+        assert_ne!(name, "end", "an end marker without a start");
+        let mut block = String::new();
+        for inner in lines.by_ref() {
+            if inner.trim() == "// readme: end" {
+                break;
+            }
+            block.push_str(inner);
+            block.push('\n');
+        }
+        out.push((name.to_owned(), block));
+    }
+    out
+}
+
+#[test]
+fn the_readmes_embedding_snippets_are_the_example_verbatim() {
+    let example = read("examples/embedded/src/lib.rs");
+    let readme = read("README.md");
+    let marked = regions(&example);
+    assert_eq!(
+        marked.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(),
+        vec!["source", "target"],
+        "the example marks its two snippets"
+    );
+    for (name, block) in marked {
+        let fenced = format!("```rust\n{block}```");
+        assert!(readme.contains(&fenced), "README.md lacks the example's {name} snippet, verbatim:\n{block}");
+    }
+}
