@@ -276,6 +276,8 @@ export type ErrorCode =
   | "partition_enqueue"
   | "delay_too_long"
   | "no_directory"
+  | "bench_disabled"
+  | "queue_send_failed"
   | "epoch_not_adopted"
   | "unsettled_layout"
   | "misrouted_row";

@@ -10,6 +10,7 @@
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
 #![deny(clippy::unreachable, clippy::todo, clippy::unimplemented)]
 
+use crate::codes::ErrorCode;
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
@@ -102,14 +103,14 @@ pub enum ApplyError {
 
 impl ApplyError {
     /// Stable machine-readable code.
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> ErrorCode {
         match self {
-            ApplyError::Malformed(_) => "malformed_batch",
-            ApplyError::Empty => "empty_batch",
-            ApplyError::TooLarge(_) => "batch_too_large",
-            ApplyError::BadSequence(_) => "bad_sequence",
-            ApplyError::BadRow(..) => "bad_row",
-            ApplyError::Hook(_) => "hook_rejected",
+            ApplyError::Malformed(_) => ErrorCode::MalformedBatch,
+            ApplyError::Empty => ErrorCode::EmptyBatch,
+            ApplyError::TooLarge(_) => ErrorCode::BatchTooLarge,
+            ApplyError::BadSequence(_) => ErrorCode::BadSequence,
+            ApplyError::BadRow(..) => ErrorCode::BadRow,
+            ApplyError::Hook(_) => ErrorCode::HookRefused,
         }
     }
 }

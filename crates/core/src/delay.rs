@@ -14,6 +14,7 @@
 
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
 
+use crate::codes::ErrorCode;
 use std::collections::BTreeMap;
 use std::fmt;
 
@@ -39,10 +40,10 @@ pub enum DelayError {
 
 impl DelayError {
     /// Stable machine-readable code.
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> ErrorCode {
         match self {
-            DelayError::Both => "conflicting_delay",
-            DelayError::TooLong(_) => "delay_too_long",
+            DelayError::Both => ErrorCode::ConflictingDelay,
+            DelayError::TooLong(_) => ErrorCode::DelayTooLong,
         }
     }
 }
@@ -146,7 +147,10 @@ mod tests {
         assert_eq!(Delay::NotBefore(now).due_ms(now), Ok(0));
         assert_eq!(Delay::For(0).due_ms(now), Ok(0));
         assert_eq!(Delay::For(1).due_ms(now), Ok(now + 1));
-        assert_eq!(Delay::NotBefore(u64::MAX).due_ms(now).map_err(|e| e.code()), Err("delay_too_long"));
+        assert_eq!(
+            Delay::NotBefore(u64::MAX).due_ms(now).map_err(|e| e.code()),
+            Err(ErrorCode::DelayTooLong)
+        );
     }
 
     #[test]

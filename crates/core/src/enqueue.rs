@@ -8,6 +8,7 @@
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
 #![deny(clippy::unreachable, clippy::todo, clippy::unimplemented)]
 
+use crate::codes::ErrorCode;
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
@@ -164,14 +165,14 @@ impl Capacity {
 
 impl EnqueueError {
     /// Stable machine-readable code.
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> ErrorCode {
         match self {
-            EnqueueError::NoRows => "no_rows",
-            EnqueueError::TooManyRows(_) => "too_many_rows",
-            EnqueueError::TooManyBytes(_) => "request_too_large",
+            EnqueueError::NoRows => ErrorCode::NoRows,
+            EnqueueError::TooManyRows(_) => ErrorCode::TooManyRows,
+            EnqueueError::TooManyBytes(_) => ErrorCode::RequestTooLarge,
             EnqueueError::Row { error, .. } => error.code(),
-            EnqueueError::SequenceExhausted => "sequence_exhausted",
-            EnqueueError::OutboxFull { .. } => "outbox_full",
+            EnqueueError::SequenceExhausted => ErrorCode::SequenceExhausted,
+            EnqueueError::OutboxFull { .. } => ErrorCode::OutboxFull,
         }
     }
 }
@@ -270,18 +271,18 @@ pub enum EnqueueRefusal {
 
 impl EnqueueRefusal {
     /// Stable machine-readable code.
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> ErrorCode {
         match self {
             EnqueueRefusal::Invalid(e) => e.code(),
-            EnqueueRefusal::Key(_) => "invalid_idempotency_key",
-            EnqueueRefusal::Conflict { .. } => "idempotency_conflict",
-            EnqueueRefusal::StaleEpoch { .. } => "stale_epoch",
-            EnqueueRefusal::GateTargets => "invalid_gate",
-            EnqueueRefusal::EpochNotAdopted { .. } => "epoch_not_adopted",
-            EnqueueRefusal::UnsettledLayout { .. } => "unsettled_layout",
-            EnqueueRefusal::Misrouted { .. } => "misrouted_row",
-            EnqueueRefusal::PartitionEnqueue { .. } => "partition_enqueue",
-            EnqueueRefusal::PartitionedSource { .. } => "partitioned_source",
+            EnqueueRefusal::Key(_) => ErrorCode::InvalidIdempotencyKey,
+            EnqueueRefusal::Conflict { .. } => ErrorCode::IdempotencyConflict,
+            EnqueueRefusal::StaleEpoch { .. } => ErrorCode::StaleEpoch,
+            EnqueueRefusal::GateTargets => ErrorCode::InvalidGate,
+            EnqueueRefusal::EpochNotAdopted { .. } => ErrorCode::EpochNotAdopted,
+            EnqueueRefusal::UnsettledLayout { .. } => ErrorCode::UnsettledLayout,
+            EnqueueRefusal::Misrouted { .. } => ErrorCode::MisroutedRow,
+            EnqueueRefusal::PartitionEnqueue { .. } => ErrorCode::PartitionEnqueue,
+            EnqueueRefusal::PartitionedSource { .. } => ErrorCode::PartitionedSource,
         }
     }
 }

@@ -26,6 +26,7 @@
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
 #![deny(clippy::unreachable, clippy::todo, clippy::unimplemented)]
 
+use crate::codes::ErrorCode;
 use std::fmt;
 
 use crate::limits::{BATCH_ENVELOPE_DEPTH, ENQUEUE_ENVELOPE_DEPTH, MAX_VALUE_DEPTH};
@@ -57,12 +58,12 @@ pub enum ValueError {
 
 impl ValueError {
     /// Stable machine-readable code.
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> ErrorCode {
         match self {
-            ValueError::Syntax { .. } => "invalid_value",
-            ValueError::TooDeep => "value_too_deep",
-            ValueError::DuplicateKey(_) => "duplicate_object_key",
-            ValueError::LoneSurrogate(_) => "lone_surrogate",
+            ValueError::Syntax { .. } => ErrorCode::InvalidValue,
+            ValueError::TooDeep => ErrorCode::ValueTooDeep,
+            ValueError::DuplicateKey(_) => ErrorCode::DuplicateObjectKey,
+            ValueError::LoneSurrogate(_) => ErrorCode::LoneSurrogate,
         }
     }
 }

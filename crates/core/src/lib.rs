@@ -13,6 +13,7 @@
 pub mod admission;
 pub mod alarm;
 pub mod apply;
+pub mod codes;
 pub mod dedup;
 pub mod delay;
 pub mod enqueue;
@@ -35,6 +36,7 @@ pub use apply::{
     decode_request, encode_request, plan_apply, ApplyError, ApplyPlan, ApplyReply, ApplyRequest, ApplyRow,
     NoHook, RelayHook,
 };
+pub use codes::ErrorCode;
 pub use dedup::{
     claim_live, content_digest, decide, decide_claim, Claim, Dedup, DedupRecord, KeyError, CLAIM_GRACE_MS,
 };

@@ -9,6 +9,7 @@
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
 #![deny(clippy::unreachable, clippy::todo, clippy::unimplemented)]
 
+use crate::codes::ErrorCode;
 use std::fmt;
 
 use serde::de::DeserializeOwned;
@@ -48,13 +49,13 @@ pub enum RequestError {
 
 impl RequestError {
     /// Stable machine-readable code.
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> ErrorCode {
         match self {
-            RequestError::EmptyBody => "empty_body",
-            RequestError::Malformed(_) => "malformed_json",
-            RequestError::Invalid(_) => "invalid_request",
-            RequestError::TooDeep { .. } => "value_too_deep",
-            RequestError::Target { .. } => "invalid_target",
+            RequestError::EmptyBody => ErrorCode::EmptyBody,
+            RequestError::Malformed(_) => ErrorCode::MalformedJson,
+            RequestError::Invalid(_) => ErrorCode::InvalidRequest,
+            RequestError::TooDeep { .. } => ErrorCode::ValueTooDeep,
+            RequestError::Target { .. } => ErrorCode::InvalidTarget,
         }
     }
 }

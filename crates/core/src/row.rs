@@ -8,6 +8,7 @@
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
 #![deny(clippy::unreachable, clippy::todo, clippy::unimplemented)]
 
+use crate::codes::ErrorCode;
 use std::collections::BTreeSet;
 use std::fmt;
 
@@ -112,15 +113,15 @@ pub enum RowError {
 
 impl RowError {
     /// Stable machine-readable code.
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> ErrorCode {
         match self {
-            RowError::NoEffects => "row_without_effects",
-            RowError::TooManyEffects(_) => "too_many_effects",
-            RowError::EmptyKey => "empty_key",
-            RowError::KeyTooLong(_) => "key_too_long",
-            RowError::ValueTooLarge(_) => "value_too_large",
-            RowError::DuplicateKey(_) => "duplicate_key",
-            RowError::RowTooLarge(_) => "row_too_large",
+            RowError::NoEffects => ErrorCode::RowWithoutEffects,
+            RowError::TooManyEffects(_) => ErrorCode::TooManyEffects,
+            RowError::EmptyKey => ErrorCode::EmptyKey,
+            RowError::KeyTooLong(_) => ErrorCode::KeyTooLong,
+            RowError::ValueTooLarge(_) => ErrorCode::ValueTooLarge,
+            RowError::DuplicateKey(_) => ErrorCode::DuplicateKey,
+            RowError::RowTooLarge(_) => ErrorCode::RowTooLarge,
             RowError::Value { error, .. } => error.code(),
             RowError::Delay(e) => e.code(),
         }

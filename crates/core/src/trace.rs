@@ -12,6 +12,7 @@
 
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
 
+use crate::codes::ErrorCode;
 use std::fmt;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -40,8 +41,8 @@ pub enum TraceError {
 
 impl TraceError {
     /// Stable machine-readable code.
-    pub fn code(&self) -> &'static str {
-        "invalid_traceparent"
+    pub fn code(&self) -> ErrorCode {
+        ErrorCode::InvalidTraceparent
     }
 }
 

@@ -375,7 +375,7 @@ impl From<RelayError> for HttpError {
     /// A refusal the relay answered a client, answered on with the same
     /// status and code.
     fn from(e: RelayError) -> Self {
-        let error = HttpError::new(e.status, e.code.as_static_str().unwrap_or("internal"), e.message);
+        let error = HttpError::new(e.status, e.code, e.message);
         match e.retry_after_s {
             Some(s) => error.retry_after(s),
             None => error,
@@ -385,11 +385,6 @@ impl From<RelayError> for HttpError {
 
 impl From<HttpError> for RelayError {
     fn from(e: HttpError) -> Self {
-        RelayError {
-            status: e.status,
-            code: ErrorCode::parse(e.code),
-            message: e.message,
-            retry_after_s: e.retry_after_s,
-        }
+        RelayError { status: e.status, code: e.code, message: e.message, retry_after_s: e.retry_after_s }
     }
 }

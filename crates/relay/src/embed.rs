@@ -26,6 +26,7 @@
 //! }
 //! ```
 
+use crate::core::ErrorCode;
 use std::cell::OnceCell;
 
 use worker::{Env, Request, Response, State};
@@ -124,14 +125,15 @@ impl<S: Sql> Source<S> {
         }
         let name = self.state.id().name().ok_or_else(|| {
             HttpError::bad_request(
-                "unnamed_source",
+                ErrorCode::UnnamedSource,
                 "address the source with idFromName(<name>) or getByName",
             )
         })?;
-        let name = Name::new(name).map_err(|e| HttpError::bad_request("invalid_source", e.to_string()))?;
+        let name =
+            Name::new(name).map_err(|e| HttpError::bad_request(ErrorCode::InvalidSource, e.to_string()))?;
         let sql = (self.store)(DoSql::new(&self.state));
         let relay = Relay::open(name, sql, DoAlarm::new(&self.state), config(&self.env)?.source())
-            .map_err(|e| HttpError::new(500, "bad_configuration", e.to_string()))?;
+            .map_err(|e| HttpError::new(500, ErrorCode::BadConfiguration, e.to_string()))?;
         if let Some((component, migrations)) = self.tables {
             schema::migrate(relay.sql(), component, migrations)?;
         }
@@ -226,13 +228,13 @@ impl<S: Sql> Source<S> {
 /// `invalid_target`) when the name is not one.
 pub fn row(target: &str) -> Result<EnqueueRow, HttpError> {
     let name = Name::new(target)
-        .map_err(|e| HttpError::bad_request("invalid_target", format!("{target:?}: {e}")))?;
+        .map_err(|e| HttpError::bad_request(ErrorCode::InvalidTarget, format!("{target:?}: {e}")))?;
     Ok(EnqueueRow::to(name))
 }
 
 /// The relay's configuration from the Worker's variables.
 fn config(env: &Env) -> Result<RelayConfig, HttpError> {
-    RelayConfig::from_env(env).map_err(|e| HttpError::new(500, "bad_configuration", e.to_string()))
+    RelayConfig::from_env(env).map_err(|e| HttpError::new(500, ErrorCode::BadConfiguration, e.to_string()))
 }
 
 /// The per-alarm log lines: one `relay_alarm` with the figures, one

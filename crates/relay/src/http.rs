@@ -10,7 +10,7 @@ use serde::Serialize;
 use worker::{Request, Response};
 
 use crate::core::{
-    ApplyError, EnqueueError, EnqueueRefusal, RequestError, BACKPRESSURE_RETRY_AFTER_S,
+    ApplyError, EnqueueError, EnqueueRefusal, ErrorCode, RequestError, BACKPRESSURE_RETRY_AFTER_S,
     MAX_CONTROL_BODY_DEPTH, MAX_REQUEST_BYTES,
 };
 use crate::store::inbox::ApplyFailure;
@@ -23,7 +23,7 @@ pub struct HttpError {
     /// HTTP status (4xx for the caller's mistakes, 5xx for ours).
     pub status: u16,
     /// Stable machine-readable code.
-    pub code: &'static str,
+    pub code: ErrorCode,
     /// What was wrong, naming the field or limit.
     pub message: String,
     /// Seconds for a `Retry-After` header (with 429 and 503).
@@ -32,18 +32,18 @@ pub struct HttpError {
 
 impl HttpError {
     /// A refusal with `status`, `code` and `message`.
-    pub fn new(status: u16, code: &'static str, message: impl Into<String>) -> HttpError {
+    pub fn new(status: u16, code: ErrorCode, message: impl Into<String>) -> HttpError {
         HttpError { status, code, message: message.into(), retry_after_s: None }
     }
 
     /// 400 with `code`.
-    pub fn bad_request(code: &'static str, message: impl Into<String>) -> HttpError {
+    pub fn bad_request(code: ErrorCode, message: impl Into<String>) -> HttpError {
         HttpError::new(400, code, message)
     }
 
     /// 500 for a storage or runtime failure.
     pub fn internal(message: impl Into<String>) -> HttpError {
-        HttpError::new(500, "internal", message)
+        HttpError::new(500, ErrorCode::Internal, message)
     }
 
     /// Adds a `Retry-After` of `seconds`.
@@ -101,7 +101,11 @@ pub fn respond(result: Result<Response, HttpError>) -> worker::Result<Response> 
 /// (by `Content-Length` first, then by what actually arrived).
 pub async fn read_body(req: &mut Request) -> Result<String, HttpError> {
     let too_large = |n: u64| {
-        HttpError::new(413, "body_too_large", format!("body is {n} bytes; the limit is {MAX_REQUEST_BYTES}"))
+        HttpError::new(
+            413,
+            ErrorCode::BodyTooLarge,
+            format!("body is {n} bytes; the limit is {MAX_REQUEST_BYTES}"),
+        )
     };
     if let Ok(Some(len)) = req.headers().get("content-length") {
         if let Ok(n) = len.parse::<u64>() {
@@ -110,11 +114,12 @@ pub async fn read_body(req: &mut Request) -> Result<String, HttpError> {
             }
         }
     }
-    let bytes = req.bytes().await.map_err(|e| HttpError::bad_request("unreadable_body", e.to_string()))?;
+    let bytes =
+        req.bytes().await.map_err(|e| HttpError::bad_request(ErrorCode::UnreadableBody, e.to_string()))?;
     if bytes.len() as u64 > u64::from(MAX_REQUEST_BYTES) {
         return Err(too_large(bytes.len() as u64));
     }
-    String::from_utf8(bytes).map_err(|_| HttpError::bad_request("invalid_utf8", "body is not UTF-8"))
+    String::from_utf8(bytes).map_err(|_| HttpError::bad_request(ErrorCode::InvalidUtf8, "body is not UTF-8"))
 }
 
 /// Parses a small JSON control body into `T`, naming the problem on failure.
@@ -187,7 +192,7 @@ impl<E: std::fmt::Display> From<EnqueueFailure<E>> for HttpError {
         match e {
             EnqueueFailure::Refused(r) => r.into(),
             EnqueueFailure::Store(s) => s.into(),
-            EnqueueFailure::Aborted(a) => HttpError::new(409, "aborted", a.to_string()),
+            EnqueueFailure::Aborted(a) => HttpError::new(409, ErrorCode::Aborted, a.to_string()),
         }
     }
 }
@@ -199,11 +204,11 @@ impl From<ApplyFailure> for HttpError {
     fn from(e: ApplyFailure) -> Self {
         match e {
             ApplyFailure::Rejected(e @ ApplyError::Hook(_)) => {
-                HttpError::new(503, "hook_refused", e.to_string())
+                HttpError::new(503, ErrorCode::HookRefused, e.to_string())
             }
             ApplyFailure::Rejected(e) => HttpError::new(422, e.code(), e.to_string()),
-            ApplyFailure::Hook(m) => HttpError::new(503, "hook_refused", m),
-            ApplyFailure::Unavailable(m) => HttpError::new(503, "unavailable", m),
+            ApplyFailure::Hook(m) => HttpError::new(503, ErrorCode::HookRefused, m),
+            ApplyFailure::Unavailable(m) => HttpError::new(503, ErrorCode::Unavailable, m),
         }
     }
 }
@@ -218,7 +223,7 @@ pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 
 /// Checks `Authorization: Bearer <token>` against `expected`.
 pub fn check_bearer(header: Option<&str>, expected: &str) -> Result<(), HttpError> {
-    let unauthorized = |m: &str| HttpError::new(401, "unauthorized", m);
+    let unauthorized = |m: &str| HttpError::new(401, ErrorCode::Unauthorized, m);
     let Some(value) = header else {
         return Err(unauthorized("missing Authorization: Bearer <token>"));
     };

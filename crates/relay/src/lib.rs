@@ -26,7 +26,7 @@
 pub use durable_relay_core as core;
 
 pub mod client;
-pub mod codes;
+pub use durable_relay_core::codes;
 pub mod config;
 pub mod driver;
 pub mod durable;

@@ -11,6 +11,7 @@
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
 #![deny(clippy::unreachable, clippy::todo, clippy::unimplemented)]
 
+use crate::core::ErrorCode;
 use worker::Url;
 
 use crate::core::{
@@ -147,7 +148,7 @@ pub enum FrontRoute {
 }
 
 fn no_route(method: &str, url: &Url) -> HttpError {
-    HttpError::new(404, "no_route", format!("no route for {method} {}", url.path()))
+    HttpError::new(404, ErrorCode::NoRoute, format!("no route for {method} {}", url.path()))
 }
 
 /// A path's segments, percent-decoded (`/a/b` is `["a", "b"]`; `/` is
@@ -189,7 +190,7 @@ fn refs(segments: &[String]) -> Vec<&str> {
 }
 
 /// Validates a name taken from the path.
-fn name(segment: &str, code: &'static str) -> Result<Name, HttpError> {
+fn name(segment: &str, code: ErrorCode) -> Result<Name, HttpError> {
     Name::new(segment).map_err(|e| HttpError::bad_request(code, format!("{segment:?}: {e}")))
 }
 
@@ -199,12 +200,15 @@ fn params<const N: usize>(url: &Url, allowed: [&'static str; N]) -> Result<[Opti
     let mut out: [Option<String>; N] = std::array::from_fn(|_| None);
     for (k, v) in url.query_pairs() {
         let Some(i) = allowed.iter().position(|a| *a == k) else {
-            return Err(HttpError::bad_request("invalid_query", format!("unknown query parameter {k:?}")));
+            return Err(HttpError::bad_request(
+                ErrorCode::InvalidQuery,
+                format!("unknown query parameter {k:?}"),
+            ));
         };
         let slot = out.get_mut(i).ok_or_else(|| HttpError::internal("query slot"))?;
         if slot.replace(v.into_owned()).is_some() {
             return Err(HttpError::bad_request(
-                "invalid_query",
+                ErrorCode::InvalidQuery,
                 format!("query parameter {k:?} given twice"),
             ));
         }
@@ -213,7 +217,7 @@ fn params<const N: usize>(url: &Url, allowed: [&'static str; N]) -> Result<[Opti
 }
 
 /// A sequence number `0..=SEQ_MAX` from text.
-fn seq(text: &str, code: &'static str) -> Result<u64, HttpError> {
+fn seq(text: &str, code: ErrorCode) -> Result<u64, HttpError> {
     text.parse::<u64>()
         .ok()
         .filter(|s| *s <= SEQ_MAX)
@@ -224,7 +228,7 @@ fn seq(text: &str, code: &'static str) -> Result<u64, HttpError> {
 fn limit(text: Option<String>, max: u32) -> Result<u32, HttpError> {
     let Some(text) = text else { return Ok(max) };
     text.parse::<u32>().ok().filter(|n| (1..=max).contains(n)).ok_or_else(|| {
-        HttpError::bad_request("invalid_limit", format!("limit must be 1..={max}, got {text:?}"))
+        HttpError::bad_request(ErrorCode::InvalidLimit, format!("limit must be 1..={max}, got {text:?}"))
     })
 }
 
@@ -233,7 +237,7 @@ fn key_bound(text: Option<String>, param: &str) -> Result<String, HttpError> {
     let text = text.unwrap_or_default();
     if text.len() > MAX_KEY_BYTES as usize {
         return Err(HttpError::bad_request(
-            "invalid_query",
+            ErrorCode::InvalidQuery,
             format!("{param} is {} bytes; keys are at most {MAX_KEY_BYTES}", text.len()),
         ));
     }
@@ -252,18 +256,18 @@ impl SourceOp {
             ("POST", ["enqueue"]) => SourceOp::Enqueue,
             ("GET", ["status"]) => SourceOp::Status,
             ("GET", ["watermark"]) => SourceOp::Watermark,
-            ("GET", ["delivered-through", s]) => SourceOp::DeliveredThrough(seq(s, "invalid_seq")?),
+            ("GET", ["delivered-through", s]) => SourceOp::DeliveredThrough(seq(s, ErrorCode::InvalidSeq)?),
             ("POST", ["faults"]) => SourceOp::Faults,
             ("GET", ["parked"]) => SourceOp::ParkedTargets,
             ("GET", ["parked", t]) => {
-                let target = name(t, "invalid_target")?;
+                let target = name(t, ErrorCode::InvalidTarget)?;
                 let [after, limit_text] = params(url, ["after", "limit"])?;
-                let after = after.map_or(Ok(0), |a| seq(&a, "invalid_query"))?;
+                let after = after.map_or(Ok(0), |a| seq(&a, ErrorCode::InvalidQuery))?;
                 let limit = limit(limit_text, MAX_PARKED_ROWS_PER_PAGE)?;
                 return Ok(SourceOp::ParkedRows { target, after, limit });
             }
-            ("POST", ["parked", t, "redrive"]) => SourceOp::Redrive(name(t, "invalid_target")?),
-            ("POST", ["parked", t, "discard"]) => SourceOp::Discard(name(t, "invalid_target")?),
+            ("POST", ["parked", t, "redrive"]) => SourceOp::Redrive(name(t, ErrorCode::InvalidTarget)?),
+            ("POST", ["parked", t, "discard"]) => SourceOp::Discard(name(t, ErrorCode::InvalidTarget)?),
             ("GET", ["audit"]) => SourceOp::Audit,
             ("GET", ["alarms"]) => SourceOp::Alarms,
             ("POST", ["retire"]) => SourceOp::Retire,
@@ -272,7 +276,7 @@ impl SourceOp {
             ("GET", ["foreign-targets", n, i]) => {
                 let bad = |s: &str| {
                     HttpError::bad_request(
-                        "invalid_partition",
+                        ErrorCode::InvalidPartition,
                         format!("{s:?}: 1..={MAX_PARTITIONS} partitions, an index below {MAX_PARTITIONS}"),
                     )
                 };
@@ -344,7 +348,7 @@ impl SourceOp {
 /// A directory page's bounds from the query.
 fn page(url: &Url) -> Result<(Option<Name>, u32), HttpError> {
     let [after, limit_text] = params(url, ["after", "limit"])?;
-    let after = after.filter(|a| !a.is_empty()).map(|a| name(&a, "invalid_query")).transpose()?;
+    let after = after.filter(|a| !a.is_empty()).map(|a| name(&a, ErrorCode::InvalidQuery)).transpose()?;
     Ok((after, limit(limit_text, MAX_SOURCES_PER_PAGE)?))
 }
 
@@ -357,8 +361,8 @@ impl DirectoryOp {
                 let (after, limit) = page(url)?;
                 return Ok(DirectoryOp::List { after, limit });
             }
-            ("POST", ["sources", s]) => DirectoryOp::Register(name(s, "invalid_name")?),
-            ("DELETE", ["sources", s]) => DirectoryOp::Retire(name(s, "invalid_name")?),
+            ("POST", ["sources", s]) => DirectoryOp::Register(name(s, ErrorCode::InvalidName)?),
+            ("DELETE", ["sources", s]) => DirectoryOp::Retire(name(s, ErrorCode::InvalidName)?),
             _ => return Err(no_route(method, url)),
         };
         no_query(url)?;
@@ -409,14 +413,14 @@ impl TargetOp {
                 });
             }
             ("GET", ["watermarks"]) => TargetOp::Watermarks,
-            ("DELETE", ["watermarks", s]) => TargetOp::ForgetWatermark(name(s, "invalid_name")?),
+            ("DELETE", ["watermarks", s]) => TargetOp::ForgetWatermark(name(s, ErrorCode::InvalidName)?),
             ("POST", ["faults"]) => TargetOp::Faults,
             ("GET", ["audit"]) => TargetOp::Audit,
             ("GET", ["log"]) => {
                 let [source] = params(url, ["source"])?;
-                let source =
-                    source.ok_or_else(|| HttpError::bad_request("invalid_query", "source is required"))?;
-                return Ok(TargetOp::Log(name(&source, "invalid_name")?));
+                let source = source
+                    .ok_or_else(|| HttpError::bad_request(ErrorCode::InvalidQuery, "source is required"))?;
+                return Ok(TargetOp::Log(name(&source, ErrorCode::InvalidName)?));
             }
             _ => return Err(no_route(method, url)),
         };
@@ -467,7 +471,7 @@ impl FrontRoute {
                 Ok(FrontRoute::Sources { after, limit })
             }
             ["v1", "sources", s, rest @ ..] if !rest.is_empty() => {
-                let source = name(s, "invalid_name")?;
+                let source = name(s, ErrorCode::InvalidName)?;
                 match SourceOp::parse(method, rest, url)? {
                     // A router's own steps: reachable only through the DO binding.
                     SourceOp::Adopt | SourceOp::Claim => Err(no_route(method, url)),
@@ -475,7 +479,7 @@ impl FrontRoute {
                 }
             }
             ["v1", "targets", t, rest @ ..] if !rest.is_empty() => {
-                let target = name(t, "invalid_name")?;
+                let target = name(t, ErrorCode::InvalidName)?;
                 match TargetOp::parse(method, rest, url)? {
                     TargetOp::Apply => Err(no_route(method, url)),
                     op => Ok(FrontRoute::Target(target, op)),
@@ -494,7 +498,7 @@ mod tests {
         FrontRoute::parse(method, &Url::parse(&format!("https://relay.example{path}")).unwrap())
     }
 
-    fn code(method: &str, path: &str) -> &'static str {
+    fn code(method: &str, path: &str) -> ErrorCode {
         front(method, path).unwrap_err().code
     }
 

@@ -91,14 +91,14 @@ fn a_held_row_is_not_late_before_it_is_due_but_is_after() {
 fn a_delay_at_the_limit_is_accepted_and_past_it_or_with_both_fields_refused_writing_nothing() {
     let mut sim = Sim::new(34);
     let now = sim.now_ms();
-    let code = |r: Result<_, EnqueueRefusal>| r.map(|_| ()).map_err(|e| e.code());
+    let code = |r: Result<_, EnqueueRefusal>| r.map(|_| ()).map_err(|e| e.code().as_str().to_owned());
     let mut both = row("a", "k", 1).delayed(Delay::For(1));
     both.not_before_ms = Some(now + 1);
-    assert_eq!(code(sim.enqueue_keyed(S, None, vec![both])), Err("conflicting_delay"));
+    assert_eq!(code(sim.enqueue_keyed(S, None, vec![both])), Err("conflicting_delay".to_owned()));
     let past = vec![row("a", "k", 1).delayed(Delay::For(MAX_DELAY_MS + 1))];
-    assert_eq!(code(sim.enqueue_keyed(S, None, past)), Err("delay_too_long"));
+    assert_eq!(code(sim.enqueue_keyed(S, None, past)), Err("delay_too_long".to_owned()));
     let past = vec![row("a", "k", 1).delayed(Delay::NotBefore(now + MAX_DELAY_MS + 1))];
-    assert_eq!(code(sim.enqueue_keyed(S, None, past)), Err("delay_too_long"));
+    assert_eq!(code(sim.enqueue_keyed(S, None, past)), Err("delay_too_long".to_owned()));
     assert_eq!(sim.os(S), 0, "nothing written");
     let at_limit = vec![row("a", "k", 1).delayed(Delay::NotBefore(now + MAX_DELAY_MS))];
     assert_eq!(code(sim.enqueue_keyed(S, None, at_limit)), Ok(()));

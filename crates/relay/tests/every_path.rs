@@ -250,7 +250,7 @@ fn generate(rng: &mut SimRng, earlier: &[Request]) -> Request {
 #[derive(Debug, PartialEq, Eq)]
 enum Verdict {
     Accepted { duplicate: bool, rows: usize, due_ms: Vec<u64> },
-    Refused { code: &'static str, message: String },
+    Refused { code: durable_relay::ErrorCode, message: String },
 }
 
 #[test]

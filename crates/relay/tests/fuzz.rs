@@ -594,7 +594,7 @@ fn generated_enqueue_bodies_are_refused_with_a_code_or_delivered_exactly() {
         let request = match decode_enqueue(&text) {
             Ok(r) => r,
             Err(e) => {
-                prop_assert!(ENQUEUE_CODES.contains(&e.code()), "unknown code {}", e.code());
+                prop_assert!(ENQUEUE_CODES.contains(&e.code().as_str()), "unknown code {}", e.code());
                 return Ok(());
             }
         };
@@ -604,11 +604,11 @@ fn generated_enqueue_bodies_are_refused_with_a_code_or_delivered_exactly() {
         let encoded = match encode_rows(&request.rows) {
             Ok(enc) => enc,
             Err(e) => {
-                prop_assert!(ENQUEUE_CODES.contains(&e.code()), "unknown code {}", e.code());
+                prop_assert!(ENQUEUE_CODES.contains(&e.code().as_str()), "unknown code {}", e.code());
                 if edits.is_none() {
                     // A refusal of a clean body must be explained by the oracle.
                     let bad_value = rows.iter().flat_map(|r| &r.puts).any(|(_, v)| expected(v, 0).is_err());
-                    prop_assert!(bad_value || !matches!(e.code(), "invalid_value"), "{e}");
+                    prop_assert!(bad_value || e.code() != "invalid_value", "{e}");
                 }
                 return Ok(());
             }
@@ -692,7 +692,7 @@ fn generated_apply_batches_are_refused_with_a_code_or_valid() {
             }
             Err(e) => {
                 prop_assert!(["malformed_batch", "empty_batch", "batch_too_large", "bad_sequence", "bad_row"]
-                    .contains(&e.code()))
+                    .contains(&e.code().as_str()))
             }
         }
         Ok(())

@@ -17,6 +17,7 @@
 //! relay_directory (name TEXT PRIMARY KEY, listed_ms INTEGER) WITHOUT ROWID
 //! ```
 
+use durable_relay::core::ErrorCode;
 use std::cell::OnceCell;
 
 use serde::{Deserialize, Serialize};
@@ -85,7 +86,7 @@ impl RelayDirectory {
             schema::migrate(&self.db, COMPONENT, MIGRATIONS).map_err(store)?;
             let _ = self.ready.set(());
         }
-        let url = req.url().map_err(|e| HttpError::bad_request("bad_url", e.to_string()))?;
+        let url = req.url().map_err(|e| HttpError::bad_request(ErrorCode::BadUrl, e.to_string()))?;
         let internal = |e: worker::Error| HttpError::internal(e.to_string());
         match DirectoryOp::from_url(req.method().as_ref(), &url)? {
             DirectoryOp::Register(name) => {

@@ -8,6 +8,7 @@
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
 #![deny(clippy::unreachable, clippy::todo, clippy::unimplemented)]
 
+use durable_relay::core::ErrorCode;
 use worker::{Env, Method, Request, RequestInit, Response};
 
 use durable_relay::core::Name;
@@ -31,7 +32,7 @@ pub fn authorize(req: &Request, env: &Env) -> Result<(), HttpError> {
 /// Routes one request. The console's static files need no token; every
 /// other route does.
 pub async fn handle(mut req: Request, env: &Env) -> Result<Response, HttpError> {
-    let url = req.url().map_err(|e| HttpError::bad_request("bad_url", e.to_string()))?;
+    let url = req.url().map_err(|e| HttpError::bad_request(ErrorCode::BadUrl, e.to_string()))?;
     let method = req.method();
     if let Some(asset) = ConsoleAsset::from_url(method.as_ref(), &url) {
         return crate::console::serve(asset);
@@ -41,7 +42,7 @@ pub async fn handle(mut req: Request, env: &Env) -> Result<Response, HttpError> 
         FrontRoute::Health => health(env),
         FrontRoute::Sources { after, limit } => {
             crate::directory::call(env, &DirectoryOp::List { after, limit }).await?.ok_or_else(|| {
-                HttpError::new(501, "no_directory", "no source directory is bound (RELAY_DIRECTORY)")
+                HttpError::new(501, ErrorCode::NoDirectory, "no source directory is bound (RELAY_DIRECTORY)")
             })
         }
         FrontRoute::Source(source, op) => {

@@ -20,6 +20,7 @@ pub mod partitioned;
 pub mod source_do;
 pub mod target_do;
 
+use durable_relay::core::ErrorCode;
 use worker::{event, Context, Env, Request, Response};
 
 /// Binding name of the source class's namespace.
@@ -49,5 +50,5 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> worker::Result<Response
 /// 500 `bad_configuration` naming the variable.
 pub fn config(env: &Env) -> Result<durable_relay::RelayConfig, durable_relay::http::HttpError> {
     durable_relay::RelayConfig::from_env(env)
-        .map_err(|e| durable_relay::http::HttpError::new(500, "bad_configuration", e.to_string()))
+        .map_err(|e| durable_relay::http::HttpError::new(500, ErrorCode::BadConfiguration, e.to_string()))
 }

@@ -7,6 +7,7 @@
 
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
 
+use durable_relay::core::ErrorCode;
 use futures::future::join_all;
 use serde::Serialize;
 use worker::{Env, Request, Response};
@@ -20,14 +21,9 @@ use durable_relay::{ActionOutcome, RelayClient, RelayError, SourceClient, Source
 
 use crate::SOURCE_BINDING;
 
-/// A partition's error as the front door's.
+/// A partition's error as the front door's: the same status and code.
 fn http(e: RelayError) -> HttpError {
-    let code = e.code.as_static_str().unwrap_or("internal");
-    let error = HttpError::new(e.status, code, e.message);
-    match e.retry_after_s {
-        Some(s) => error.retry_after(s),
-        None => error,
-    }
+    HttpError::from(e)
 }
 
 /// Serves `op` on the logical source `logical`.
@@ -87,7 +83,7 @@ pub async fn serve(
             json(&sum).map_err(internal)
         }
         _ => Err(HttpError::bad_request(
-            "partitioned_source",
+            ErrorCode::PartitionedSource,
             format!(
                 "{logical} is partitioned: address one partition, /v1/sources/{logical}:<index>/{}",
                 op.path().trim_start_matches('/')

@@ -16,6 +16,7 @@
 //! also serve `POST /faults` (`{"crash_checkpoints":n,"drop_alarm":bool}`)
 //! and `GET /audit` (the outbox's invariants on its tables).
 
+use durable_relay::core::ErrorCode;
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 
@@ -137,7 +138,7 @@ impl RelaySource {
     }
 
     async fn route(&self, req: &mut Request) -> Result<Response, HttpError> {
-        let url = req.url().map_err(|e| HttpError::bad_request("bad_url", e.to_string()))?;
+        let url = req.url().map_err(|e| HttpError::bad_request(ErrorCode::BadUrl, e.to_string()))?;
         let op = SourceOp::from_url(req.method().as_ref(), &url)?;
         let relay = self.relay()?;
         #[cfg(feature = "testing")]
@@ -233,10 +234,11 @@ impl RelaySource {
                 worker::Delay::from(std::time::Duration::from_millis(u64::from(delay))).await;
             }
         }
-        let resp =
-            directory::call(self.env(), &DirectoryOp::Retire(relay.name().clone())).await?.ok_or_else(
-                || HttpError::new(501, "no_directory", "no source directory is bound (RELAY_DIRECTORY)"),
-            )?;
+        let resp = directory::call(self.env(), &DirectoryOp::Retire(relay.name().clone()))
+            .await?
+            .ok_or_else(|| {
+                HttpError::new(501, ErrorCode::NoDirectory, "no source directory is bound (RELAY_DIRECTORY)")
+            })?;
         if resp.status_code() != 200 {
             return Err(HttpError::internal(format!("the directory answered {}", resp.status_code())));
         }
@@ -288,7 +290,11 @@ impl RelaySource {
         use durable_relay::http::{json, parse_json, read_body};
         use durable_relay::testing::SourceFaultsBody;
         if !config(self.env())?.faults {
-            return Err(HttpError::new(403, "faults_disabled", "test faults are off (RELAY_TEST_FAULTS)"));
+            return Err(HttpError::new(
+                403,
+                ErrorCode::FaultsDisabled,
+                "test faults are off (RELAY_TEST_FAULTS)",
+            ));
         }
         let internal = |e: worker::Error| HttpError::internal(e.to_string());
         if op == SourceOp::Audit {
@@ -299,7 +305,7 @@ impl RelaySource {
         let body: SourceFaultsBody = parse_json(&read_body(req).await?)?;
         if body.retire_delay_ms > durable_relay::testing::MAX_RETIRE_DELAY_MS {
             return Err(HttpError::bad_request(
-                "invalid_delay",
+                ErrorCode::InvalidDelay,
                 format!("retire_delay_ms is at most {}", durable_relay::testing::MAX_RETIRE_DELAY_MS),
             ));
         }
@@ -316,7 +322,7 @@ impl RelaySource {
 fn not_empty(queued: u64, parked: u64) -> HttpError {
     HttpError::new(
         409,
-        "source_not_empty",
+        ErrorCode::SourceNotEmpty,
         format!("{queued} rows queued and {parked} parked: deliver, redrive or discard them first"),
     )
 }

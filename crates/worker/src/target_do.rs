@@ -10,6 +10,7 @@
 //! and `GET /audit` (every watermark equals the last sequence its apply
 //! log holds). Bench builds add `/bench/...` (see `crate::bench::target`).
 
+use durable_relay::core::ErrorCode;
 use std::cell::OnceCell;
 
 use durable_relay::core::NoHook;
@@ -62,7 +63,7 @@ impl RelayTarget {
     }
 
     async fn route(&self, req: &mut Request) -> Result<Response, HttpError> {
-        let url = req.url().map_err(|e| HttpError::bad_request("bad_url", e.to_string()))?;
+        let url = req.url().map_err(|e| HttpError::bad_request(ErrorCode::BadUrl, e.to_string()))?;
         let inbox = self.inbox()?;
         #[cfg(feature = "bench")]
         if url.path().starts_with(crate::bench::TARGET_PREFIX) {
@@ -112,7 +113,7 @@ impl RelayTarget {
         match op {
             TargetOp::Faults => {
                 let body: TargetFaultsBody = parse_json(&read_body(req).await?)?;
-                let faults = body.faults().map_err(|m| HttpError::bad_request("invalid_delay", m))?;
+                let faults = body.faults().map_err(|m| HttpError::bad_request(ErrorCode::InvalidDelay, m))?;
                 tables.set_faults(faults)?;
                 json(&serde_json::json!({"ok": true})).map_err(internal)
             }
@@ -153,11 +154,11 @@ impl RelayTarget {
         }
         match faults.reject {
             0 => {}
-            1 => return Err(HttpError::new(503, "unavailable", "test fault: target rejects calls")),
+            1 => return Err(HttpError::new(503, ErrorCode::Unavailable, "test fault: target rejects calls")),
             _ => {
                 return Err(HttpError::new(
                     422,
-                    "malformed_batch",
+                    ErrorCode::MalformedBatch,
                     "test fault: target rejects calls as invalid",
                 ))
             }

@@ -24,6 +24,7 @@
 //! | `POST /forward/{source}` | `{"rows":[..]}`: enqueue at the reference relay's source |
 //! | `GET /forward/{source}/status` | that source's status |
 
+use durable_relay::core::ErrorCode;
 use durable_relay::core::{decode_enqueue, ApplyRow, Name};
 use durable_relay::durable::source::traceparent;
 use durable_relay::http::{json, parse_json, read_body, respond, HttpError};
@@ -83,7 +84,7 @@ async fn route(req: &mut Request, env: &Env) -> Result<Response, HttpError> {
             let status = RelayClient::from_env(env, RELAY_SOURCE)?.source(source)?.status().await?;
             Ok(json(&status)?)
         }
-        _ => Err(HttpError::new(404, "no_route", format!("no route for {path}"))),
+        _ => Err(HttpError::new(404, ErrorCode::NoRoute, format!("no route for {path}"))),
     }
 }
 

@@ -13,6 +13,7 @@
 pub mod source;
 pub mod target;
 
+use crate::core::ErrorCode;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 use worker::{Method, ObjectNamespace, Request, RequestInit, SqlStorage, SqlStorageValue, State};
@@ -172,13 +173,16 @@ impl DoRelay {
         use crate::http::HttpError;
         let name = state.id().name().ok_or_else(|| {
             HttpError::bad_request(
-                "unnamed_source",
+                ErrorCode::UnnamedSource,
                 "address the source with idFromName(<name>) or getByName",
             )
         })?;
-        let name = Name::new(name).map_err(|e| HttpError::bad_request("invalid_source", e.to_string()))?;
+        let name =
+            Name::new(name).map_err(|e| HttpError::bad_request(ErrorCode::InvalidSource, e.to_string()))?;
         Relay::open(name, DoSql::new(state), DoAlarm::new(state), config).map_err(|e| match e {
-            crate::driver::AlarmError::Budget(b) => HttpError::new(500, "bad_configuration", b.to_string()),
+            crate::driver::AlarmError::Budget(b) => {
+                HttpError::new(500, ErrorCode::BadConfiguration, b.to_string())
+            }
             crate::driver::AlarmError::Store(s) => HttpError::internal(s.to_string()),
         })
     }

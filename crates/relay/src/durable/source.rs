@@ -23,6 +23,7 @@
 //! home; a gated enqueue the partition cannot take is 409 `target_moved`, a
 //! map it has not adopted 409 `epoch_not_adopted`.
 
+use crate::core::ErrorCode;
 use serde::{Deserialize, Serialize};
 use worker::{Request, Response};
 
@@ -57,7 +58,7 @@ pub struct WatermarkReply {
 /// Parses and serves one request. `POST /faults` is not part of the
 /// protocol (a test build serves it before calling this): here it is 404.
 pub async fn handle<S: Sql>(relay: &Relay<S, DoAlarm>, req: &mut Request) -> Result<Response, HttpError> {
-    let url = req.url().map_err(|e| HttpError::bad_request("bad_url", e.to_string()))?;
+    let url = req.url().map_err(|e| HttpError::bad_request(ErrorCode::BadUrl, e.to_string()))?;
     let op = SourceOp::from_url(req.method().as_ref(), &url)?;
     serve(relay, req, op).await
 }
@@ -88,7 +89,7 @@ pub async fn serve<S: Sql>(
                 Some(done) => json(&done).map_err(internal),
                 None => Err(HttpError::new(
                     409,
-                    "target_moved",
+                    ErrorCode::TargetMoved,
                     "this partition holds no rows for the target: send it to its new home",
                 )),
             }
@@ -134,12 +135,14 @@ pub async fn serve<S: Sql>(
             log_operator("discard", relay, &target, outcome.rows, outcome.was_parked);
             json(&outcome).map_err(internal)
         }
-        SourceOp::Faults | SourceOp::Audit => {
-            Err(HttpError::new(404, "no_route", "the fault switch and the audit exist only in test builds"))
-        }
+        SourceOp::Faults | SourceOp::Audit => Err(HttpError::new(
+            404,
+            ErrorCode::NoRoute,
+            "the fault switch and the audit exist only in test builds",
+        )),
         SourceOp::Alarms | SourceOp::Retire => Err(HttpError::new(
             404,
-            "no_route",
+            ErrorCode::NoRoute,
             "the alarm history and the source directory are served by the reference Worker's source",
         )),
     }
@@ -187,7 +190,7 @@ pub fn parse_call(text: Option<&str>) -> Result<Option<Name>, HttpError> {
     let Some(text) = text else { return Ok(None) };
     Name::new(text.trim())
         .map(Some)
-        .map_err(|e| HttpError::bad_request("invalid_partition", format!("{CALL_HEADER}: {e}")))
+        .map_err(|e| HttpError::bad_request(ErrorCode::InvalidPartition, format!("{CALL_HEADER}: {e}")))
 }
 
 /// The request's partition fence; the default (unrouted) without the headers.
@@ -208,7 +211,7 @@ pub fn parse_fence(epoch: Option<&str>, map: Option<&str>, gate: Option<&str>) -
         MAP_HEADER => map.map(str::to_owned),
         _ => gate.map(str::to_owned),
     };
-    let bad = |m: String| HttpError::bad_request("invalid_partition", m);
+    let bad = |m: String| HttpError::bad_request(ErrorCode::InvalidPartition, m);
     let epoch = match header(EPOCH_HEADER) {
         None => 0,
         Some(text) => text

@@ -13,6 +13,7 @@
 //! An apply whose new rows carry trace context logs one `relay_apply` line
 //! naming their `traceparent`s.
 
+use crate::core::ErrorCode;
 use worker::{Request, Response};
 
 use crate::core::{decode_request, ApplyReply, ApplyRequest, RelayHook, MAX_TRACES_PER_LOG};
@@ -28,7 +29,7 @@ pub async fn handle<S: Sql>(
     req: &mut Request,
     hook: &impl RelayHook,
 ) -> Result<Response, HttpError> {
-    let url = req.url().map_err(|e| HttpError::bad_request("bad_url", e.to_string()))?;
+    let url = req.url().map_err(|e| HttpError::bad_request(ErrorCode::BadUrl, e.to_string()))?;
     let op = TargetOp::from_url(req.method().as_ref(), &url)?;
     serve(inbox, req, op, hook).await
 }
@@ -73,9 +74,11 @@ pub async fn serve<S: Sql>(
             );
             json(&serde_json::json!({"source": source, "forgotten": forgotten})).map_err(internal)
         }
-        TargetOp::Faults | TargetOp::Log(_) | TargetOp::Audit => {
-            Err(HttpError::new(404, "no_route", "the fault switch and apply log exist only in test builds"))
-        }
+        TargetOp::Faults | TargetOp::Log(_) | TargetOp::Audit => Err(HttpError::new(
+            404,
+            ErrorCode::NoRoute,
+            "the fault switch and apply log exist only in test builds",
+        )),
     }
 }
 

@@ -4,6 +4,7 @@
 //! production deployment can never expose them. Parsing is pure, so it is
 //! tested natively.
 
+use durable_relay::core::ErrorCode;
 use worker::Env;
 
 use durable_relay::http::HttpError;
@@ -31,7 +32,7 @@ pub fn bench_enabled(get: impl Fn(&str) -> Option<String>) -> Result<bool, Strin
 /// `bad_configuration`, as for the relay's own variables.
 pub fn enabled(env: &Env) -> Result<bool, HttpError> {
     bench_enabled(|k| env.var(k).ok().map(|v| v.to_string()))
-        .map_err(|m| HttpError::new(500, "bad_configuration", m))
+        .map_err(|m| HttpError::new(500, ErrorCode::BadConfiguration, m))
 }
 
 /// Refuses with 403 `bench_disabled` unless the switch is on.
@@ -39,7 +40,11 @@ pub fn require(env: &Env) -> Result<(), HttpError> {
     if enabled(env)? {
         Ok(())
     } else {
-        Err(HttpError::new(403, "bench_disabled", format!("the benchmark routes are off ({BENCH_VAR})")))
+        Err(HttpError::new(
+            403,
+            ErrorCode::BenchDisabled,
+            format!("the benchmark routes are off ({BENCH_VAR})"),
+        ))
     }
 }
 

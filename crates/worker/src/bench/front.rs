@@ -9,6 +9,7 @@
 //! | `GET /v1/bench/targets/{target}/stats` | a target's arrival log, summarised |
 
 use crate::front::forward;
+use durable_relay::core::ErrorCode;
 use worker::{Env, Method, Request, Response};
 
 use super::{flag, BENCH_SOURCE_BINDING, FRONT_PREFIX};
@@ -24,12 +25,12 @@ pub fn is_bench_path(path: &str) -> bool {
 pub async fn handle(mut req: Request, env: &Env) -> Result<Response, HttpError> {
     crate::front::authorize(&req, env)?;
     flag::require(env)?;
-    let url = req.url().map_err(|e| HttpError::bad_request("bad_url", e.to_string()))?;
+    let url = req.url().map_err(|e| HttpError::bad_request(ErrorCode::BadUrl, e.to_string()))?;
     let method = req.method();
     let segments: Vec<&str> = url.path().trim_matches('/').split('/').collect();
     let name = |n: &str| {
         durable_relay::core::Name::new(n)
-            .map_err(|e| HttpError::bad_request("invalid_name", format!("{n:?}: {e}")))
+            .map_err(|e| HttpError::bad_request(ErrorCode::InvalidName, format!("{n:?}: {e}")))
     };
     match (method.clone(), segments.as_slice()) {
         (Method::Post, ["v1", "bench", mode @ ("direct" | "queue"), s, "enqueue"]) => {
@@ -43,6 +44,6 @@ pub async fn handle(mut req: Request, env: &Env) -> Result<Response, HttpError> 
         (Method::Get, ["v1", "bench", "targets", t, "stats"]) => {
             forward(env, TARGET_BINDING, &name(t)?, Method::Get, "/bench/stats", None).await
         }
-        _ => Err(HttpError::new(404, "no_route", format!("no route for {method} {}", url.path()))),
+        _ => Err(HttpError::new(404, ErrorCode::NoRoute, format!("no route for {method} {}", url.path()))),
     }
 }

@@ -23,6 +23,7 @@
 //! bench_source_counters (id = 1, requests, rows, target_calls, failed_calls, queue_sends)
 //! ```
 
+use durable_relay::core::ErrorCode;
 use std::cell::OnceCell;
 use std::time::Duration;
 
@@ -141,14 +142,14 @@ impl BenchSource {
 
     fn name(&self) -> Result<String, HttpError> {
         self.state.id().name().ok_or_else(|| {
-            HttpError::bad_request("unnamed_source", "address the source with idFromName(<name>)")
+            HttpError::bad_request(ErrorCode::UnnamedSource, "address the source with idFromName(<name>)")
         })
     }
 
     async fn route(&self, req: &mut Request) -> Result<Response, HttpError> {
         flag::require(&self.env)?;
         self.open()?;
-        let url = req.url().map_err(|e| HttpError::bad_request("bad_url", e.to_string()))?;
+        let url = req.url().map_err(|e| HttpError::bad_request(ErrorCode::BadUrl, e.to_string()))?;
         let method = req.method().to_string();
         let internal = |e: worker::Error| HttpError::internal(e.to_string());
         match (method.as_str(), url.path()) {
@@ -165,7 +166,11 @@ impl BenchSource {
                 json(&Accepted::new(&rows, &work)).map_err(internal)
             }
             ("GET", "/status") => self.status(),
-            (m, p) => Err(HttpError::new(404, "no_route", format!("no route for {m} {p} on a bench source"))),
+            (m, p) => Err(HttpError::new(
+                404,
+                ErrorCode::NoRoute,
+                format!("no route for {m} {p} on a bench source"),
+            )),
         }
     }
 
@@ -250,7 +255,7 @@ impl BenchSource {
         for (i, row) in rows.iter().enumerate() {
             if row.body.len() > QUEUE_MAX_MESSAGE_BYTES {
                 return Err(HttpError::bad_request(
-                    "row_too_large",
+                    ErrorCode::RowTooLarge,
                     format!("rows[{i}] is over the {QUEUE_MAX_MESSAGE_BYTES}-byte queue message limit"),
                 ));
             }
@@ -337,5 +342,5 @@ async fn send(queue: &worker::Queue, rows: Vec<QueueRow>) -> Result<(), HttpErro
     queue
         .send_batch(BatchMessageBuilder::new().messages(messages).build())
         .await
-        .map_err(|e| HttpError::new(503, "queue_send_failed", e.to_string()))
+        .map_err(|e| HttpError::new(503, ErrorCode::QueueSendFailed, e.to_string()))
 }

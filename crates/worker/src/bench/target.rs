@@ -24,6 +24,7 @@
 //! bench_counters (id = 1, calls, effect_rows_written)  -- bench apply calls
 //! ```
 
+use durable_relay::core::ErrorCode;
 use std::cell::OnceCell;
 use std::collections::{HashMap, HashSet};
 
@@ -269,19 +270,25 @@ pub fn apply(
     arrivals: &Arrivals,
     body: &str,
 ) -> Result<BenchReply, HttpError> {
-    let unavailable = |m: String| HttpError::new(503, "unavailable", m);
+    let unavailable = |m: String| HttpError::new(503, ErrorCode::Unavailable, m);
     // The test fault switch refuses bench calls as it refuses the relay's:
     // 1 transiently (503), 2 permanently (422).
     match tables.faults().map_err(|e| unavailable(e.to_string()))?.reject {
         0 => {}
         1 => return Err(unavailable("test fault: target rejects calls".into())),
-        _ => return Err(HttpError::new(422, "malformed", "test fault: target rejects calls as invalid")),
+        _ => {
+            return Err(HttpError::new(
+                422,
+                ErrorCode::MalformedBatch,
+                "test fault: target rejects calls as invalid",
+            ))
+        }
     }
     use durable_relay::core::{BATCH_ENVELOPE_DEPTH, MAX_VALUE_DEPTH};
     let call: BenchApply = durable_relay::core::decode_json(body, MAX_VALUE_DEPTH + BATCH_ENVELOPE_DEPTH)?;
     if call.rows.is_empty() || call.rows.len() > MAX_BENCH_APPLY_ROWS as usize {
         return Err(HttpError::bad_request(
-            "invalid_request",
+            ErrorCode::InvalidRequest,
             format!("a bench apply call carries 1..={MAX_BENCH_APPLY_ROWS} rows"),
         ));
     }
@@ -342,7 +349,7 @@ pub async fn route(
             }
             json(&stats).map_err(internal)
         }
-        (m, p) => Err(HttpError::new(404, "no_route", format!("no route for {m} {p} on a target"))),
+        (m, p) => Err(HttpError::new(404, ErrorCode::NoRoute, format!("no route for {m} {p} on a target"))),
     }
 }
 

@@ -1,6 +1,7 @@
 //! Every error code the relay answers with, as one enum: the `code` of
 //! every `{"error":{"code","message"}}` body, of every RPC error, and of
-//! the Rust client's [`RelayError`](crate::client::RelayError).
+//! the Rust client's `RelayError`. The engine's own refusals name theirs
+//! with it, so a code the wire does not list cannot be answered.
 
 use std::fmt;
 
@@ -103,9 +104,35 @@ codes! {
     PartitionEnqueue => "partition_enqueue": "An enqueue addressed to one partition of a partitioned source (400; enqueue at the logical source).",
     DelayTooLong => "delay_too_long": "A row asked to wait longer than MAX_DELAY_MS (400).",
     NoDirectory => "no_directory": "The Worker has no source directory bound (RELAY_DIRECTORY) (501).",
+    BenchDisabled => "bench_disabled": "A benchmark route while the benchmark switch is off (403; benchmark builds only).",
+    QueueSendFailed => "queue_send_failed": "The benchmark's Queues producer could not send (503; benchmark builds only).",
     EpochNotAdopted => "epoch_not_adopted": "A partition has not adopted the router's partition map (409; the router adopts it and retries).",
     UnsettledLayout => "unsettled_layout": "A partition map would strand rows a partition holds (409; keep every count not yet settled in from).",
     MisroutedRow => "misrouted_row": "A routed row for a target the partition is no home of (400; a router's bug).",
+}
+
+impl PartialEq<&str> for ErrorCode {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+impl PartialEq<ErrorCode> for &str {
+    fn eq(&self, other: &ErrorCode) -> bool {
+        *self == other.as_str()
+    }
+}
+
+impl serde::Serialize for ErrorCode {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for ErrorCode {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Ok(ErrorCode::parse(&String::deserialize(d)?))
+    }
 }
 
 impl fmt::Display for ErrorCode {
