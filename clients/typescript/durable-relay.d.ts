@@ -169,6 +169,10 @@ export interface AlarmSummary {
   /** Targets parked: [target, rows moved, reason]. */
   parked: [string, number, string][];
   metrics_written: boolean;
+  /** Distinct `traceparent`s of the rows delivered, at most 16 (absent when none). */
+  traces?: string[];
+  /** Rows delivered that carried a `traceparent` (absent when none). */
+  traced_rows?: number;
 }
 
 /** A source's status (`GET /status`, `RelayRpc.status`). */

@@ -407,6 +407,16 @@ pub fn write_string(s: &str, out: &mut String) {
     out.push('"');
 }
 
+/// Writes JSON `text` into serde output as a value, not as a string, digit
+/// for digit: for stored JSON text (a row's effects, a value). Serialise
+/// such types with `serde_json::to_string` only: going through
+/// `serde_json::Value` (as the `json!` macro does) would re-read every
+/// number as an f64, and `json!` would panic on a number past f64's range.
+pub fn verbatim_json<S: serde::Serializer>(text: &str, s: S) -> Result<S::Ok, S::Error> {
+    let raw = serde_json::value::RawValue::from_string(text.to_owned()).map_err(serde::ser::Error::custom)?;
+    serde::Serialize::serialize(&raw, s)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -79,15 +79,9 @@ pub fn json<T: Serialize>(value: &T) -> worker::Result<Response> {
     Ok(Response::ok(text)?.with_headers(json_headers()))
 }
 
-/// Writes JSON `text` into the output as a value, not as a string, digit for
-/// digit. Use it on stored JSON text, and serialise such types only with
-/// `serde_json::to_string`: going through `serde_json::Value` (as the
-/// `json!` macro does) would re-read every number as an f64, and its
-/// `json!` would panic on a number past f64's range.
-pub fn verbatim_json<S: serde::Serializer>(text: &str, s: S) -> Result<S::Ok, S::Error> {
-    let raw = serde_json::value::RawValue::from_string(text.to_owned()).map_err(serde::ser::Error::custom)?;
-    raw.serialize(s)
-}
+/// Stored JSON text written into a response verbatim (see
+/// [`core::json::verbatim_json`](crate::core::json::verbatim_json)).
+pub use crate::core::json::verbatim_json;
 
 /// Turns a handler's result into a response.
 pub fn respond(result: Result<Response, HttpError>) -> worker::Result<Response> {

@@ -13,3 +13,127 @@ fn the_typescript_error_codes_are_the_rust_ones() {
     let rust: Vec<&str> = ErrorCode::ALL.iter().map(|c| c.as_str()).collect();
     assert_eq!(union, rust, "clients/typescript/durable-relay.d.ts ErrorCode vs ErrorCode::ALL");
 }
+
+// ---- every field of every wire type, against the TypeScript interfaces ----
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use durable_relay::core::{Delay, EnqueueRow, Name, RelayBudget, ScanState, Traceparent};
+use durable_relay::partition::{Position, RoutedEnqueue};
+use durable_relay::sim::Sim;
+use durable_relay::{ActionOutcome, Enqueued, ParkedPage, SourceStatus, TargetReport};
+use serde_json::{json, Value};
+
+/// The fields each `export interface` of the `.d.ts` declares at its top
+/// level (nested inline objects are checked by their own entries below).
+fn interfaces(dts: &str) -> BTreeMap<String, BTreeSet<String>> {
+    let mut out = BTreeMap::new();
+    let mut current: Option<(String, BTreeSet<String>)> = None;
+    let mut depth = 0i32;
+    for line in dts.lines() {
+        let trimmed = line.trim();
+        if current.is_none() {
+            if let Some(rest) = trimmed.strip_prefix("export interface ") {
+                let name = rest.split(|c: char| !c.is_alphanumeric()).next().unwrap_or_default();
+                current = Some((name.to_owned(), BTreeSet::new()));
+                depth = 1;
+            }
+            continue;
+        }
+        let at_top = depth == 1;
+        if at_top && !trimmed.starts_with("/**") && !trimmed.starts_with('*') {
+            if let Some((field, _)) = trimmed.split_once(':') {
+                let field = field.trim_end_matches('?');
+                if field.chars().all(|c| c.is_alphanumeric() || c == '_') && !field.is_empty() {
+                    current.as_mut().unwrap().1.insert(field.to_owned());
+                }
+            }
+        }
+        depth += trimmed.matches('{').count() as i32 - trimmed.matches('}').count() as i32;
+        if depth <= 0 {
+            let (name, fields) = current.take().unwrap();
+            out.insert(name, fields);
+        }
+    }
+    out
+}
+
+fn keys(v: &Value) -> BTreeSet<String> {
+    v.as_object().expect("an object").keys().cloned().collect()
+}
+
+/// Sample values of every wire type, with every optional field present.
+fn samples() -> Vec<(&'static str, Value)> {
+    let mut sim = Sim::new(1);
+    sim.fail_target("down");
+    let trace = Traceparent::parse("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01").unwrap();
+    let rows = vec![
+        EnqueueRow::to(Name::new("t").unwrap()).put("k", json!(1)).with_trace(Some(trace)),
+        EnqueueRow::to(Name::new("down").unwrap()).put("k", json!(2)).delayed(Delay::For(0)),
+    ];
+    let now = sim.now_ms();
+    let enqueued: Enqueued =
+        sim.with_relay("s", |r| futures::executor::block_on(r.enqueue(now, Some("k"), &rows))).unwrap();
+    let alarm = sim.run_alarm("s", RelayBudget::FREE);
+    let summary = alarm.summary.expect("an alarm summary");
+    let status: SourceStatus = sim.with_relay("s", |r| futures::executor::block_on(r.status(now))).unwrap();
+    let report: TargetReport = sim.with_relay("s", |r| r.targets()).unwrap().remove(0);
+    let mut scan = ScanState::new_cycle(9, None);
+    (scan.blocked, scan.clock_ms, scan.next_due_ms, scan.passed_failing) =
+        (vec![Name::new("b").unwrap()], 1, Some(2), true);
+    (scan.retries, scan.capped, scan.spread, scan.rotation, scan.calm) = (1, true, 2, 3, 1);
+    let delayed = Enqueued { due_ms: vec![1], ..enqueued.clone() };
+    let routed = RoutedEnqueue {
+        seqs: vec![1],
+        positions: vec![Position { partition: 0, seq: 1 }],
+        duplicate: false,
+        queued_rows: 1,
+        parked_rows: 0,
+        at_ms: 1,
+        due_ms: vec![1],
+    };
+    let page = ParkedPage { target: "t".into(), rows: vec![], next: Some(1) };
+    let to = |v: &dyn erased::Ser| v.value();
+    vec![
+        ("Enqueued", to(&delayed)),
+        ("Enqueued", to(&routed)),
+        ("Position", to(&Position { partition: 0, seq: 1 })),
+        ("SourceStatus", to(&status)),
+        ("ScanState", to(&scan)),
+        ("AlarmSummary", to(&summary)),
+        ("TargetReport", to(&report)),
+        ("ParkedPage", to(&page)),
+        ("ActionOutcome", to(&ActionOutcome { rows: 1, was_parked: true })),
+        ("RelayBudget", to(&RelayBudget::FREE)),
+    ]
+}
+
+/// Serialising through a trait object, so one list can hold every type.
+mod erased {
+    pub trait Ser {
+        fn value(&self) -> serde_json::Value;
+    }
+    impl<T: serde::Serialize> Ser for T {
+        fn value(&self) -> serde_json::Value {
+            serde_json::to_value(self).expect("a wire type serialises")
+        }
+    }
+}
+
+#[test]
+fn every_field_of_every_wire_type_is_declared_in_typescript_and_nothing_more() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../clients/typescript/durable-relay.d.ts");
+    let declared = interfaces(&std::fs::read_to_string(path).expect("the .d.ts"));
+    let mut seen: BTreeMap<&str, BTreeSet<String>> = BTreeMap::new();
+    for (name, value) in samples() {
+        let fields = declared.get(name).unwrap_or_else(|| panic!("no TypeScript interface {name}"));
+        let sent = keys(&value);
+        let missing: Vec<&String> = sent.difference(fields).collect();
+        assert!(missing.is_empty(), "{name}: Rust sends {missing:?}, which the TypeScript interface lacks");
+        seen.entry(name).or_default().extend(sent);
+    }
+    for (name, sent) in seen {
+        let extra: Vec<&String> = declared[name].difference(&sent).collect();
+        assert!(extra.is_empty(), "{name}: TypeScript declares {extra:?}, which Rust never sends");
+    }
+}

@@ -91,7 +91,7 @@ pub struct KeyValue {
     pub key: String,
     /// Its value's canonical JSON text; it serialises as that JSON value
     /// itself, verbatim, so numbers keep every digit.
-    #[serde(serialize_with = "crate::http::verbatim_json")]
+    #[serde(serialize_with = "crate::core::json::verbatim_json")]
     pub value: String,
 }
 

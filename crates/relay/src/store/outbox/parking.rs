@@ -47,7 +47,7 @@ pub struct ParkedRow {
     pub at_ms: u64,
     /// Its effects as JSON (`{"puts":[[key, value]..],"deletes":[..]}`),
     /// written verbatim.
-    #[serde(serialize_with = "crate::http::verbatim_json")]
+    #[serde(serialize_with = "crate::core::json::verbatim_json")]
     pub effects: String,
 }
 
