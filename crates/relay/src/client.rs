@@ -13,6 +13,9 @@
 //! }
 //! ```
 
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
+#![deny(clippy::unreachable, clippy::todo, clippy::unimplemented)]
+
 use std::fmt;
 
 use serde::de::DeserializeOwned;

@@ -26,6 +26,9 @@
 //! }
 //! ```
 
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
+#![deny(clippy::unreachable, clippy::todo, clippy::unimplemented)]
+
 use crate::core::ErrorCode;
 use std::cell::OnceCell;
 

@@ -31,6 +31,9 @@
 //! key such a retry would enqueue those rows again; spanning enqueues
 //! should carry one.
 
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
+#![deny(clippy::unreachable, clippy::todo, clippy::unimplemented)]
+
 use std::collections::{BTreeMap, BTreeSet};
 
 use futures::future::join_all;

@@ -9,6 +9,10 @@
 //! benchmark plumbing).
 
 #![deny(unsafe_code)]
+#![allow(
+    missing_docs,
+    reason = "#[durable_object] generates public wasm-bindgen methods that cannot carry docs"
+)]
 
 #[cfg(feature = "bench")]
 pub mod bench;

@@ -24,6 +24,11 @@
 //! | `POST /forward/{source}` | `{"rows":[..]}`: enqueue at the reference relay's source |
 //! | `GET /forward/{source}/status` | that source's status |
 
+#![allow(
+    missing_docs,
+    reason = "#[durable_object] generates public wasm-bindgen methods that cannot carry docs"
+)]
+
 use durable_relay::core::ErrorCode;
 use durable_relay::core::{decode_enqueue, ApplyRow, Name};
 use durable_relay::durable::source::traceparent;

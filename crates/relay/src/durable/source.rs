@@ -23,6 +23,9 @@
 //! home; a gated enqueue the partition cannot take is 409 `target_moved`, a
 //! map it has not adopted 409 `epoch_not_adopted`.
 
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
+#![deny(clippy::unreachable, clippy::todo, clippy::unimplemented)]
+
 use crate::core::ErrorCode;
 use serde::{Deserialize, Serialize};
 use worker::{Request, Response};

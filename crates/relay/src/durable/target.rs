@@ -13,6 +13,9 @@
 //! An apply whose new rows carry trace context logs one `relay_apply` line
 //! naming their `traceparent`s.
 
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
+#![deny(clippy::unreachable, clippy::todo, clippy::unimplemented)]
+
 use crate::core::ErrorCode;
 use worker::{Request, Response};
 

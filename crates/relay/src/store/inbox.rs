@@ -19,6 +19,9 @@
 //! Invariant: a source's watermark never moves back, and it moves only in
 //! the transaction that applies the rows up to it.
 
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
+#![deny(clippy::unreachable, clippy::todo, clippy::unimplemented)]
+
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};

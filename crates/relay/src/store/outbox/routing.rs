@@ -15,6 +15,9 @@
 //! - the gate of a moving target's old home, and the scans an operator's
 //!   resize questions need.
 
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
+#![deny(clippy::unreachable, clippy::todo, clippy::unimplemented)]
+
 use super::enqueue::RecordKey;
 use super::{int, EnqueueFailure, Enqueued, Outbox, Pending, Sql, StoreError};
 use crate::core::{decide_claim, Claim, EnqueueRefusal, EnqueueRow, Fence, Name, PartitionMap, SEQ_MAX};
