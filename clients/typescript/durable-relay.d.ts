@@ -139,6 +139,8 @@ export interface ScanState {
   next_due_ms?: number;
   /** Whether this cycle passed over a failing target's row (absent when not). */
   passed_failing?: boolean;
+  /** The earliest retry time of a failing target this cycle passed over, ms since the epoch. */
+  next_retry_ms?: number;
   /** Failing targets retried this cycle (absent when none). */
   retries?: number;
   capped?: boolean;
