@@ -37,7 +37,7 @@ use worker::{Env, Request, Response, State};
 use crate::config::RelayConfig;
 use crate::core::{ApplyRow, Effects, EnqueueRow, Name, RelayHook, Traceparent, RELAY_LAG_BOUND_MS};
 use crate::driver::{AlarmSummary, NoObserver};
-use crate::durable::{now_ms, DoAlarm, DoSql, DoTargets};
+use crate::durable::{now_ms, open_error, source_name, DoAlarm, DoSql, DoTargets};
 use crate::http::{respond, HttpError};
 use crate::source::Relay;
 use crate::store::inbox::Inbox;
@@ -126,17 +126,14 @@ impl<S: Sql> Source<S> {
         if let Some(relay) = self.relay.get() {
             return Ok(relay);
         }
-        let name = self.state.id().name().ok_or_else(|| {
-            HttpError::bad_request(
-                ErrorCode::UnnamedSource,
-                "address the source with idFromName(<name>) or getByName",
-            )
-        })?;
-        let name =
-            Name::new(name).map_err(|e| HttpError::bad_request(ErrorCode::InvalidSource, e.to_string()))?;
         let sql = (self.store)(DoSql::new(&self.state));
-        let relay = Relay::open(name, sql, DoAlarm::new(&self.state), config(&self.env)?.source())
-            .map_err(|e| HttpError::new(500, ErrorCode::BadConfiguration, e.to_string()))?;
+        let relay = Relay::open(
+            source_name(&self.state)?,
+            sql,
+            DoAlarm::new(&self.state),
+            config(&self.env)?.source(),
+        )
+        .map_err(open_error)?;
         if let Some((component, migrations)) = self.tables {
             schema::migrate(relay.sql(), component, migrations)?;
         }

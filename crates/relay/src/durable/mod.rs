@@ -19,7 +19,8 @@ use wasm_bindgen::JsCast;
 use worker::{Method, ObjectNamespace, Request, RequestInit, SqlStorage, SqlStorageValue, State};
 
 use crate::core::{ApplyReply, CallOutcome, Failure, Name};
-use crate::driver::Targets;
+use crate::driver::{AlarmError, Targets};
+use crate::http::HttpError;
 use crate::source::{AlarmStore, Relay, SourceConfig};
 use crate::store::{Row, Rows, Sql, SqlValue, StoreError};
 
@@ -169,22 +170,30 @@ impl AlarmStore for DoAlarm {
 impl DoRelay {
     /// The relay of the source object whose state this is, named by the
     /// name it was addressed with (`idFromName`/`getByName`).
-    pub fn for_object(state: &State, config: SourceConfig) -> Result<DoRelay, crate::http::HttpError> {
-        use crate::http::HttpError;
-        let name = state.id().name().ok_or_else(|| {
-            HttpError::bad_request(
-                ErrorCode::UnnamedSource,
-                "address the source with idFromName(<name>) or getByName",
-            )
-        })?;
-        let name =
-            Name::new(name).map_err(|e| HttpError::bad_request(ErrorCode::InvalidSource, e.to_string()))?;
-        Relay::open(name, DoSql::new(state), DoAlarm::new(state), config).map_err(|e| match e {
-            crate::driver::AlarmError::Budget(b) => {
-                HttpError::new(500, ErrorCode::BadConfiguration, b.to_string())
-            }
-            crate::driver::AlarmError::Store(s) => HttpError::internal(s.to_string()),
-        })
+    pub fn for_object(state: &State, config: SourceConfig) -> Result<DoRelay, HttpError> {
+        Relay::open(source_name(state)?, DoSql::new(state), DoAlarm::new(state), config).map_err(open_error)
+    }
+}
+
+/// The source name an object was addressed by (`idFromName`/`getByName`):
+/// the relay keys its rows and the targets' watermarks by it, so an object
+/// reached by a random or hex id cannot be a source.
+pub(crate) fn source_name(state: &State) -> Result<Name, HttpError> {
+    let name = state.id().name().ok_or_else(|| {
+        HttpError::bad_request(
+            ErrorCode::UnnamedSource,
+            "address the source with idFromName(<name>) or getByName",
+        )
+    })?;
+    Name::new(name).map_err(|e| HttpError::bad_request(ErrorCode::InvalidSource, e.to_string()))
+}
+
+/// Why opening a relay failed, as the caller sees it: a budget the
+/// configuration breaks is the deployer's to fix; a store fault is ours.
+pub(crate) fn open_error(e: AlarmError) -> HttpError {
+    match e {
+        AlarmError::Budget(b) => HttpError::new(500, ErrorCode::BadConfiguration, b.to_string()),
+        AlarmError::Store(s) => HttpError::internal(s.to_string()),
     }
 }
 
