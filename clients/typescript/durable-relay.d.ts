@@ -25,9 +25,9 @@ type Json2 = JsonScalar | Json1[] | { [key: string]: Json1 };
  */
 export type JsonResult = JsonScalar | Json2[] | { [key: string]: Json2 };
 
-/** One row: puts and deletes for one target partition, applied in order there. */
+/** One row: puts and deletes for one target object, applied in order there. */
 export interface Row {
-  /** The target partition: 1 to 64 characters of A-Z a-z 0-9 . _ : - */
+  /** The target object's name: 1 to 64 characters of A-Z a-z 0-9 . _ : - */
   target: string;
   /** Keys to set, each with a JSON value. */
   puts?: [key: string, value: JsonValue][];
@@ -62,7 +62,7 @@ export interface Enqueued {
   /** The sequences the rows were given (the original ones for a duplicate); at a partitioned source, each in its partition. */
   seqs: number[];
   /** The source's last allocated sequence afterwards (absent at a partitioned source). */
-  os?: number;
+  last_seq?: number;
   /** At a partitioned source: each row's partition and sequence, in request order. */
   positions?: Position[];
   /** Whether this repeated an earlier keyed enqueue and wrote nothing. */
@@ -180,7 +180,7 @@ export interface AlarmSummary {
 /** A source's status (`GET /status`, `RelayRpc.status`). */
 export interface SourceStatus {
   source: string;
-  os: number;
+  last_seq: number;
   queued_rows: number;
   queued_bytes: number;
   parked_rows: number;
@@ -196,8 +196,8 @@ export interface SourceStatus {
   lag_breaches: number;
   sql_rows_written: number;
   sql_rows_written_per_delivered_row: number | null;
-  rs: ScanState | null;
-  rs_corrupt: boolean;
+  scan_state: ScanState | null;
+  scan_state_corrupt: boolean;
   blocked_targets: string[];
   parked_targets: { [target: string]: number };
   failing_targets: { [target: string]: number };

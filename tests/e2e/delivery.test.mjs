@@ -22,9 +22,9 @@ afterEach(async () => {
 test("enqueued rows reach their targets in sequence order and the outbox empties", async () => {
   const rows = [];
   for (let i = 0; i < 30; i++) rows.push(put(`order-t${i % 3}`, `k${i}`, { i }));
-  const { seqs, os } = await relay.enqueue("order-src", rows);
+  const { seqs, last_seq } = await relay.enqueue("order-src", rows);
   assert.equal(seqs.length, 30);
-  assert.equal(os, 30);
+  assert.equal(last_seq, 30);
   const s = await relay.drained("order-src");
   assert.equal(s.queued_rows, 0);
   assert.equal(s.delivered_rows, 30);

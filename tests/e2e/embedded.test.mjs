@@ -46,10 +46,10 @@ test("a failure after the enqueue inside the same transaction leaves neither the
   assert.equal(r.body.error.code, "aborted");
   assert.deepEqual(await get("/orders/s2"), [], "no order row");
   const after = await get("/orders/s2/relay/status");
-  assert.equal(after.os, before.os, "no sequence allocated");
+  assert.equal(after.last_seq, before.last_seq, "no sequence allocated");
   assert.equal(after.queued_rows, 0, "no outbox row");
   const ok = await order("s2", { id: "o-good", customer: "bob", amount: 7 });
-  assert.deepEqual(ok.body.seqs, [before.os + 1], "the next order takes the next sequence");
+  assert.deepEqual(ok.body.seqs, [before.last_seq + 1], "the next order takes the next sequence");
   await until(async () => (await get("/customers/bob")).points === 7, "the good order to arrive");
 });
 

@@ -50,7 +50,7 @@ test("the same idempotency key and rows return the original sequences; other row
   assert.equal(badKey.status, 400);
   assert.equal(badKey.body.error.code, "invalid_idempotency_key");
   const s = await relay.drained(src);
-  assert.equal(s.os, 2);
+  assert.equal(s.last_seq, 2);
   assert.equal(s.enqueued_rows, 2);
   assert.deepEqual(await relay.log("idem-t", src), [1, 2]);
   assert.equal(s.dedup_hits, 1, "counted once the next write carried it");
@@ -138,7 +138,7 @@ test("backpressure: 429 with Retry-After past the bound, success at it, nothing 
   const at = await enq(src, { rows: rows(2) });
   assert.equal(at.status, 200, "exactly at the bound is accepted");
   const s = await relay.status(src);
-  assert.equal(s.os, 10);
+  assert.equal(s.last_seq, 10);
   assert.equal(s.capacity.rows, 10);
   assert.equal(s.capacity.percent_full, 100);
   assert.equal(s.rejected_full, 1);

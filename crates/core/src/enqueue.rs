@@ -26,7 +26,7 @@ use crate::trace::Traceparent;
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EnqueueRow {
-    /// The target partition.
+    /// The target: the name of the Durable Object the row is delivered to.
     pub target: Name,
     /// Keys to set, with JSON values.
     #[serde(default)]

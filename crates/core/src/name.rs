@@ -13,7 +13,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::limits::MAX_NAME_BYTES;
 
-/// A source or target partition name.
+/// A source or target object name.
 ///
 /// Invariant: 1..=[`MAX_NAME_BYTES`] bytes, each in `[A-Za-z0-9._:-]`, not
 /// only dots.

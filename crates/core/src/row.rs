@@ -1,6 +1,6 @@
 //! Outbox rows: their effects, their validation, and their persisted form.
 //!
-//! A row is addressed to one target partition and carries key puts and
+//! A row is addressed to one target object and carries key puts and
 //! deletes. Its body (the effects) is encoded once, at enqueue, as compact
 //! JSON; the source stores that text and later sends it to the target
 //! verbatim, so the relay never re-encodes a row on the delivery path.
@@ -250,7 +250,7 @@ impl Effects {
 pub struct StoredRow {
     /// Outbox sequence, 1..=[`SEQ_MAX`].
     pub seq: u64,
-    /// Target partition name (validated on decode).
+    /// Target object name (validated on decode).
     pub target: String,
     /// Commit-time clock reading of the enqueue, in ms since the epoch.
     pub at_ms: u64,

@@ -93,8 +93,9 @@ pub struct CapacityReport {
 pub struct SourceStatus {
     /// The source.
     pub source: String,
-    /// Last allocated sequence.
-    pub os: u64,
+    /// Last allocated sequence (the engine's `os`; `os` before 0.3).
+    #[serde(alias = "os")]
+    pub last_seq: u64,
     /// Rows in the outbox.
     pub queued_rows: u64,
     /// Body bytes in the outbox.
@@ -125,10 +126,14 @@ pub struct SourceStatus {
     pub sql_rows_written: u64,
     /// `sql_rows_written / delivered_rows`, once anything was delivered.
     pub sql_rows_written_per_delivered_row: Option<f64>,
-    /// The scan state (`None` when absent or corrupt).
-    pub rs: Option<ScanState>,
-    /// Whether the stored `rs` failed to decode.
-    pub rs_corrupt: bool,
+    /// The scan cycle's persisted state (the engine's `rs`; `rs` before
+    /// 0.3), `None` when absent or corrupt.
+    #[serde(alias = "rs")]
+    pub scan_state: Option<ScanState>,
+    /// Whether the stored scan state failed to decode (`rs_corrupt`
+    /// before 0.3).
+    #[serde(alias = "rs_corrupt")]
+    pub scan_state_corrupt: bool,
     /// Failing targets whose rows are passed over now: their retry is not
     /// due yet (see `TargetReport::retry_at_ms`), by name.
     pub blocked_targets: Vec<Name>,
@@ -478,7 +483,7 @@ impl<S: Sql, A: AlarmStore> Relay<S, A> {
             (state.delivered_rows > 0).then(|| state.sql_rows_written as f64 / state.delivered_rows as f64);
         Ok(SourceStatus {
             source: self.name.to_string(),
-            os: state.os,
+            last_seq: state.os,
             queued_rows: state.queued_rows,
             queued_bytes: state.queued_bytes,
             parked_rows: state.parked_rows,
@@ -495,8 +500,8 @@ impl<S: Sql, A: AlarmStore> Relay<S, A> {
             sql_rows_written: state.sql_rows_written,
             sql_rows_written_per_delivered_row: per_row,
             blocked_targets: blocked_now(rs.as_ref(), &targets, now_ms),
-            rs_corrupt: matches!(decoded, Some(Err(_))),
-            rs,
+            scan_state_corrupt: matches!(decoded, Some(Err(_))),
+            scan_state: rs,
             parked_targets: targets.iter().filter(|t| t.parked).map(|t| (t.target.clone(), t.rows)).collect(),
             failing_targets: targets
                 .iter()

@@ -138,3 +138,26 @@ fn every_field_of_every_wire_type_is_declared_in_typescript_and_nothing_more() {
         assert!(extra.is_empty(), "{name}: TypeScript declares {extra:?}, which Rust never sends");
     }
 }
+
+#[test]
+fn replies_of_a_release_that_said_os_and_rs_still_decode() {
+    let enqueued = json!({
+        "seqs": [4], "os": 4, "duplicate": false, "queued_rows": 1, "parked_rows": 0, "at_ms": 7
+    });
+    let e: Enqueued = serde_json::from_value(enqueued).expect("an old enqueue reply");
+    assert_eq!(e.last_seq, 4);
+    let now = serde_json::to_value(&e).expect("encode");
+    assert!(now.get("last_seq").is_some() && now.get("os").is_none(), "{now}");
+
+    let sim = Sim::new(1);
+    let now = sim.now_ms();
+    let status: SourceStatus = sim.with_relay("s", |r| futures::executor::block_on(r.status(now))).unwrap();
+    let mut status = serde_json::to_value(status).expect("a status");
+    let obj = status.as_object_mut().expect("an object");
+    for (new, old) in [("last_seq", "os"), ("scan_state", "rs"), ("scan_state_corrupt", "rs_corrupt")] {
+        let v = obj.remove(new).unwrap_or_else(|| panic!("status has {new}"));
+        obj.insert(old.into(), v);
+    }
+    let s: SourceStatus = serde_json::from_value(status).expect("an old status reply");
+    assert_eq!(s.last_seq, 0);
+}

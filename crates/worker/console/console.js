@@ -174,7 +174,7 @@ async function loadSource(name) {
     figure("queued bytes", num(s.queued_bytes), "queued_bytes"),
     figure("parked rows", num(s.parked_rows), "parked_rows"),
     figure("delivered rows", num(s.delivered_rows), "delivered_rows"),
-    figure("last sequence (os)", num(s.os), "os"),
+    figure("last sequence", num(s.last_seq), "last_seq"),
     figure("oldest row", age(s.oldest_row_age_ms), "oldest_row_age_ms"),
     figure("lag-bound breaches", num(s.lag_breaches), "lag_breaches"),
     figure("rows written per row", s.sql_rows_written_per_delivered_row === null ? "—" : s.sql_rows_written_per_delivered_row.toFixed(2), "rows_written"),

@@ -243,7 +243,7 @@ impl RelaySource {
             return Err(HttpError::internal(format!("the directory answered {}", resp.status_code())));
         }
         let after = relay.outbox().state()?;
-        if after.os != status.os {
+        if after.os != status.last_seq {
             // Rows arrived while the directory was asked: stay listed.
             self.unmark()?;
             self.list(relay.name()).await?;

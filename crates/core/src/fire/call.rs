@@ -41,7 +41,7 @@ impl Failure {
 pub struct TargetCall {
     /// Which group (target) this is, for [`Fire::record`].
     pub group: u32,
-    /// The target partition.
+    /// The target: the name of the Durable Object the row is delivered to.
     pub target: Name,
     /// Sequences in the batch, ascending.
     pub seqs: Vec<u64>,

@@ -33,7 +33,7 @@ pub(crate) enum GroupState {
 /// One target's rows in the window.
 #[derive(Clone, Debug)]
 pub(crate) struct Group {
-    /// The target partition.
+    /// The target: the name of the Durable Object the row is delivered to.
     pub(crate) target: Name,
     /// Indices into `Fire::rows`, ascending.
     pub(crate) rows: Vec<u32>,

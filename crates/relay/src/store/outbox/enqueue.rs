@@ -21,8 +21,10 @@ const INSERT_ROWS_PER_STATEMENT: usize = 16;
 pub struct Enqueued {
     /// The sequences (the original ones for a duplicate).
     pub seqs: Vec<u64>,
-    /// `os` afterwards.
-    pub os: u64,
+    /// The source's last allocated sequence afterwards (the engine's
+    /// `os`). Replies of releases before 0.3 called it `os`.
+    #[serde(alias = "os")]
+    pub last_seq: u64,
     /// Whether this repeated an earlier keyed enqueue and wrote nothing.
     pub duplicate: bool,
     /// Rows in the outbox afterwards (status's `queued_rows`).
@@ -177,7 +179,7 @@ impl<S: Sql> Outbox<S> {
                 self.add_pending(Pending { dedup_hits: 1, ..Pending::default() });
                 Ok(Enqueued {
                     seqs,
-                    os: state.os,
+                    last_seq: state.os,
                     duplicate: true,
                     queued_rows: state.queued_rows,
                     parked_rows: state.parked_rows,
@@ -193,7 +195,7 @@ impl<S: Sql> Outbox<S> {
                 Ok(Enqueued {
                     due_ms: due_list(&plan.plan.rows, now_ms),
                     seqs: plan.plan.seqs(),
-                    os: plan.plan.os,
+                    last_seq: plan.plan.os,
                     duplicate: false,
                     queued_rows: state.queued_rows + plan.queued.len() as u64,
                     parked_rows: state.parked_rows + plan.parked.len() as u64,
