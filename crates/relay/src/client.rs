@@ -20,13 +20,14 @@ use std::fmt;
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
-use worker::{Env, Method, ObjectNamespace, Request, RequestInit, Stub};
+use worker::{Env, ObjectNamespace, Stub};
 
 use crate::codes::ErrorCode;
 use crate::core::{partition_name, EnqueueRefusal, EnqueueRow, Fence, Name, PartitionMap, Traceparent};
 use crate::durable::source::{
     fence_headers, AdoptBody, ClaimBody, DeliveredThrough, WatermarkReply, CALL_HEADER, TRACEPARENT_HEADER,
 };
+use crate::durable::{StubCall, StubReply};
 use crate::http::HttpError;
 use crate::partition::{self, Partitions, RouteFailure, RoutedEnqueue};
 use crate::routes::SourceOp;
@@ -209,22 +210,12 @@ impl SourceClient {
         body: Option<String>,
         headers: &[(&str, String)],
     ) -> Result<T, RelayError> {
-        let method = if op.method() == "POST" { Method::Post } else { Method::Get };
-        let mut init = RequestInit::new();
-        init.with_method(method).with_body(body.map(Into::into));
-        if !headers.is_empty() {
-            let set = worker::Headers::new();
-            for (name, value) in headers {
-                set.set(name, value).map_err(RelayError::runtime)?;
-            }
-            init.with_headers(set);
+        let mut call = StubCall::source(&op).body(body);
+        for (name, value) in headers {
+            call = call.header(name, value.clone());
         }
-        let req = Request::new_with_init(&format!("https://relay{}", op.path()), &init)
-            .map_err(RelayError::runtime)?;
-        let mut resp = self.stub.fetch_with_request(req).await.map_err(RelayError::runtime)?;
-        let status = resp.status_code();
-        let retry_after_s = resp.headers().get("retry-after").ok().flatten().and_then(|v| v.parse().ok());
-        let text = resp.text().await.map_err(RelayError::runtime)?;
+        let StubReply { status, retry_after_s, text } =
+            call.read(&self.stub).await.map_err(RelayError::runtime)?;
         if status == 200 {
             return serde_json::from_str(&text).map_err(RelayError::runtime);
         }

@@ -45,7 +45,7 @@ pub use client::{RelayClient, RelayError, SourceClient};
 pub use codes::ErrorCode;
 pub use config::{Plan, RelayConfig};
 pub use driver::{AlarmError, AlarmOptions, AlarmSummary, FireObserver, FireRecord, NoObserver, Targets};
-pub use durable::{DoAlarm, DoRelay, DoSql, DoTargets};
+pub use durable::{DoAlarm, DoRelay, DoSql, DoTargets, StubCall, StubReply};
 pub use embed::{row, Enqueue, Migrations, OnApply, Source, Target};
 pub use source::{AlarmFailure, AlarmStore, Relay, SourceConfig, SourceStatus};
 pub use store::inbox::{ApplyFailure, Inbox, InboxTotals, KeyValue, KeysPage, Watermark};

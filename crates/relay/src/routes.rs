@@ -433,6 +433,19 @@ impl TargetOp {
         TargetOp::parse(method, &refs(&segments(url)), url)
     }
 
+    /// The operation's HTTP method.
+    pub fn method(&self) -> &'static str {
+        match self {
+            TargetOp::Apply | TargetOp::Faults => "POST",
+            TargetOp::ForgetWatermark(_) => "DELETE",
+            TargetOp::Status
+            | TargetOp::Keys { .. }
+            | TargetOp::Watermarks
+            | TargetOp::Log(_)
+            | TargetOp::Audit => "GET",
+        }
+    }
+
     /// The operation's path in the target's protocol, with its query.
     pub fn path(&self) -> String {
         match self {

@@ -21,12 +21,10 @@ use durable_relay::core::ErrorCode;
 use std::cell::OnceCell;
 
 use serde::{Deserialize, Serialize};
-use worker::{
-    durable_object, wasm_bindgen, DurableObject, Env, Method, Request, RequestInit, Response, State,
-};
+use worker::{durable_object, wasm_bindgen, DurableObject, Env, Method, Request, Response, State};
 
 use durable_relay::core::Name;
-use durable_relay::durable::{now_ms, DoSql};
+use durable_relay::durable::{now_ms, DoSql, StubCall};
 use durable_relay::http::{json, respond, HttpError};
 use durable_relay::routes::DirectoryOp;
 use durable_relay::store::{int, schema, Sql, StoreError};
@@ -131,15 +129,7 @@ impl RelayDirectory {
 pub async fn call(env: &Env, op: &DirectoryOp) -> Result<Option<Response>, HttpError> {
     let internal = |e: worker::Error| HttpError::internal(e.to_string());
     let Ok(namespace) = env.durable_object(DIRECTORY_BINDING) else { return Ok(None) };
-    let stub = namespace.id_from_name(DIRECTORY_OBJECT).map_err(internal)?.get_stub().map_err(internal)?;
     let (method, path) = op.request();
-    let method = match method {
-        "POST" => Method::Post,
-        "DELETE" => Method::Delete,
-        _ => Method::Get,
-    };
-    let mut init = RequestInit::new();
-    init.with_method(method);
-    let req = Request::new_with_init(&format!("https://directory{path}"), &init).map_err(internal)?;
-    stub.fetch_with_request(req).await.map(Some).map_err(internal)
+    let call = StubCall::new(Method::from(method.to_owned()), path);
+    call.send_to(&namespace, DIRECTORY_OBJECT).await.map(Some).map_err(internal)
 }

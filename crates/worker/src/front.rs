@@ -9,10 +9,11 @@
 #![deny(clippy::unreachable, clippy::todo, clippy::unimplemented)]
 
 use durable_relay::core::ErrorCode;
-use worker::{Env, Method, Request, RequestInit, Response};
+use worker::{Env, Method, Request, Response};
 
 use durable_relay::core::Name;
 use durable_relay::durable::source::TRACEPARENT_HEADER;
+use durable_relay::durable::StubCall;
 use durable_relay::http::{check_bearer, json, read_body, HttpError};
 use durable_relay::routes::{ConsoleAsset, DirectoryOp, FrontRoute, SourceOp, TargetOp};
 
@@ -108,13 +109,9 @@ pub async fn forward_with(
     let internal = |e: worker::Error| HttpError::internal(e.to_string());
     let namespace = env.durable_object(binding).map_err(internal)?;
     let stub = namespace.id_from_name(name.as_str()).map_err(internal)?.get_stub().map_err(internal)?;
-    let mut init = RequestInit::new();
-    init.with_method(method).with_body(body.map(Into::into));
+    let mut call = StubCall::new(method, path).body(body);
     if let Some(value) = traceparent {
-        let headers = worker::Headers::new();
-        headers.set(TRACEPARENT_HEADER, &value).map_err(internal)?;
-        init.with_headers(headers);
+        call = call.header(TRACEPARENT_HEADER, value);
     }
-    let req = Request::new_with_init(&format!("https://relay{path}"), &init).map_err(internal)?;
-    stub.fetch_with_request(req).await.map_err(internal)
+    call.send(&stub).await.map_err(internal)
 }

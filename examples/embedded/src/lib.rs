@@ -34,11 +34,10 @@ use durable_relay::core::{decode_enqueue, ApplyRow, Name};
 use durable_relay::durable::source::traceparent;
 use durable_relay::http::{json, parse_json, read_body, respond, HttpError};
 use durable_relay::store::{int, StoreError};
-use durable_relay::{row, DoSql, Enqueue, Migrations, OnApply, RelayClient, Source, Sql, Target};
+use durable_relay::{row, DoSql, Enqueue, Migrations, OnApply, RelayClient, Source, Sql, StubCall, Target};
 use serde::{Deserialize, Serialize};
 use worker::{
-    durable_object, event, wasm_bindgen, Context, DurableObject, Env, Method, Request, RequestInit, Response,
-    State,
+    durable_object, event, wasm_bindgen, Context, DurableObject, Env, Method, Request, Response, State,
 };
 
 /// Shard of `Orders` objects, by name.
@@ -101,16 +100,11 @@ async fn forward(
     name: &str,
     path: &str,
 ) -> Result<Response, HttpError> {
-    let stub = env.durable_object(binding)?.id_from_name(name)?.get_stub()?;
     let query = req.url()?.query().map(|q| format!("?{q}")).unwrap_or_default();
-    let mut init = RequestInit::new();
     let method = req.method();
-    if method == Method::Post {
-        init.with_body(Some(read_body(req).await?.into()));
-    }
-    init.with_method(method);
-    let inner = Request::new_with_init(&format!("https://example{path}{query}"), &init)?;
-    Ok(stub.fetch_with_request(inner).await?)
+    let body = if method == Method::Post { Some(read_body(req).await?) } else { None };
+    let call = StubCall::new(method, format!("{path}{query}")).body(body);
+    Ok(call.send_to(&env.durable_object(binding)?, name).await?)
 }
 
 // ---- the source -------------------------------------------------------------

@@ -7,20 +7,26 @@
 //! - [`DoAlarm`]: [`AlarmStore`] over the object's alarm;
 //! - [`DoTargets`]: [`Targets`] that are Durable Objects in one namespace,
 //!   addressed by name, each call with a timeout;
+//! - [`StubCall`]: the one way a request reaches an object's `fetch`
+//!   protocol;
 //! - [`source`] and [`target`]: the objects' `fetch` protocols, served from
 //!   a [`Relay`] and an [`Inbox`](crate::Inbox).
 
+mod call;
 pub mod source;
 pub mod target;
+
+pub use call::{StubCall, StubReply};
 
 use crate::core::ErrorCode;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
-use worker::{Method, ObjectNamespace, Request, RequestInit, SqlStorage, SqlStorageValue, State};
+use worker::{ObjectNamespace, SqlStorage, SqlStorageValue, State};
 
 use crate::core::{ApplyReply, CallOutcome, Failure, Name};
 use crate::driver::{AlarmError, Targets};
 use crate::http::HttpError;
+use crate::routes::TargetOp;
 use crate::source::{AlarmStore, Relay, SourceConfig};
 use crate::store::{Row, Rows, Sql, SqlValue, StoreError};
 
@@ -224,13 +230,11 @@ impl Targets for DoTargets {
 
 impl DoTargets {
     async fn try_apply(&self, target: &Name, body: String) -> worker::Result<CallOutcome> {
-        let stub = self.namespace.id_from_name(target.as_str())?.get_stub()?;
-        let mut init = RequestInit::new();
-        init.with_method(Method::Post).with_body(Some(body.into()));
-        let req = Request::new_with_init("https://relay-target/apply", &init)?;
-        let mut resp = stub.fetch_with_request(req).await?;
-        let status = resp.status_code();
-        let text = resp.text().await?;
+        let reply = StubCall::target(&TargetOp::Apply)
+            .body(Some(body))
+            .read_from(&self.namespace, target.as_str())
+            .await?;
+        let StubReply { status, text, .. } = reply;
         Ok(match status {
             200 => match serde_json::from_str::<ApplyReply>(&text) {
                 Ok(r) => CallOutcome::Applied { watermark: r.watermark, applied: r.applied },

@@ -3,9 +3,10 @@
 //! reply, the queue message, and the one helper that calls a target.
 
 use serde::{Deserialize, Serialize};
-use worker::{Method, ObjectNamespace, Request, RequestInit};
+use worker::{Method, ObjectNamespace};
 
 use durable_relay::core::{Effects, Name};
+use durable_relay::durable::{StubCall, StubReply};
 
 /// Most rows one bench apply call may carry: one relay target batch.
 pub const MAX_BENCH_APPLY_ROWS: u32 = durable_relay::core::MAX_BATCH_ROWS;
@@ -87,17 +88,9 @@ pub async fn call_apply(
     target: &str,
     body: String,
 ) -> Result<BenchReply, String> {
-    let attempt = async {
-        let stub = namespace.id_from_name(target)?.get_stub()?;
-        let mut init = RequestInit::new();
-        init.with_method(Method::Post).with_body(Some(body.into()));
-        let req = Request::new_with_init("https://bench-target/bench/apply", &init)?;
-        let mut resp = stub.fetch_with_request(req).await?;
-        let status = resp.status_code();
-        let text = resp.text().await?;
-        Ok::<_, worker::Error>((status, text))
-    };
-    let (status, text) = attempt.await.map_err(|e| e.to_string())?;
+    let call = StubCall::new(Method::Post, "/bench/apply").body(Some(body));
+    let StubReply { status, text, .. } =
+        call.read_from(namespace, target).await.map_err(|e| e.to_string())?;
     if status != 200 {
         return Err(format!("{status}: {text}"));
     }
