@@ -170,7 +170,6 @@ export interface AlarmSummary {
   oldest_row_age_ms: number | null;
   /** Targets parked: [target, rows moved, reason]. */
   parked: [string, number, string][];
-  metrics_written: boolean;
   /** Distinct `traceparent`s of the rows delivered, at most 16 (absent when none). */
   traces?: string[];
   /** Rows delivered that carried a `traceparent` (absent when none). */

@@ -36,6 +36,7 @@ test("the test-only routes do not exist in the production build", async () => {
     ["POST", "/v1/targets/prod-t/faults", { reject: true }],
     ["GET", "/v1/targets/prod-t/log?source=prod-src"],
     ["GET", "/v1/targets/prod-t/audit"],
+    ["POST", "/v1/sources/prod-fresh/conformance"],
   ]) {
     const r = await relay.api(method, path, body);
     assert.equal(r.status, 404, `${method} ${path}: ${r.text}`);

@@ -18,8 +18,6 @@
 //! | `RELAY_MAX_QUEUED_BYTES` | 128 MiB | backpressure: body bytes waiting |
 //! | `RELAY_DEDUP_HORIZON_MS` | 24 h | how long idempotency keys are remembered |
 //! | `RELAY_DISCARD_HORIZON_MS` | 7 days | how long discarded parked rows are kept |
-//! | `RELAY_ENV` | `production` | `production` refuses the test fault switches |
-//! | `RELAY_TEST_FAULTS` | off | `on` enables the test-only fault routes (never in production) |
 //! | `RELAY_PARTITIONS` | none | JSON: logical source name to its [`PartitionMap`], e.g. `{"orders":{"partitions":4,"epoch":1}}` |
 
 use std::collections::BTreeMap;
@@ -74,8 +72,6 @@ pub struct RelayConfig {
     pub max_in_flight: u32,
     /// Target call timeout, ms.
     pub call_timeout_ms: u64,
-    /// Whether the test-only fault routes are enabled.
-    pub faults: bool,
     /// Parking, backpressure and retention.
     pub settings: OutboxSettings,
     /// How long rows arriving while a source delivers wait to share calls.
@@ -250,14 +246,6 @@ impl RelayConfig {
                 message: format!("must be within 1..={MAX_IN_FLIGHT}, got {max_in_flight}"),
             });
         }
-        let production = get("RELAY_ENV").is_none_or(|e| e.trim() == "production");
-        let faults = get("RELAY_TEST_FAULTS").is_some_and(|v| v.trim() == "on");
-        if faults && production {
-            return Err(ConfigError {
-                var: "RELAY_TEST_FAULTS",
-                message: "test faults are refused when RELAY_ENV is production (or unset)".into(),
-            });
-        }
         let call_timeout_ms =
             ranged(&get, "RELAY_CALL_TIMEOUT_MS", MIN_CALL_TIMEOUT_MS, MAX_CALL_TIMEOUT_MS)?
                 .unwrap_or(DEFAULT_CALL_TIMEOUT_MS);
@@ -267,7 +255,6 @@ impl RelayConfig {
             budget,
             max_in_flight,
             call_timeout_ms,
-            faults,
             settings: settings(&get)?,
             partitions: partitions(&get)?,
             coalesce_ms,
@@ -383,13 +370,5 @@ mod tests {
         assert!(parse(&[("RELAY_DEDUP_HORIZON_MS", "1000")]).is_ok());
         assert!(parse(&[("RELAY_DEDUP_HORIZON_MS", "999")]).is_err());
         assert!(parse(&[("RELAY_DISCARD_HORIZON_MS", "2592000001")]).is_err());
-    }
-
-    #[test]
-    fn test_faults_are_refused_in_production() {
-        assert!(!parse(&[]).unwrap().faults);
-        assert!(parse(&[("RELAY_TEST_FAULTS", "on")]).is_err(), "RELAY_ENV unset means production");
-        assert!(parse(&[("RELAY_TEST_FAULTS", "on"), ("RELAY_ENV", "production")]).is_err());
-        assert!(parse(&[("RELAY_TEST_FAULTS", "on"), ("RELAY_ENV", "test")]).unwrap().faults);
     }
 }

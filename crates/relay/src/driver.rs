@@ -141,8 +141,6 @@ pub struct AlarmSummary {
     pub oldest_row_age_ms: Option<u64>,
     /// Targets this alarm parked: (target, rows moved, reason).
     pub parked: Vec<(Name, u64, String)>,
-    /// Whether the figures went to Workers Analytics Engine.
-    pub metrics_written: bool,
     /// Distinct `traceparent`s of the rows delivered, at most
     /// `MAX_TRACES_PER_LOG` (left out of the log line when none).
     #[serde(skip_serializing_if = "Vec::is_empty")]

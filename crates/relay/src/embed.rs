@@ -241,7 +241,21 @@ fn config(env: &Env) -> Result<RelayConfig, HttpError> {
 /// `relay_target_parked` per target parked, and `relay_lag_exceeded` when a
 /// row older than the lag bound was seen.
 pub fn log_alarm(summary: &AlarmSummary) {
-    worker::console_log!("{}", serde_json::json!({"event": "relay_alarm", "alarm": summary}));
+    log_alarm_with(summary, serde_json::Map::new());
+}
+
+/// [`log_alarm`], with figures of your own (`figures`) added to the
+/// `relay_alarm` line's `alarm` object beside the relay's.
+pub fn log_alarm_with(summary: &AlarmSummary, figures: serde_json::Map<String, serde_json::Value>) {
+    if figures.is_empty() {
+        worker::console_log!("{}", serde_json::json!({"event": "relay_alarm", "alarm": summary}));
+    } else {
+        let mut alarm = serde_json::to_value(summary).unwrap_or(serde_json::Value::Null);
+        if let Some(fields) = alarm.as_object_mut() {
+            fields.extend(figures);
+        }
+        worker::console_log!("{}", serde_json::json!({"event": "relay_alarm", "alarm": alarm}));
+    }
     for (target, rows, reason) in &summary.parked {
         worker::console_warn!(
             "{}",

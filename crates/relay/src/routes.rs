@@ -1,12 +1,15 @@
-//! The one decode point for request lines: method, path and query of the
-//! front door (`/v1/...`) and of the source and target Durable Objects'
-//! `fetch` protocols. Pure (a parsed [`Url`] in, a typed operation or a 4xx
-//! [`HttpError`] out), so it is fuzzed natively.
+//! The relay's own protocol: every operation of the source and target
+//! Durable Objects' `fetch`, with its method, path and query, parsed
+//! ([`SourceOp::parse`], [`TargetOp::parse`]) and built ([`SourceOp::path`],
+//! [`TargetOp::path`]) in one place. Pure (a parsed [`Url`] in, a typed
+//! operation or a 4xx [`HttpError`] out), so it is fuzzed natively.
 //!
-//! A source's protocol path is the front door's path without its
-//! `/v1/sources/{source}` prefix (and likewise for targets), so both are
-//! parsed by the same [`SourceOp::parse`] and [`TargetOp::parse`]. Unknown
-//! or repeated query parameters are refused; names are validated.
+//! A Worker that serves more operations than the relay's (the reference
+//! Worker's front door, directory, console and test switches) parses its
+//! own first and hands the rest here, with the path helpers below
+//! ([`segments`], [`params`], [`name`], [`limit`], [`no_query`],
+//! [`no_route`]), so every route refuses bad input the same way: unknown or
+//! repeated query parameters are refused; names are validated.
 
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
 #![deny(clippy::unreachable, clippy::todo, clippy::unimplemented)]
@@ -15,8 +18,7 @@ use crate::core::ErrorCode;
 use worker::Url;
 
 use crate::core::{
-    Name, MAX_KEYS_PER_PAGE, MAX_KEY_BYTES, MAX_PARKED_ROWS_PER_PAGE, MAX_PARTITIONS, MAX_SOURCES_PER_PAGE,
-    SEQ_MAX,
+    Name, MAX_KEYS_PER_PAGE, MAX_KEY_BYTES, MAX_PARKED_ROWS_PER_PAGE, MAX_PARTITIONS, SEQ_MAX,
 };
 use crate::http::HttpError;
 
@@ -31,8 +33,6 @@ pub enum SourceOp {
     Watermark,
     /// `GET /delivered-through/{seq}`.
     DeliveredThrough(u64),
-    /// `POST /faults` (test builds only).
-    Faults,
     /// `GET /parked`.
     ParkedTargets,
     /// `GET /parked/{target}?after=&limit=`.
@@ -48,13 +48,6 @@ pub enum SourceOp {
     Redrive(Name),
     /// `POST /parked/{target}/discard`.
     Discard(Name),
-    /// `GET /audit` (test builds only): the outbox's invariants on its tables.
-    Audit,
-    /// `GET /alarms`: the recent alarms' figures (reference Worker).
-    Alarms,
-    /// `POST /retire`: leave the source directory; refused unless nothing
-    /// is queued or parked (reference Worker).
-    Retire,
     /// `POST /adopt` (routers only, through the DO binding): adopt a
     /// partition map, body `{"map":{...}}`.
     Adopt,
@@ -71,34 +64,6 @@ pub enum SourceOp {
         /// This partition's index.
         index: u32,
     },
-}
-
-/// What a request asks of the source directory (reference Worker).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum DirectoryOp {
-    /// `POST /sources/{source}`: list a source (idempotent).
-    Register(Name),
-    /// `GET /sources?after=&limit=`: a page of sources in name order.
-    List {
-        /// Sources after this name (none: from the first).
-        after: Option<Name>,
-        /// At most this many, 1..=[`MAX_SOURCES_PER_PAGE`].
-        limit: u32,
-    },
-    /// `DELETE /sources/{source}`: unlist a source (idempotent).
-    Retire(Name),
-}
-
-/// A static file of the operator console (served without the token: it
-/// holds no data, and every API call it makes sends the token).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ConsoleAsset {
-    /// `GET /`: the page.
-    Page,
-    /// `GET /console.js`.
-    Script,
-    /// `GET /console.css`.
-    Style,
 }
 
 /// What a request asks of a target.
@@ -121,33 +86,10 @@ pub enum TargetOp {
     Watermarks,
     /// `DELETE /watermarks/{source}`.
     ForgetWatermark(Name),
-    /// `POST /faults` (test builds only).
-    Faults,
-    /// `GET /log?source=` (test builds only).
-    Log(Name),
-    /// `GET /audit` (test builds only): watermarks against the apply log.
-    Audit,
 }
 
-/// A front-door request.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum FrontRoute {
-    /// `GET /v1/health`.
-    Health,
-    /// `GET /v1/sources?after=&limit=`: the source directory.
-    Sources {
-        /// Sources after this name.
-        after: Option<Name>,
-        /// At most this many, 1..=[`MAX_SOURCES_PER_PAGE`].
-        limit: u32,
-    },
-    /// `/v1/sources/{source}/...`.
-    Source(Name, SourceOp),
-    /// `/v1/targets/{target}/...` (never `/apply`).
-    Target(Name, TargetOp),
-}
-
-fn no_route(method: &str, url: &Url) -> HttpError {
+/// The 404 for a request line no operation matches.
+pub fn no_route(method: &str, url: &Url) -> HttpError {
     HttpError::new(404, ErrorCode::NoRoute, format!("no route for {method} {}", url.path()))
 }
 
@@ -156,7 +98,7 @@ fn no_route(method: &str, url: &Url) -> HttpError {
 /// for the name `x:1`; both spellings name the same object. A segment whose
 /// escapes do not decode to UTF-8 is kept as sent, so name validation refuses
 /// it for its `%`.
-fn segments(url: &Url) -> Vec<String> {
+pub fn segments(url: &Url) -> Vec<String> {
     url.path().trim_start_matches('/').split('/').filter(|s| !s.is_empty()).map(percent_decode).collect()
 }
 
@@ -185,18 +127,21 @@ fn percent_decode(segment: &str) -> String {
 }
 
 /// The segments as string slices, for matching.
-fn refs(segments: &[String]) -> Vec<&str> {
+pub fn refs(segments: &[String]) -> Vec<&str> {
     segments.iter().map(String::as_str).collect()
 }
 
-/// Validates a name taken from the path.
-fn name(segment: &str, code: ErrorCode) -> Result<Name, HttpError> {
+/// Validates a name taken from the path; `code` names the refusal.
+pub fn name(segment: &str, code: ErrorCode) -> Result<Name, HttpError> {
     Name::new(segment).map_err(|e| HttpError::bad_request(code, format!("{segment:?}: {e}")))
 }
 
 /// The query's parameters, each of `allowed` at most once; anything else is
 /// refused. Returns values in the order of `allowed`.
-fn params<const N: usize>(url: &Url, allowed: [&'static str; N]) -> Result<[Option<String>; N], HttpError> {
+pub fn params<const N: usize>(
+    url: &Url,
+    allowed: [&'static str; N],
+) -> Result<[Option<String>; N], HttpError> {
     let mut out: [Option<String>; N] = std::array::from_fn(|_| None);
     for (k, v) in url.query_pairs() {
         let Some(i) = allowed.iter().position(|a| *a == k) else {
@@ -225,7 +170,7 @@ fn seq(text: &str, code: ErrorCode) -> Result<u64, HttpError> {
 }
 
 /// A page size `1..=max`, defaulting to `max`.
-fn limit(text: Option<String>, max: u32) -> Result<u32, HttpError> {
+pub fn limit(text: Option<String>, max: u32) -> Result<u32, HttpError> {
     let Some(text) = text else { return Ok(max) };
     text.parse::<u32>().ok().filter(|n| (1..=max).contains(n)).ok_or_else(|| {
         HttpError::bad_request(ErrorCode::InvalidLimit, format!("limit must be 1..={max}, got {text:?}"))
@@ -244,7 +189,8 @@ fn key_bound(text: Option<String>, param: &str) -> Result<String, HttpError> {
     Ok(text)
 }
 
-fn no_query(url: &Url) -> Result<(), HttpError> {
+/// Refuses any query parameter.
+pub fn no_query(url: &Url) -> Result<(), HttpError> {
     params(url, []).map(|_| ())
 }
 
@@ -257,7 +203,6 @@ impl SourceOp {
             ("GET", ["status"]) => SourceOp::Status,
             ("GET", ["watermark"]) => SourceOp::Watermark,
             ("GET", ["delivered-through", s]) => SourceOp::DeliveredThrough(seq(s, ErrorCode::InvalidSeq)?),
-            ("POST", ["faults"]) => SourceOp::Faults,
             ("GET", ["parked"]) => SourceOp::ParkedTargets,
             ("GET", ["parked", t]) => {
                 let target = name(t, ErrorCode::InvalidTarget)?;
@@ -268,9 +213,6 @@ impl SourceOp {
             }
             ("POST", ["parked", t, "redrive"]) => SourceOp::Redrive(name(t, ErrorCode::InvalidTarget)?),
             ("POST", ["parked", t, "discard"]) => SourceOp::Discard(name(t, ErrorCode::InvalidTarget)?),
-            ("GET", ["audit"]) => SourceOp::Audit,
-            ("GET", ["alarms"]) => SourceOp::Alarms,
-            ("POST", ["retire"]) => SourceOp::Retire,
             ("POST", ["adopt"]) => SourceOp::Adopt,
             ("POST", ["claim"]) => SourceOp::Claim,
             ("GET", ["foreign-targets", n, i]) => {
@@ -302,10 +244,8 @@ impl SourceOp {
     pub fn method(&self) -> &'static str {
         match self {
             SourceOp::Enqueue
-            | SourceOp::Faults
             | SourceOp::Redrive(_)
             | SourceOp::Discard(_)
-            | SourceOp::Retire
             | SourceOp::Adopt
             | SourceOp::Claim => "POST",
             SourceOp::Status
@@ -313,8 +253,6 @@ impl SourceOp {
             | SourceOp::DeliveredThrough(_)
             | SourceOp::ParkedTargets
             | SourceOp::ParkedRows { .. }
-            | SourceOp::Audit
-            | SourceOp::Alarms
             | SourceOp::ForeignTargets { .. } => "GET",
         }
     }
@@ -326,73 +264,17 @@ impl SourceOp {
             SourceOp::Status => "/status".into(),
             SourceOp::Watermark => "/watermark".into(),
             SourceOp::DeliveredThrough(s) => format!("/delivered-through/{s}"),
-            SourceOp::Faults => "/faults".into(),
             SourceOp::ParkedTargets => "/parked".into(),
             SourceOp::ParkedRows { target, after, limit } => {
                 format!("/parked/{target}?after={after}&limit={limit}")
             }
             SourceOp::Redrive(t) => format!("/parked/{t}/redrive"),
             SourceOp::Discard(t) => format!("/parked/{t}/discard"),
-            SourceOp::Audit => "/audit".into(),
-            SourceOp::Alarms => "/alarms".into(),
-            SourceOp::Retire => "/retire".into(),
             SourceOp::Adopt => "/adopt".into(),
             SourceOp::Claim => "/claim".into(),
             SourceOp::ForeignTargets { partitions, index } => {
                 format!("/foreign-targets/{partitions}/{index}")
             }
-        }
-    }
-}
-
-/// A directory page's bounds from the query.
-fn page(url: &Url) -> Result<(Option<Name>, u32), HttpError> {
-    let [after, limit_text] = params(url, ["after", "limit"])?;
-    let after = after.filter(|a| !a.is_empty()).map(|a| name(&a, ErrorCode::InvalidQuery)).transpose()?;
-    Ok((after, limit(limit_text, MAX_SOURCES_PER_PAGE)?))
-}
-
-impl DirectoryOp {
-    /// Parses a request to the directory Durable Object.
-    pub fn from_url(method: &str, url: &Url) -> Result<DirectoryOp, HttpError> {
-        let segs = segments(url);
-        let op = match (method, refs(&segs).as_slice()) {
-            ("GET", ["sources"]) => {
-                let (after, limit) = page(url)?;
-                return Ok(DirectoryOp::List { after, limit });
-            }
-            ("POST", ["sources", s]) => DirectoryOp::Register(name(s, ErrorCode::InvalidName)?),
-            ("DELETE", ["sources", s]) => DirectoryOp::Retire(name(s, ErrorCode::InvalidName)?),
-            _ => return Err(no_route(method, url)),
-        };
-        no_query(url)?;
-        Ok(op)
-    }
-
-    /// The method and path (with query) of the operation in the directory's protocol.
-    pub fn request(&self) -> (&'static str, String) {
-        match self {
-            DirectoryOp::Register(s) => ("POST", format!("/sources/{s}")),
-            DirectoryOp::Retire(s) => ("DELETE", format!("/sources/{s}")),
-            DirectoryOp::List { after, limit } => {
-                let after = after.as_ref().map_or("", |a| a.as_str());
-                ("GET", format!("/sources?after={after}&limit={limit}"))
-            }
-        }
-    }
-}
-
-impl ConsoleAsset {
-    /// The console file a request line asks for, if it is one.
-    pub fn from_url(method: &str, url: &Url) -> Option<ConsoleAsset> {
-        if method != "GET" || url.query().is_some() {
-            return None;
-        }
-        match url.path() {
-            "/" => Some(ConsoleAsset::Page),
-            "/console.js" => Some(ConsoleAsset::Script),
-            "/console.css" => Some(ConsoleAsset::Style),
-            _ => None,
         }
     }
 }
@@ -414,14 +296,6 @@ impl TargetOp {
             }
             ("GET", ["watermarks"]) => TargetOp::Watermarks,
             ("DELETE", ["watermarks", s]) => TargetOp::ForgetWatermark(name(s, ErrorCode::InvalidName)?),
-            ("POST", ["faults"]) => TargetOp::Faults,
-            ("GET", ["audit"]) => TargetOp::Audit,
-            ("GET", ["log"]) => {
-                let [source] = params(url, ["source"])?;
-                let source = source
-                    .ok_or_else(|| HttpError::bad_request(ErrorCode::InvalidQuery, "source is required"))?;
-                return Ok(TargetOp::Log(name(&source, ErrorCode::InvalidName)?));
-            }
             _ => return Err(no_route(method, url)),
         };
         no_query(url)?;
@@ -436,13 +310,9 @@ impl TargetOp {
     /// The operation's HTTP method.
     pub fn method(&self) -> &'static str {
         match self {
-            TargetOp::Apply | TargetOp::Faults => "POST",
+            TargetOp::Apply => "POST",
             TargetOp::ForgetWatermark(_) => "DELETE",
-            TargetOp::Status
-            | TargetOp::Keys { .. }
-            | TargetOp::Watermarks
-            | TargetOp::Log(_)
-            | TargetOp::Audit => "GET",
+            TargetOp::Status | TargetOp::Keys { .. } | TargetOp::Watermarks => "GET",
         }
     }
 
@@ -462,43 +332,6 @@ impl TargetOp {
             }
             TargetOp::Watermarks => "/watermarks".into(),
             TargetOp::ForgetWatermark(s) => format!("/watermarks/{s}"),
-            TargetOp::Faults => "/faults".into(),
-            TargetOp::Log(s) => format!("/log?source={s}"),
-            TargetOp::Audit => "/audit".into(),
-        }
-    }
-}
-
-impl FrontRoute {
-    /// Parses a front-door request.
-    pub fn parse(method: &str, url: &Url) -> Result<FrontRoute, HttpError> {
-        let owned = segments(url);
-        let segs = refs(&owned);
-        match segs.as_slice() {
-            ["v1", "health"] if method == "GET" => {
-                no_query(url)?;
-                Ok(FrontRoute::Health)
-            }
-            ["v1", "sources"] if method == "GET" => {
-                let (after, limit) = page(url)?;
-                Ok(FrontRoute::Sources { after, limit })
-            }
-            ["v1", "sources", s, rest @ ..] if !rest.is_empty() => {
-                let source = name(s, ErrorCode::InvalidName)?;
-                match SourceOp::parse(method, rest, url)? {
-                    // A router's own steps: reachable only through the DO binding.
-                    SourceOp::Adopt | SourceOp::Claim => Err(no_route(method, url)),
-                    op => Ok(FrontRoute::Source(source, op)),
-                }
-            }
-            ["v1", "targets", t, rest @ ..] if !rest.is_empty() => {
-                let target = name(t, ErrorCode::InvalidName)?;
-                match TargetOp::parse(method, rest, url)? {
-                    TargetOp::Apply => Err(no_route(method, url)),
-                    op => Ok(FrontRoute::Target(target, op)),
-                }
-            }
-            _ => Err(no_route(method, url)),
         }
     }
 }
@@ -507,118 +340,46 @@ impl FrontRoute {
 mod tests {
     use super::*;
 
-    fn front(method: &str, path: &str) -> Result<FrontRoute, HttpError> {
-        FrontRoute::parse(method, &Url::parse(&format!("https://relay.example{path}")).unwrap())
+    fn url(path: &str) -> Url {
+        Url::parse(&format!("https://relay{path}")).unwrap()
     }
 
-    fn code(method: &str, path: &str) -> ErrorCode {
-        front(method, path).unwrap_err().code
+    fn source(method: &str, path: &str) -> Result<SourceOp, HttpError> {
+        SourceOp::from_url(method, &url(path))
     }
 
-    #[test]
-    fn front_routes_parse_to_typed_operations() {
-        let s = |n: &str| Name::new(n).unwrap();
-        assert_eq!(front("GET", "/v1/health").unwrap(), FrontRoute::Health);
-        assert_eq!(
-            front("POST", "/v1/sources/a/enqueue").unwrap(),
-            FrontRoute::Source(s("a"), SourceOp::Enqueue)
-        );
-        assert_eq!(
-            front("GET", "/v1/sources/a/parked/t?limit=5").unwrap(),
-            FrontRoute::Source(s("a"), SourceOp::ParkedRows { target: s("t"), after: 0, limit: 5 })
-        );
-        assert_eq!(
-            front("GET", "/v1/targets/t/keys?prefix=a%20b").unwrap(),
-            FrontRoute::Target(
-                s("t"),
-                TargetOp::Keys { prefix: "a b".into(), after: String::new(), limit: MAX_KEYS_PER_PAGE }
-            )
-        );
-    }
-
-    #[test]
-    fn the_directory_pages_at_its_limit_and_its_operations_round_trip() {
-        let s = |n: &str| Name::new(n).unwrap();
-        assert_eq!(
-            front("GET", "/v1/sources").unwrap(),
-            FrontRoute::Sources { after: None, limit: MAX_SOURCES_PER_PAGE }
-        );
-        assert_eq!(
-            front("GET", "/v1/sources?after=b&limit=100").unwrap(),
-            FrontRoute::Sources { after: Some(s("b")), limit: 100 }
-        );
-        assert_eq!(code("GET", "/v1/sources?limit=101"), "invalid_limit");
-        assert_eq!(code("GET", "/v1/sources?limit=0"), "invalid_limit");
-        assert_eq!(code("GET", "/v1/sources?after=a%2Fb"), "invalid_query");
-        assert_eq!(code("POST", "/v1/sources"), "no_route");
-        assert_eq!(
-            front("POST", "/v1/sources/a/retire").unwrap(),
-            FrontRoute::Source(s("a"), SourceOp::Retire)
-        );
-        assert_eq!(
-            front("GET", "/v1/sources/a/alarms").unwrap(),
-            FrontRoute::Source(s("a"), SourceOp::Alarms)
-        );
-        for op in [
-            DirectoryOp::Register(s("a")),
-            DirectoryOp::Retire(s("a")),
-            DirectoryOp::List { after: None, limit: 1 },
-            DirectoryOp::List { after: Some(s("x:y")), limit: 100 },
-        ] {
-            let (method, path) = op.request();
-            let url = Url::parse(&format!("https://d{path}")).unwrap();
-            assert_eq!(DirectoryOp::from_url(method, &url).unwrap(), op);
-        }
-    }
-
-    #[test]
-    fn only_the_exact_console_files_are_open() {
-        let asset =
-            |m: &str, p: &str| ConsoleAsset::from_url(m, &Url::parse(&format!("https://r{p}")).unwrap());
-        assert_eq!(asset("GET", "/"), Some(ConsoleAsset::Page));
-        assert_eq!(asset("GET", "/console.js"), Some(ConsoleAsset::Script));
-        assert_eq!(asset("GET", "/console.css"), Some(ConsoleAsset::Style));
-        assert_eq!(asset("POST", "/"), None);
-        assert_eq!(asset("GET", "/?token=x"), None);
-        assert_eq!(asset("GET", "/console.js/x"), None);
-        assert_eq!(asset("GET", "/v1/health"), None);
+    fn target(method: &str, path: &str) -> Result<TargetOp, HttpError> {
+        TargetOp::from_url(method, &url(path))
     }
 
     #[test]
     fn bad_request_lines_get_their_codes() {
-        assert_eq!(code("GET", "/v1/sources/a/enqueue"), "no_route");
-        assert_eq!(code("POST", "/v1/targets/t/apply"), "no_route", "apply is for sources only");
-        assert_eq!(code("POST", "/v1/sources/a:1/adopt"), "no_route", "adoption is for routers only");
-        assert_eq!(code("POST", "/v1/sources/a:1/claim"), "no_route", "claims are for routers only");
-        assert_eq!(code("GET", "/v1/sources/a%2Fb/status"), "invalid_name");
-        assert_eq!(code("GET", "/v1/sources/a/delivered-through/9007199254740992"), "invalid_seq");
-        assert_eq!(code("GET", "/v1/sources/a/parked/t?after=9007199254740992"), "invalid_query");
-        assert_eq!(code("GET", "/v1/sources/a/parked/t?limit=501"), "invalid_limit");
-        assert_eq!(code("GET", "/v1/sources/a/parked/t?limit=1&limit=2"), "invalid_query");
-        assert_eq!(code("GET", "/v1/sources/a/status?x=1"), "invalid_query");
-        assert_eq!(code("GET", "/v1/targets/t/keys?limit=0"), "invalid_limit");
-        assert_eq!(code("GET", &format!("/v1/targets/t/keys?after={}", "k".repeat(513))), "invalid_query");
+        let code = |r: Result<SourceOp, HttpError>| r.unwrap_err().code;
+        assert_eq!(code(source("GET", "/enqueue")), "no_route");
+        assert_eq!(code(source("POST", "/faults")), "no_route", "test switches are not the relay's");
+        assert_eq!(code(source("GET", "/delivered-through/9007199254740992")), "invalid_seq");
+        assert_eq!(code(source("GET", "/parked/t?after=9007199254740992")), "invalid_query");
+        assert_eq!(code(source("GET", "/parked/t?limit=501")), "invalid_limit");
+        assert_eq!(code(source("GET", "/parked/t?limit=1&limit=2")), "invalid_query");
+        assert_eq!(code(source("GET", "/status?x=1")), "invalid_query");
+        assert_eq!(target("GET", "/keys?limit=0").unwrap_err().code, "invalid_limit");
+        let long = format!("/keys?after={}", "k".repeat(513));
+        assert_eq!(target("GET", &long).unwrap_err().code, "invalid_query");
+        assert_eq!(target("GET", "/log?source=a").unwrap_err().code, "no_route");
     }
 
     #[test]
     fn percent_encoded_names_in_the_path_are_the_names_they_spell() {
         let s = |n: &str| Name::new(n).unwrap();
+        assert_eq!(source("POST", "/parked/cust%3a9/redrive").unwrap(), SourceOp::Redrive(s("cust:9")));
         assert_eq!(
-            front("GET", "/v1/sources/x%3A1/status").unwrap(),
-            FrontRoute::Source(s("x:1"), SourceOp::Status)
-        );
-        assert_eq!(
-            front("POST", "/v1/sources/orders/parked/cust%3a9/redrive").unwrap(),
-            FrontRoute::Source(s("orders"), SourceOp::Redrive(s("cust:9")))
-        );
-        let url = Url::parse("https://relay/parked/cust%3A9?after=0&limit=5").unwrap();
-        assert_eq!(
-            SourceOp::from_url("GET", &url).unwrap(),
+            source("GET", "/parked/cust%3A9?after=0&limit=5").unwrap(),
             SourceOp::ParkedRows { target: s("cust:9"), after: 0, limit: 5 }
         );
-        assert_eq!(code("GET", "/v1/sources/a%2Fb/status"), "invalid_name", "a decoded '/' is no name");
-        assert_eq!(code("GET", "/v1/sources/a%zz/status"), "invalid_name", "a bad escape stays as sent");
-        assert_eq!(code("GET", "/v1/sources/a%ff/status"), "invalid_name", "escapes that are not UTF-8");
+        let code = |p: &str| source("POST", p).unwrap_err().code;
+        assert_eq!(code("/parked/a%2Fb/redrive"), "invalid_target", "a decoded '/' is no name");
+        assert_eq!(code("/parked/a%zz/redrive"), "invalid_target", "a bad escape stays as sent");
+        assert_eq!(code("/parked/a%ff/redrive"), "invalid_target", "escapes that are not UTF-8");
         assert_eq!(percent_decode("%41%"), "A%");
         assert_eq!(percent_decode("%4"), "%4");
     }

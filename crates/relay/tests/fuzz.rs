@@ -1,6 +1,7 @@
 //! Generator-driven tests of every decoder that request bytes reach: value
 //! JSON, enqueue bodies, target apply batches, request lines (paths and
-//! queries of the front door and of both Durable Objects), idempotency
+//! queries of both Durable Objects' protocols; the reference Worker's
+//! front door has its own in its crate), idempotency
 //! keys, bearer headers, a partition router's headers, bodies and maps, and
 //! the persisted encodings a corrupt store could hand back. Each must never panic (with `panic = "abort"` a panic kills
 //! the isolate); each refusal is a typed error with a known code; each
@@ -11,60 +12,18 @@
 //! multiplies every case count. Inputs a run found are kept as named
 //! regression tests at the bottom of this file.
 
-use std::io::Write;
-
 use durable_relay::core::json::canonical;
 use durable_relay::core::{
     decode_enqueue, decode_request, encode_request, encode_rows, plan_encoded, Capacity, Effects, Name,
     QueuedRow, ScanState, StoredRow, TargetCall, ValueError, MAX_VALUE_DEPTH,
 };
-use durable_relay::routes::{ConsoleAsset, DirectoryOp, FrontRoute, SourceOp, TargetOp};
+use durable_relay::routes::{SourceOp, TargetOp};
 use proptest::prelude::*;
-use proptest::test_runner::{Config, RngSeed, TestCaseError, TestRunner};
 
-// ---- the runner ------------------------------------------------------------
-
-fn base_seed() -> u64 {
-    static SEED: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
-    *SEED.get_or_init(|| {
-        let seed = std::env::var("RELAY_FUZZ_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
-            let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-            now.as_nanos() as u64
-        });
-        // Straight to stderr, past the test harness's capture, so every run
-        // shows the seed that replays it.
-        let _ = writeln!(std::io::stderr(), "fuzz: base seed {seed} (replay with RELAY_FUZZ_SEED={seed})");
-        seed
-    })
-}
-
-/// Runs `test` on `cases` inputs from `strategy`, seeded from the base seed
-/// and `salt`, and fails with the seed and the (shrunk) input.
-fn fuzz<S: Strategy>(
-    name: &str,
-    salt: u64,
-    cases: u32,
-    strategy: S,
-    test: impl Fn(S::Value) -> Result<(), TestCaseError>,
-) where
-    S::Value: std::fmt::Debug,
-{
-    let scale: u32 = std::env::var("RELAY_FUZZ_SCALE").ok().and_then(|s| s.parse().ok()).unwrap_or(1);
-    let seed = base_seed().wrapping_add(salt);
-    let config = Config {
-        cases: cases.saturating_mul(scale),
-        rng_seed: RngSeed::Fixed(seed),
-        failure_persistence: None,
-        max_shrink_iters: 2_000,
-        ..Config::default()
-    };
-    let mut runner = TestRunner::new(config);
-    if let Err(e) = runner.run(&strategy, test) {
-        panic!("{name}: {e}\n(base seed {}; replay with RELAY_FUZZ_SEED={})", base_seed(), base_seed());
-    }
-    let _ =
-        writeln!(std::io::stderr(), "fuzz: {name}: {} generated cases passed", cases.saturating_mul(scale));
-}
+#[path = "support/fuzz.rs"]
+mod support;
+use proptest::test_runner::TestCaseError;
+use support::{fuzz, methods, query_text, request_url, segment, target_name};
 
 // ---- JSON values with their expected canonical form ------------------------
 
@@ -446,16 +405,6 @@ fn delay_number() -> impl Strategy<Value = String> {
 /// The clock the fuzzed enqueues are planned at.
 const NOW_MS: u64 = 1_000;
 
-fn target_name() -> impl Strategy<Value = String> {
-    prop_oneof![
-        8 => prop::collection::vec(prop::sample::select(vec!['a', 'b', 'Z', '0', '.', '_', ':', '-']), 1..12)
-            .prop_map(|c| c.into_iter().collect()),
-        1 => Just("t".repeat(64)),
-        1 => Just("t".repeat(65)),
-        1 => prop::collection::vec(any::<char>(), 0..6).prop_map(|c| c.into_iter().collect()),
-    ]
-}
-
 fn key_text() -> impl Strategy<Value = String> {
     prop_oneof![
         6 => prop::collection::vec(prop::sample::select(vec!['k', 'e', 'y', '1', '2']), 1..4).prop_map(|c| c.into_iter().collect()),
@@ -699,134 +648,31 @@ fn generated_apply_batches_are_refused_with_a_code_or_valid() {
     });
 }
 
-// ---- request lines ------------------------------------------------------------
-
-fn segment() -> impl Strategy<Value = String> {
-    let words = vec![
-        "v1",
-        "sources",
-        "targets",
-        "enqueue",
-        "status",
-        "watermark",
-        "delivered-through",
-        "parked",
-        "redrive",
-        "discard",
-        "keys",
-        "watermarks",
-        "apply",
-        "faults",
-        "log",
-        "health",
-        "alarms",
-        "retire",
-        "console.js",
-        "foreign-targets",
-        "adopt",
-        "claim",
-        "x%3A1",
-        "cust%3a9",
-        "%3A",
-        "%",
-        "%%41",
-        "64",
-        "65",
-        "0",
-        "9007199254740991",
-        "9007199254740992",
-        "-1",
-        "1e3",
-        "..",
-        ".",
-        "%2F",
-        "%00",
-        "a%20b",
-        "%C3%A9",
-        "%FF",
-    ];
-    prop_oneof![
-        4 => prop::sample::select(words).prop_map(str::to_owned),
-        2 => target_name(),
-        1 => prop::collection::vec(any::<char>(), 0..8).prop_map(|c| c.into_iter().collect()),
-    ]
-}
-
-fn query_text() -> impl Strategy<Value = String> {
-    let key =
-        prop::sample::select(vec!["after", "limit", "prefix", "source", "seq", "x", "", "after", "limit"]);
-    let value = prop_oneof![
-        Just("0".to_owned()),
-        Just("1".to_owned()),
-        Just("500".to_owned()),
-        Just("501".to_owned()),
-        Just("1000".to_owned()),
-        Just("9007199254740992".to_owned()),
-        Just("-3".to_owned()),
-        Just("%FF".to_owned()),
-        (0usize..600).prop_map(|n| "k".repeat(n)),
-        target_name(),
-    ];
-    prop::collection::vec((key, value), 0..4)
-        .prop_map(|pairs| pairs.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join("&"))
-}
-
 #[test]
 fn generated_request_lines_route_or_get_a_4xx_and_routes_survive_forwarding() {
-    let method =
-        prop::sample::select(vec!["GET", "POST", "DELETE", "PUT", "PATCH", "HEAD", "OPTIONS", "get"]);
-    let strategy = (method, prop::collection::vec(segment(), 0..6), proptest::option::of(query_text()));
+    let strategy = (
+        prop::sample::select(methods()),
+        prop::collection::vec(segment(), 0..6),
+        proptest::option::of(query_text()),
+    );
     fuzz("request lines", 5, 15_000, strategy, |(method, segs, query)| {
-        let mut text = format!("https://relay.example/{}", segs.join("/"));
-        if let Some(q) = query {
-            text.push('?');
-            text.push_str(&q);
-        }
-        let Ok(url) = worker::Url::parse(&text) else { return Ok(()) };
+        let Some(url) = request_url(&segs, query.as_deref()) else { return Ok(()) };
         let check = |e: &durable_relay::http::HttpError| (400..500).contains(&e.status);
-        match FrontRoute::parse(method, &url) {
-            Ok(FrontRoute::Source(_, op)) => {
-                let inner = worker::Url::parse(&format!("https://relay{}", op.path())).unwrap();
-                prop_assert_eq!(
-                    SourceOp::from_url(method, &inner).ok(),
-                    Some(op),
-                    "forwarded path re-parses"
-                );
-            }
-            Ok(FrontRoute::Target(_, op)) => {
-                let inner = worker::Url::parse(&format!("https://relay{}", op.path())).unwrap();
-                prop_assert_eq!(
-                    TargetOp::from_url(method, &inner).ok(),
-                    Some(op),
-                    "forwarded path re-parses"
-                );
-            }
-            Ok(FrontRoute::Sources { after, limit }) => {
-                let op = DirectoryOp::List { after, limit };
-                let (m, path) = op.request();
-                let inner = worker::Url::parse(&format!("https://relay{path}")).unwrap();
-                prop_assert_eq!(DirectoryOp::from_url(m, &inner).ok(), Some(op), "directory page re-parses");
-            }
-            Ok(FrontRoute::Health) => {}
-            Err(e) => prop_assert!(check(&e), "{} {}: {:?}", method, text, e),
-        }
-        match DirectoryOp::from_url(method, &url) {
+        match SourceOp::from_url(method, &url) {
             Ok(op) => {
-                let (m, path) = op.request();
-                let inner = worker::Url::parse(&format!("https://relay{path}")).unwrap();
-                prop_assert_eq!(DirectoryOp::from_url(m, &inner).ok(), Some(op), "directory op re-parses");
+                let inner = worker::Url::parse(&format!("https://relay{}", op.path())).unwrap();
+                prop_assert_eq!(op.method(), method);
+                prop_assert_eq!(SourceOp::from_url(method, &inner).ok(), Some(op), "a built path re-parses");
             }
-            Err(e) => prop_assert!(check(&e)),
+            Err(e) => prop_assert!(check(&e), "{} {}: {:?}", method, url, e),
         }
-        if let Some(asset) = ConsoleAsset::from_url(method, &url) {
-            prop_assert_eq!(method, "GET");
-            prop_assert!(matches!(asset, ConsoleAsset::Page | ConsoleAsset::Script | ConsoleAsset::Style));
-        }
-        if let Err(e) = SourceOp::from_url(method, &url) {
-            prop_assert!(check(&e));
-        }
-        if let Err(e) = TargetOp::from_url(method, &url) {
-            prop_assert!(check(&e));
+        match TargetOp::from_url(method, &url) {
+            Ok(op) => {
+                let inner = worker::Url::parse(&format!("https://relay{}", op.path())).unwrap();
+                prop_assert_eq!(op.method(), method);
+                prop_assert_eq!(TargetOp::from_url(method, &inner).ok(), Some(op), "a built path re-parses");
+            }
+            Err(e) => prop_assert!(check(&e), "{} {}: {:?}", method, url, e),
         }
         Ok(())
     });

@@ -7,8 +7,8 @@
 
 use worker::{Headers, Response};
 
+use crate::routes::ConsoleAsset;
 use durable_relay::http::HttpError;
-use durable_relay::routes::ConsoleAsset;
 
 const PAGE: &str = include_str!("../console/index.html");
 const SCRIPT: &str = include_str!("../console/console.js");

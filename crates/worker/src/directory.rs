@@ -23,10 +23,10 @@ use std::cell::OnceCell;
 use serde::{Deserialize, Serialize};
 use worker::{durable_object, wasm_bindgen, DurableObject, Env, Method, Request, Response, State};
 
+use crate::routes::DirectoryOp;
 use durable_relay::core::Name;
 use durable_relay::durable::{now_ms, DoSql, StubCall};
 use durable_relay::http::{json, respond, HttpError};
-use durable_relay::routes::DirectoryOp;
 use durable_relay::store::{int, schema, Sql, StoreError};
 
 /// Binding name of the directory's namespace. Optional: without it the

@@ -15,7 +15,9 @@ use durable_relay::core::Name;
 use durable_relay::durable::source::TRACEPARENT_HEADER;
 use durable_relay::durable::StubCall;
 use durable_relay::http::{check_bearer, json, read_body, HttpError};
-use durable_relay::routes::{ConsoleAsset, DirectoryOp, FrontRoute, SourceOp, TargetOp};
+use durable_relay::routes::SourceOp;
+
+use crate::routes::{ConsoleAsset, DirectoryOp, FrontRoute, SourceRoute, TargetRoute};
 
 use crate::{SOURCE_BINDING, TARGET_BINDING, TOKEN_SECRET};
 
@@ -46,28 +48,30 @@ pub async fn handle(mut req: Request, env: &Env) -> Result<Response, HttpError> 
                 HttpError::new(501, ErrorCode::NoDirectory, "no source directory is bound (RELAY_DIRECTORY)")
             })
         }
-        FrontRoute::Source(source, op) => {
+        FrontRoute::Source(source, route) => {
             let config = crate::config(env)?;
             if let Some(map) = config.partition_map(&source) {
-                return crate::partitioned::serve(env, &mut req, &source, map, op).await;
+                return crate::partitioned::serve(env, &mut req, &source, map, route).await;
             }
-            let body = match op {
-                SourceOp::Enqueue | SourceOp::Faults => Some(read_body(&mut req).await?),
+            let body = match route {
+                SourceRoute::Relay(SourceOp::Enqueue) | SourceRoute::Faults => {
+                    Some(read_body(&mut req).await?)
+                }
                 _ => None,
             };
             // The source validates it; an invalid one is its 400.
-            let trace = match op {
-                SourceOp::Enqueue => req.headers().get(TRACEPARENT_HEADER).ok().flatten(),
+            let trace = match route {
+                SourceRoute::Relay(SourceOp::Enqueue) => req.headers().get(TRACEPARENT_HEADER).ok().flatten(),
                 _ => None,
             };
-            forward_with(env, SOURCE_BINDING, &source, method, &op.path(), body, trace).await
+            forward_with(env, SOURCE_BINDING, &source, method, &route.path(), body, trace).await
         }
-        FrontRoute::Target(target, op) => {
-            let body = match op {
-                TargetOp::Faults => Some(read_body(&mut req).await?),
+        FrontRoute::Target(target, route) => {
+            let body = match route {
+                TargetRoute::Faults => Some(read_body(&mut req).await?),
                 _ => None,
             };
-            forward(env, TARGET_BINDING, &target, method, &op.path(), body).await
+            forward(env, TARGET_BINDING, &target, method, &route.path(), body).await
         }
     }
 }
@@ -79,7 +83,7 @@ fn health(env: &Env) -> Result<Response, HttpError> {
         "plan": format!("{:?}", config.plan).to_lowercase(),
         "budget": config.budget,
         "max_in_flight": config.max_in_flight,
-        "test_faults": config.faults,
+        "test_faults": crate::test_faults(env)?,
     }))
     .map_err(|e| HttpError::internal(e.to_string()))
 }

@@ -21,10 +21,12 @@ pub mod directory;
 pub mod front;
 mod metrics;
 pub mod partitioned;
+pub mod routes;
 pub mod source_do;
 pub mod target_do;
 
 use durable_relay::core::ErrorCode;
+use durable_relay::http::HttpError;
 use worker::{event, Context, Env, Request, Response};
 
 /// Binding name of the source class's namespace.
@@ -51,8 +53,55 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> worker::Result<Response
 }
 
 /// The relay's configuration from the Worker's variables; a bad value is a
-/// 500 `bad_configuration` naming the variable.
-pub fn config(env: &Env) -> Result<durable_relay::RelayConfig, durable_relay::http::HttpError> {
+/// 500 `bad_configuration` naming the variable. Test faults switched on in
+/// production make every read fail the same way, so the misconfiguration
+/// cannot go unnoticed.
+pub fn config(env: &Env) -> Result<durable_relay::RelayConfig, HttpError> {
+    test_faults(env)?;
     durable_relay::RelayConfig::from_env(env)
-        .map_err(|e| durable_relay::http::HttpError::new(500, ErrorCode::BadConfiguration, e.to_string()))
+        .map_err(|e| HttpError::new(500, ErrorCode::BadConfiguration, e.to_string()))
+}
+
+/// Whether the test builds' fault routes are on (`RELAY_TEST_FAULTS=on`).
+pub fn test_faults(env: &Env) -> Result<bool, HttpError> {
+    test_faults_from(|k| env.var(k).ok().map(|v| v.to_string()))
+}
+
+/// [`test_faults`] over any variable lookup: `RELAY_TEST_FAULTS=on` is
+/// refused (500 `bad_configuration`) unless `RELAY_ENV` names an
+/// environment other than `production` (unset means production).
+pub fn test_faults_from(get: impl Fn(&str) -> Option<String>) -> Result<bool, HttpError> {
+    let faults = get("RELAY_TEST_FAULTS").is_some_and(|v| v.trim() == "on");
+    let production = get("RELAY_ENV").is_none_or(|e| e.trim() == "production");
+    if faults && production {
+        return Err(HttpError::new(
+            500,
+            ErrorCode::BadConfiguration,
+            "RELAY_TEST_FAULTS: test faults are refused when RELAY_ENV is production (or unset)",
+        ));
+    }
+    Ok(faults)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn faults(vars: &[(&str, &str)]) -> Result<bool, HttpError> {
+        test_faults_from(|k| vars.iter().find(|(n, _)| *n == k).map(|(_, v)| (*v).to_owned()))
+    }
+
+    #[test]
+    fn test_faults_are_refused_in_production() {
+        assert_eq!(faults(&[]), Ok(false));
+        assert_eq!(faults(&[("RELAY_ENV", "test")]), Ok(false));
+        let refused = faults(&[("RELAY_TEST_FAULTS", "on")]).unwrap_err();
+        assert_eq!(
+            (refused.status, refused.code),
+            (500, ErrorCode::BadConfiguration),
+            "unset means production"
+        );
+        assert!(faults(&[("RELAY_TEST_FAULTS", "on"), ("RELAY_ENV", "production")]).is_err());
+        assert_eq!(faults(&[("RELAY_TEST_FAULTS", "on"), ("RELAY_ENV", "test")]), Ok(true));
+    }
 }

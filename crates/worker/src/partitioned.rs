@@ -17,6 +17,8 @@ use durable_relay::durable::source::traceparent;
 use durable_relay::http::{json, read_body, HttpError};
 use durable_relay::partition::Position;
 use durable_relay::routes::SourceOp;
+
+use crate::routes::SourceRoute;
 use durable_relay::{ActionOutcome, RelayClient, RelayError, SourceClient, SourceStatus, TargetReport};
 
 use crate::SOURCE_BINDING;
@@ -32,12 +34,15 @@ pub async fn serve(
     req: &mut Request,
     logical: &Name,
     map: &PartitionMap,
-    op: SourceOp,
+    route: SourceRoute,
 ) -> Result<Response, HttpError> {
     let client = RelayClient::from_env(env, SOURCE_BINDING).map_err(http)?;
     let routed = client.partitioned(logical, map.clone()).map_err(http)?;
     let parts = routed.partitions().map_err(http)?;
     let internal = |e: worker::Error| HttpError::internal(e.to_string());
+    let SourceRoute::Relay(op) = route else {
+        return Err(per_partition(logical, &route.path()));
+    };
     match op {
         SourceOp::Enqueue => {
             let trace = traceparent(req)?;
@@ -82,14 +87,19 @@ pub async fn serve(
             }
             json(&sum).map_err(internal)
         }
-        _ => Err(HttpError::bad_request(
-            ErrorCode::PartitionedSource,
-            format!(
-                "{logical} is partitioned: address one partition, /v1/sources/{logical}:<index>/{}",
-                op.path().trim_start_matches('/')
-            ),
-        )),
+        op => Err(per_partition(logical, &op.path())),
     }
+}
+
+/// The refusal of a per-partition operation at the logical source.
+fn per_partition(logical: &Name, path: &str) -> HttpError {
+    HttpError::bad_request(
+        ErrorCode::PartitionedSource,
+        format!(
+            "{logical} is partitioned: address one partition, /v1/sources/{logical}:<index>/{}",
+            path.trim_start_matches('/')
+        ),
+    )
 }
 
 /// A refusal that may leave some partitions committed: the partition's

@@ -24,13 +24,14 @@ use serde::Serialize;
 
 use durable_relay::core::Name;
 use durable_relay::durable::{now_ms, DoAlarm, DoSql};
-use durable_relay::embed::log_alarm;
+use durable_relay::embed::log_alarm_with;
 use durable_relay::http::{json, respond, HttpError};
-use durable_relay::routes::{DirectoryOp, SourceOp};
+use durable_relay::routes::SourceOp;
 use durable_relay::store::{int, schema, Sql};
 use durable_relay::{AlarmSummary, Relay, Source};
 use worker::{durable_object, wasm_bindgen, DurableObject, Env, Request, Response, State};
 
+use crate::routes::{DirectoryOp, SourceRoute};
 use crate::{config, directory, TARGET_BINDING};
 
 /// Alarms whose figures `GET /alarms` keeps: two minutes of a source that
@@ -113,12 +114,13 @@ impl DurableObject for RelaySource {
     }
 
     async fn alarm(&self) -> worker::Result<Response> {
-        let mut summary = self.source.run_alarm().await.map_err(worker::Error::RustError)?;
-        if let Ok(relay) = self.relay() {
-            summary.metrics_written = crate::metrics::write(self.env(), relay, &summary);
-        }
+        let summary = self.source.run_alarm().await.map_err(worker::Error::RustError)?;
+        let metrics_written =
+            self.relay().is_ok_and(|relay| crate::metrics::write(self.env(), relay, &summary));
         self.remember(&summary);
-        log_alarm(&summary);
+        let mut figures = serde_json::Map::new();
+        figures.insert("metrics_written".into(), metrics_written.into());
+        log_alarm_with(&summary, figures);
         Response::ok("ok")
     }
 }
@@ -139,20 +141,23 @@ impl RelaySource {
 
     async fn route(&self, req: &mut Request) -> Result<Response, HttpError> {
         let url = req.url().map_err(|e| HttpError::bad_request(ErrorCode::BadUrl, e.to_string()))?;
-        let op = SourceOp::from_url(req.method().as_ref(), &url)?;
-        let relay = self.relay()?;
-        #[cfg(feature = "testing")]
-        if matches!(op, SourceOp::Faults | SourceOp::Audit) {
-            return self.testing(relay, req, op).await;
+        let route = SourceRoute::from_url(req.method().as_ref(), &url)?;
+        if route == SourceRoute::Conformance {
+            // Before the relay opens: the suite needs a database with nothing in it.
+            return self.conformance().await;
         }
+        let relay = self.relay()?;
         let internal = |e: worker::Error| HttpError::internal(e.to_string());
-        match op {
-            SourceOp::Alarms => {
+        match route {
+            SourceRoute::Faults | SourceRoute::Audit | SourceRoute::Conformance => {
+                self.testing(relay, req, route).await
+            }
+            SourceRoute::Alarms => {
                 let history: Vec<AlarmPoint> = self.history.borrow().iter().cloned().collect();
                 json(&serde_json::json!({"alarms": history, "kept": ALARM_HISTORY_LEN})).map_err(internal)
             }
-            SourceOp::Retire => self.retire(relay).await,
-            SourceOp::Enqueue => {
+            SourceRoute::Retire => self.retire(relay).await,
+            SourceRoute::Relay(op @ SourceOp::Enqueue) => {
                 if durable_relay::durable::source::fence(req)?.epoch == 0 {
                     if let Some(refusal) = config(self.env())?.unrouted_refusal(relay.name()) {
                         return Err(refusal.into());
@@ -171,7 +176,7 @@ impl RelaySource {
                 }
                 Ok(resp)
             }
-            op => durable_relay::durable::source::serve(relay, req, op).await,
+            SourceRoute::Relay(op) => durable_relay::durable::source::serve(relay, req, op).await,
         }
     }
 
@@ -280,16 +285,56 @@ impl RelaySource {
         });
     }
 
+    /// The storage suite over this object's SQLite (test builds, with
+    /// faults on): 200 with the report when every check held and the
+    /// script ran, else 500 with it.
+    #[cfg(feature = "testing")]
+    async fn conformance(&self) -> Result<Response, HttpError> {
+        if !crate::test_faults(self.env())? {
+            return Err(HttpError::new(
+                403,
+                ErrorCode::FaultsDisabled,
+                "test faults are off (RELAY_TEST_FAULTS)",
+            ));
+        }
+        let report = durable_relay::testing::conformance::run(DoSql::new(self.state())).await;
+        let status = if report.passed() { 200 } else { 500 };
+        let internal = |e: worker::Error| HttpError::internal(e.to_string());
+        Ok(json(&report).map_err(internal)?.with_status(status))
+    }
+
+    /// Without the test plumbing there is no storage suite.
+    #[cfg(not(feature = "testing"))]
+    async fn conformance(&self) -> Result<Response, HttpError> {
+        Err(HttpError::new(404, ErrorCode::NoRoute, "the storage suite exists only in test builds"))
+    }
+
+    /// Without the test plumbing there is no fault switch and no audit.
+    #[cfg(not(feature = "testing"))]
+    async fn testing(
+        &self,
+        _relay: &Relay<SourceSql, DoAlarm>,
+        _req: &mut Request,
+        _route: SourceRoute,
+    ) -> Result<Response, HttpError> {
+        Err(HttpError::new(
+            404,
+            ErrorCode::NoRoute,
+            "the fault switch and the audit exist only in test builds",
+        ))
+    }
+
+    /// The fault switch and the audit (test builds, with faults on).
     #[cfg(feature = "testing")]
     async fn testing(
         &self,
         relay: &Relay<SourceSql, DoAlarm>,
         req: &mut Request,
-        op: SourceOp,
+        route: SourceRoute,
     ) -> Result<Response, HttpError> {
         use durable_relay::http::{json, parse_json, read_body};
         use durable_relay::testing::SourceFaultsBody;
-        if !config(self.env())?.faults {
+        if !crate::test_faults(self.env())? {
             return Err(HttpError::new(
                 403,
                 ErrorCode::FaultsDisabled,
@@ -297,7 +342,7 @@ impl RelaySource {
             ));
         }
         let internal = |e: worker::Error| HttpError::internal(e.to_string());
-        if op == SourceOp::Audit {
+        if route == SourceRoute::Audit {
             let verdict = relay.outbox().audit()?;
             return json(&serde_json::json!({"ok": verdict.is_ok(), "breach": verdict.err().map(|b| b.0)}))
                 .map_err(internal);

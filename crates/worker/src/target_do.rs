@@ -16,7 +16,10 @@ use std::cell::OnceCell;
 use durable_relay::core::NoHook;
 use durable_relay::durable::DoSql;
 use durable_relay::http::{respond, HttpError};
+#[cfg(feature = "testing")]
 use durable_relay::routes::TargetOp;
+
+use crate::routes::TargetRoute;
 use durable_relay::Inbox;
 use worker::{durable_object, wasm_bindgen, DurableObject, Env, Request, Response, State};
 
@@ -24,27 +27,37 @@ use worker::{durable_object, wasm_bindgen, DurableObject, Env, Request, Response
 #[durable_object]
 pub struct RelayTarget {
     /// The variables: only test builds read any (`RELAY_TEST_FAULTS`).
-    #[cfg(feature = "testing")]
+    #[cfg_attr(not(feature = "testing"), allow(dead_code))]
     env: Env,
+    /// The object's database.
     sql: DoSql,
+    /// The inbox, opened on first use.
     inbox: OnceCell<Inbox<DoSql>>,
+    /// The test builds' plumbing, opened on first use.
     #[cfg(feature = "testing")]
+    test: TestPlumbing,
+}
+
+/// What a test build keeps beside the inbox: the fault switch and apply
+/// log, and in a bench build the arrival log.
+#[cfg(feature = "testing")]
+#[derive(Default)]
+struct TestPlumbing {
+    /// The fault switch and the apply log.
     tables: OnceCell<durable_relay::testing::TestTables<DoSql>>,
+    /// The benchmark's arrival log.
     #[cfg(feature = "bench")]
     bench: OnceCell<crate::bench::target::Arrivals>,
 }
 
 impl DurableObject for RelayTarget {
-    fn new(state: State, _env: Env) -> Self {
+    fn new(state: State, env: Env) -> Self {
         RelayTarget {
-            #[cfg(feature = "testing")]
-            env: _env,
+            env,
             sql: DoSql::new(&state),
             inbox: OnceCell::new(),
             #[cfg(feature = "testing")]
-            tables: OnceCell::new(),
-            #[cfg(feature = "bench")]
-            bench: OnceCell::new(),
+            test: TestPlumbing::default(),
         }
     }
 
@@ -68,7 +81,7 @@ impl RelayTarget {
         #[cfg(feature = "bench")]
         if url.path().starts_with(crate::bench::TARGET_PREFIX) {
             crate::bench::flag::require(&self.env)?;
-            let arrivals = crate::bench::target::arrivals(&self.bench, &self.sql)?;
+            let arrivals = crate::bench::target::arrivals(&self.test.bench, &self.sql)?;
             let tables = self.tables()?;
             return crate::bench::target::route(
                 inbox,
@@ -80,21 +93,28 @@ impl RelayTarget {
             )
             .await;
         }
-        let op = TargetOp::from_url(req.method().as_ref(), &url)?;
+        let route = TargetRoute::from_url(req.method().as_ref(), &url)?;
         #[cfg(feature = "testing")]
-        if crate::config(&self.env)?.faults {
-            return self.testing(inbox, req, op).await;
+        if crate::test_faults(&self.env)? {
+            return self.testing(inbox, req, route).await;
         }
-        durable_relay::durable::target::serve(inbox, req, op, &NoHook).await
+        match route {
+            TargetRoute::Relay(op) => durable_relay::durable::target::serve(inbox, req, op, &NoHook).await,
+            TargetRoute::Faults | TargetRoute::Log(_) | TargetRoute::Audit => Err(HttpError::new(
+                404,
+                ErrorCode::NoRoute,
+                "the fault switch, the apply log and the audit exist only in test builds with faults on",
+            )),
+        }
     }
 
     #[cfg(feature = "testing")]
     fn tables(&self) -> Result<&durable_relay::testing::TestTables<DoSql>, HttpError> {
-        if let Some(t) = self.tables.get() {
+        if let Some(t) = self.test.tables.get() {
             return Ok(t);
         }
         let tables = durable_relay::testing::TestTables::open(self.sql.clone())?;
-        Ok(self.tables.get_or_init(|| tables))
+        Ok(self.test.tables.get_or_init(|| tables))
     }
 
     /// With the test faults on: the fault switch, the apply log, the audit,
@@ -104,24 +124,24 @@ impl RelayTarget {
         &self,
         inbox: &Inbox<DoSql>,
         req: &mut Request,
-        op: TargetOp,
+        route: TargetRoute,
     ) -> Result<Response, HttpError> {
         use durable_relay::http::{json, parse_json, read_body};
         use durable_relay::testing::TargetFaultsBody;
         let tables = self.tables()?;
         let internal = |e: worker::Error| HttpError::internal(e.to_string());
-        match op {
-            TargetOp::Faults => {
+        match route {
+            TargetRoute::Faults => {
                 let body: TargetFaultsBody = parse_json(&read_body(req).await?)?;
                 let faults = body.faults().map_err(|m| HttpError::bad_request(ErrorCode::InvalidDelay, m))?;
                 tables.set_faults(faults)?;
                 json(&serde_json::json!({"ok": true})).map_err(internal)
             }
-            TargetOp::Log(source) => {
+            TargetRoute::Log(source) => {
                 let seqs = tables.applied(source.as_str())?;
                 json(&serde_json::json!({"source": source, "seqs": seqs})).map_err(internal)
             }
-            TargetOp::Audit => {
+            TargetRoute::Audit => {
                 let mut breaches = Vec::new();
                 for w in inbox.watermarks()? {
                     let last = tables.applied(&w.source)?.last().copied().unwrap_or(0);
@@ -134,8 +154,10 @@ impl RelayTarget {
                 }
                 json(&serde_json::json!({"ok": breaches.is_empty(), "breaches": breaches})).map_err(internal)
             }
-            TargetOp::Apply => self.faulty_apply(inbox, tables, req).await,
-            other => durable_relay::durable::target::serve(inbox, req, other, &NoHook).await,
+            TargetRoute::Relay(TargetOp::Apply) => self.faulty_apply(inbox, tables, req).await,
+            TargetRoute::Relay(other) => {
+                durable_relay::durable::target::serve(inbox, req, other, &NoHook).await
+            }
         }
     }
 
@@ -165,7 +187,7 @@ impl RelayTarget {
         }
         #[cfg(feature = "bench")]
         if crate::bench::flag::enabled(&self.env)? {
-            let arrivals = crate::bench::target::arrivals(&self.bench, &self.sql)?;
+            let arrivals = crate::bench::target::arrivals(&self.test.bench, &self.sql)?;
             let hook = crate::bench::target::ArrivalHook::new(arrivals);
             return durable_relay::durable::target::serve(inbox, req, TargetOp::Apply, &hook).await;
         }

@@ -58,8 +58,7 @@ pub struct WatermarkReply {
     pub now_ms: u64,
 }
 
-/// Parses and serves one request. `POST /faults` is not part of the
-/// protocol (a test build serves it before calling this): here it is 404.
+/// Parses and serves one request of the source's protocol.
 pub async fn handle<S: Sql>(relay: &Relay<S, DoAlarm>, req: &mut Request) -> Result<Response, HttpError> {
     let url = req.url().map_err(|e| HttpError::bad_request(ErrorCode::BadUrl, e.to_string()))?;
     let op = SourceOp::from_url(req.method().as_ref(), &url)?;
@@ -138,16 +137,6 @@ pub async fn serve<S: Sql>(
             log_operator("discard", relay, &target, outcome.rows, outcome.was_parked);
             json(&outcome).map_err(internal)
         }
-        SourceOp::Faults | SourceOp::Audit => Err(HttpError::new(
-            404,
-            ErrorCode::NoRoute,
-            "the fault switch and the audit exist only in test builds",
-        )),
-        SourceOp::Alarms | SourceOp::Retire => Err(HttpError::new(
-            404,
-            ErrorCode::NoRoute,
-            "the alarm history and the source directory are served by the reference Worker's source",
-        )),
     }
 }
 

@@ -25,8 +25,7 @@ use crate::routes::TargetOp;
 use crate::store::inbox::{ApplyFailure, Inbox};
 use crate::store::Sql;
 
-/// Parses and serves one request with `hook`. The test-only operations
-/// (`/faults`, `/log`) are 404 here; a test build serves them itself.
+/// Parses and serves one request of the target's protocol with `hook`.
 pub async fn handle<S: Sql>(
     inbox: &Inbox<S>,
     req: &mut Request,
@@ -77,11 +76,6 @@ pub async fn serve<S: Sql>(
             );
             json(&serde_json::json!({"source": source, "forgotten": forgotten})).map_err(internal)
         }
-        TargetOp::Faults | TargetOp::Log(_) | TargetOp::Audit => Err(HttpError::new(
-            404,
-            ErrorCode::NoRoute,
-            "the fault switch and apply log exist only in test builds",
-        )),
     }
 }
 

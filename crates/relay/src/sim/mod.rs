@@ -29,7 +29,7 @@ mod sqlite;
 mod targets;
 mod world;
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::rc::Rc;
 
 pub use ops::{Enqueued, SourcePolicy, TargetRecord};
@@ -42,7 +42,6 @@ use crate::core::{
     StoredRow, Wake, PLATFORM_ALARM_RETRY_MS,
 };
 use crate::driver::{self, AlarmError, FireObserver, FireRecord};
-use crate::source::AlarmStore;
 use crate::store::outbox::Commit as StoreCommit;
 use crate::store::{Sql, StoreError};
 use targets::SimTargets;
@@ -52,26 +51,7 @@ use world::{source_config, World};
 pub const ALARM_RETRY_MS: u64 = PLATFORM_ALARM_RETRY_MS;
 
 /// A simulated source's stored alarm.
-#[derive(Clone)]
-pub struct SimAlarm {
-    at: Rc<Cell<Option<u64>>>,
-}
-
-impl AlarmStore for SimAlarm {
-    async fn get(&self) -> Result<Option<u64>, StoreError> {
-        Ok(self.at.get())
-    }
-
-    async fn set(&self, at_ms: u64) -> Result<(), StoreError> {
-        self.at.set(Some(at_ms));
-        Ok(())
-    }
-
-    async fn delete(&self) -> Result<(), StoreError> {
-        self.at.set(None);
-        Ok(())
-    }
-}
+pub use crate::testing::MemoryAlarm as SimAlarm;
 
 /// The simulated world.
 pub struct Sim {

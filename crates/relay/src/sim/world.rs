@@ -143,7 +143,7 @@ impl World {
         let coalesce = self.coalesce.borrow().get(name).copied().unwrap_or(0);
         let config = source_config(RelayBudget::default(), settings, coalesce);
         let relay =
-            Relay::open(name.clone(), sql, SimAlarm { at: alarm.clone() }, config).expect("a valid source");
+            Relay::open(name.clone(), sql, SimAlarm::sharing(alarm.clone()), config).expect("a valid source");
         let source = Rc::new(SimSource { relay, alarm, mid_fire: RefCell::default() });
         self.sources.borrow_mut().insert(name.clone(), source.clone());
         source

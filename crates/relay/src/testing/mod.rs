@@ -10,15 +10,51 @@
 //!   permanently; delay them) and its applied-sequence log, kept under their
 //!   own schema component (`relay_testing`);
 //! - [`ApplyLog`]: the hook that writes that log inside the apply
-//!   transaction, so tests check order and exactly-once row by row.
+//!   transaction, so tests check order and exactly-once row by row;
+//! - [`MemoryAlarm`]: an alarm kept in memory, for a relay whose alarm is
+//!   not under test;
+//! - [`conformance`]: one storage suite for every [`Sql`] backend.
+
+pub mod conformance;
 
 use std::cell::Cell;
 
 use serde::{Deserialize, Serialize};
 
 use crate::core::{ApplyRow, Effects, Name, RelayHook};
+use crate::source::AlarmStore;
 use crate::store::outbox::CHECKPOINT_GUARD_SQL;
 use crate::store::{int, schema, Rows, Sql, SqlValue, StoreError};
+
+/// An alarm kept in memory (shared by its clones).
+#[derive(Clone, Default)]
+pub struct MemoryAlarm {
+    /// The alarm's time, ms since the epoch.
+    at: std::rc::Rc<Cell<Option<u64>>>,
+}
+
+impl MemoryAlarm {
+    /// An alarm kept in `at`, which the caller may read and set too.
+    pub fn sharing(at: std::rc::Rc<Cell<Option<u64>>>) -> MemoryAlarm {
+        MemoryAlarm { at }
+    }
+}
+
+impl AlarmStore for MemoryAlarm {
+    async fn get(&self) -> Result<Option<u64>, StoreError> {
+        Ok(self.at.get())
+    }
+
+    async fn set(&self, at_ms: u64) -> Result<(), StoreError> {
+        self.at.set(Some(at_ms));
+        Ok(())
+    }
+
+    async fn delete(&self) -> Result<(), StoreError> {
+        self.at.set(None);
+        Ok(())
+    }
+}
 
 /// A store that fails checkpoints on demand; otherwise the store it wraps.
 #[derive(Clone)]

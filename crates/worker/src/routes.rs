@@ -1,0 +1,416 @@
+//! The reference Worker's request lines: the front door (`/v1/...`), the
+//! operations its source and target objects serve beyond the relay's own
+//! protocol (the alarm history, retiring from the directory, the test
+//! switches and audits), the directory's protocol and the console's files.
+//! Each parses its own words first and hands the rest to the library's
+//! [`SourceOp`] and [`TargetOp`], with the library's path helpers, so a bad
+//! request line gets the same refusal on every route. Pure, so it is fuzzed
+//! natively (`tests/fuzz.rs`).
+//!
+//! A source's protocol path is the front door's path without its
+//! `/v1/sources/{source}` prefix (and likewise for targets).
+
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
+#![deny(clippy::unreachable, clippy::todo, clippy::unimplemented)]
+
+use durable_relay::core::{ErrorCode, Name, MAX_SOURCES_PER_PAGE};
+use durable_relay::http::HttpError;
+use durable_relay::routes::{limit, name, no_query, no_route, params, refs, segments, SourceOp, TargetOp};
+use worker::Url;
+
+/// What a request asks of a reference source object.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SourceRoute {
+    /// An operation of the relay's own protocol.
+    Relay(SourceOp),
+    /// `GET /alarms`: the recent alarms' figures.
+    Alarms,
+    /// `POST /retire`: leave the source directory; refused unless nothing
+    /// is queued or parked.
+    Retire,
+    /// `POST /faults` (test builds only): arm the source's faults.
+    Faults,
+    /// `GET /audit` (test builds only): the outbox's invariants on its tables.
+    Audit,
+    /// `POST /conformance` (test builds only, on an object never used):
+    /// the storage suite over this object's SQLite.
+    Conformance,
+}
+
+/// What a request asks of a reference target object.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TargetRoute {
+    /// An operation of the relay's own protocol.
+    Relay(TargetOp),
+    /// `POST /faults` (test builds only): set the target's fault switch.
+    Faults,
+    /// `GET /log?source=` (test builds only): the sequences applied from a source.
+    Log(Name),
+    /// `GET /audit` (test builds only): watermarks against the apply log.
+    Audit,
+}
+
+/// What a request asks of the source directory.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DirectoryOp {
+    /// `POST /sources/{source}`: list a source (idempotent).
+    Register(Name),
+    /// `GET /sources?after=&limit=`: a page of sources in name order.
+    List {
+        /// Sources after this name (none: from the first).
+        after: Option<Name>,
+        /// At most this many, 1..=[`MAX_SOURCES_PER_PAGE`].
+        limit: u32,
+    },
+    /// `DELETE /sources/{source}`: unlist a source (idempotent).
+    Retire(Name),
+}
+
+/// A static file of the operator console (served without the token: it
+/// holds no data, and every API call it makes sends the token).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConsoleAsset {
+    /// `GET /`: the page.
+    Page,
+    /// `GET /console.js`.
+    Script,
+    /// `GET /console.css`.
+    Style,
+}
+
+/// A front-door request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FrontRoute {
+    /// `GET /v1/health`.
+    Health,
+    /// `GET /v1/sources?after=&limit=`: the source directory.
+    Sources {
+        /// Sources after this name.
+        after: Option<Name>,
+        /// At most this many, 1..=[`MAX_SOURCES_PER_PAGE`].
+        limit: u32,
+    },
+    /// `/v1/sources/{source}/...`.
+    Source(Name, SourceRoute),
+    /// `/v1/targets/{target}/...` (never `/apply`).
+    Target(Name, TargetRoute),
+}
+
+impl SourceRoute {
+    /// Parses a source request from `method` and the path `segments` after
+    /// the source's own prefix.
+    pub fn parse(method: &str, segments: &[&str], url: &Url) -> Result<SourceRoute, HttpError> {
+        let route = match (method, segments) {
+            ("GET", ["alarms"]) => SourceRoute::Alarms,
+            ("POST", ["retire"]) => SourceRoute::Retire,
+            ("POST", ["faults"]) => SourceRoute::Faults,
+            ("GET", ["audit"]) => SourceRoute::Audit,
+            ("POST", ["conformance"]) => SourceRoute::Conformance,
+            _ => return SourceOp::parse(method, segments, url).map(SourceRoute::Relay),
+        };
+        no_query(url)?;
+        Ok(route)
+    }
+
+    /// Parses a request to a source object.
+    pub fn from_url(method: &str, url: &Url) -> Result<SourceRoute, HttpError> {
+        SourceRoute::parse(method, &refs(&segments(url)), url)
+    }
+
+    /// The route's HTTP method.
+    pub fn method(&self) -> &'static str {
+        match self {
+            SourceRoute::Relay(op) => op.method(),
+            SourceRoute::Alarms | SourceRoute::Audit => "GET",
+            SourceRoute::Retire | SourceRoute::Faults | SourceRoute::Conformance => "POST",
+        }
+    }
+
+    /// The route's path in the source object's protocol, with its query.
+    pub fn path(&self) -> String {
+        match self {
+            SourceRoute::Relay(op) => op.path(),
+            SourceRoute::Alarms => "/alarms".into(),
+            SourceRoute::Retire => "/retire".into(),
+            SourceRoute::Faults => "/faults".into(),
+            SourceRoute::Audit => "/audit".into(),
+            SourceRoute::Conformance => "/conformance".into(),
+        }
+    }
+}
+
+impl TargetRoute {
+    /// Parses a target request from `method` and the path `segments` after
+    /// the target's own prefix.
+    pub fn parse(method: &str, segments: &[&str], url: &Url) -> Result<TargetRoute, HttpError> {
+        let route = match (method, segments) {
+            ("POST", ["faults"]) => TargetRoute::Faults,
+            ("GET", ["audit"]) => TargetRoute::Audit,
+            ("GET", ["log"]) => {
+                let [source] = params(url, ["source"])?;
+                let source = source
+                    .ok_or_else(|| HttpError::bad_request(ErrorCode::InvalidQuery, "source is required"))?;
+                return Ok(TargetRoute::Log(name(&source, ErrorCode::InvalidName)?));
+            }
+            _ => return TargetOp::parse(method, segments, url).map(TargetRoute::Relay),
+        };
+        no_query(url)?;
+        Ok(route)
+    }
+
+    /// Parses a request to a target object.
+    pub fn from_url(method: &str, url: &Url) -> Result<TargetRoute, HttpError> {
+        TargetRoute::parse(method, &refs(&segments(url)), url)
+    }
+
+    /// The route's HTTP method.
+    pub fn method(&self) -> &'static str {
+        match self {
+            TargetRoute::Relay(op) => op.method(),
+            TargetRoute::Faults => "POST",
+            TargetRoute::Log(_) | TargetRoute::Audit => "GET",
+        }
+    }
+
+    /// The route's path in the target object's protocol, with its query.
+    pub fn path(&self) -> String {
+        match self {
+            TargetRoute::Relay(op) => op.path(),
+            TargetRoute::Faults => "/faults".into(),
+            TargetRoute::Log(s) => format!("/log?source={s}"),
+            TargetRoute::Audit => "/audit".into(),
+        }
+    }
+}
+
+/// A directory page's bounds from the query.
+fn page(url: &Url) -> Result<(Option<Name>, u32), HttpError> {
+    let [after, limit_text] = params(url, ["after", "limit"])?;
+    let after = after.filter(|a| !a.is_empty()).map(|a| name(&a, ErrorCode::InvalidQuery)).transpose()?;
+    Ok((after, limit(limit_text, MAX_SOURCES_PER_PAGE)?))
+}
+
+impl DirectoryOp {
+    /// Parses a request to the directory Durable Object.
+    pub fn from_url(method: &str, url: &Url) -> Result<DirectoryOp, HttpError> {
+        let segs = segments(url);
+        let op = match (method, refs(&segs).as_slice()) {
+            ("GET", ["sources"]) => {
+                let (after, limit) = page(url)?;
+                return Ok(DirectoryOp::List { after, limit });
+            }
+            ("POST", ["sources", s]) => DirectoryOp::Register(name(s, ErrorCode::InvalidName)?),
+            ("DELETE", ["sources", s]) => DirectoryOp::Retire(name(s, ErrorCode::InvalidName)?),
+            _ => return Err(no_route(method, url)),
+        };
+        no_query(url)?;
+        Ok(op)
+    }
+
+    /// The method and path (with query) of the operation in the directory's protocol.
+    pub fn request(&self) -> (&'static str, String) {
+        match self {
+            DirectoryOp::Register(s) => ("POST", format!("/sources/{s}")),
+            DirectoryOp::Retire(s) => ("DELETE", format!("/sources/{s}")),
+            DirectoryOp::List { after, limit } => {
+                let after = after.as_ref().map_or("", |a| a.as_str());
+                ("GET", format!("/sources?after={after}&limit={limit}"))
+            }
+        }
+    }
+}
+
+impl ConsoleAsset {
+    /// The console file a request line asks for, if it is one.
+    pub fn from_url(method: &str, url: &Url) -> Option<ConsoleAsset> {
+        if method != "GET" || url.query().is_some() {
+            return None;
+        }
+        match url.path() {
+            "/" => Some(ConsoleAsset::Page),
+            "/console.js" => Some(ConsoleAsset::Script),
+            "/console.css" => Some(ConsoleAsset::Style),
+            _ => None,
+        }
+    }
+}
+
+impl FrontRoute {
+    /// Parses a front-door request.
+    pub fn parse(method: &str, url: &Url) -> Result<FrontRoute, HttpError> {
+        let owned = segments(url);
+        let segs = refs(&owned);
+        match segs.as_slice() {
+            ["v1", "health"] if method == "GET" => {
+                no_query(url)?;
+                Ok(FrontRoute::Health)
+            }
+            ["v1", "sources"] if method == "GET" => {
+                let (after, limit) = page(url)?;
+                Ok(FrontRoute::Sources { after, limit })
+            }
+            ["v1", "sources", s, rest @ ..] if !rest.is_empty() => {
+                let source = name(s, ErrorCode::InvalidName)?;
+                match SourceRoute::parse(method, rest, url)? {
+                    // A router's own steps: reachable only through the DO binding.
+                    SourceRoute::Relay(SourceOp::Adopt | SourceOp::Claim) => Err(no_route(method, url)),
+                    route => Ok(FrontRoute::Source(source, route)),
+                }
+            }
+            ["v1", "targets", t, rest @ ..] if !rest.is_empty() => {
+                let target = name(t, ErrorCode::InvalidName)?;
+                match TargetRoute::parse(method, rest, url)? {
+                    TargetRoute::Relay(TargetOp::Apply) => Err(no_route(method, url)),
+                    route => Ok(FrontRoute::Target(target, route)),
+                }
+            }
+            _ => Err(no_route(method, url)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use durable_relay::core::MAX_KEYS_PER_PAGE;
+
+    fn front(method: &str, path: &str) -> Result<FrontRoute, HttpError> {
+        FrontRoute::parse(method, &Url::parse(&format!("https://relay.example{path}")).unwrap())
+    }
+
+    fn code(method: &str, path: &str) -> ErrorCode {
+        front(method, path).unwrap_err().code
+    }
+
+    fn s(n: &str) -> Name {
+        Name::new(n).unwrap()
+    }
+
+    fn relay(op: SourceOp) -> SourceRoute {
+        SourceRoute::Relay(op)
+    }
+
+    #[test]
+    fn front_routes_parse_to_typed_operations() {
+        assert_eq!(front("GET", "/v1/health").unwrap(), FrontRoute::Health);
+        assert_eq!(
+            front("POST", "/v1/sources/a/enqueue").unwrap(),
+            FrontRoute::Source(s("a"), relay(SourceOp::Enqueue))
+        );
+        assert_eq!(
+            front("GET", "/v1/sources/a/parked/t?limit=5").unwrap(),
+            FrontRoute::Source(s("a"), relay(SourceOp::ParkedRows { target: s("t"), after: 0, limit: 5 }))
+        );
+        assert_eq!(
+            front("GET", "/v1/targets/t/keys?prefix=a%20b").unwrap(),
+            FrontRoute::Target(
+                s("t"),
+                TargetRoute::Relay(TargetOp::Keys {
+                    prefix: "a b".into(),
+                    after: String::new(),
+                    limit: MAX_KEYS_PER_PAGE
+                })
+            )
+        );
+        assert_eq!(
+            front("POST", "/v1/sources/a/faults").unwrap(),
+            FrontRoute::Source(s("a"), SourceRoute::Faults)
+        );
+        assert_eq!(
+            front("GET", "/v1/targets/t/log?source=a").unwrap(),
+            FrontRoute::Target(s("t"), TargetRoute::Log(s("a")))
+        );
+    }
+
+    #[test]
+    fn the_directory_pages_at_its_limit_and_its_operations_round_trip() {
+        assert_eq!(
+            front("GET", "/v1/sources").unwrap(),
+            FrontRoute::Sources { after: None, limit: MAX_SOURCES_PER_PAGE }
+        );
+        assert_eq!(
+            front("GET", "/v1/sources?after=b&limit=100").unwrap(),
+            FrontRoute::Sources { after: Some(s("b")), limit: 100 }
+        );
+        assert_eq!(code("GET", "/v1/sources?limit=101"), "invalid_limit");
+        assert_eq!(code("GET", "/v1/sources?limit=0"), "invalid_limit");
+        assert_eq!(code("GET", "/v1/sources?after=a%2Fb"), "invalid_query");
+        assert_eq!(code("POST", "/v1/sources"), "no_route");
+        assert_eq!(
+            front("POST", "/v1/sources/a/retire").unwrap(),
+            FrontRoute::Source(s("a"), SourceRoute::Retire)
+        );
+        assert_eq!(
+            front("GET", "/v1/sources/a/alarms").unwrap(),
+            FrontRoute::Source(s("a"), SourceRoute::Alarms)
+        );
+        for op in [
+            DirectoryOp::Register(s("a")),
+            DirectoryOp::Retire(s("a")),
+            DirectoryOp::List { after: None, limit: 1 },
+            DirectoryOp::List { after: Some(s("x:y")), limit: 100 },
+        ] {
+            let (method, path) = op.request();
+            let url = Url::parse(&format!("https://d{path}")).unwrap();
+            assert_eq!(DirectoryOp::from_url(method, &url).unwrap(), op);
+        }
+    }
+
+    #[test]
+    fn only_the_exact_console_files_are_open() {
+        let asset =
+            |m: &str, p: &str| ConsoleAsset::from_url(m, &Url::parse(&format!("https://r{p}")).unwrap());
+        assert_eq!(asset("GET", "/"), Some(ConsoleAsset::Page));
+        assert_eq!(asset("GET", "/console.js"), Some(ConsoleAsset::Script));
+        assert_eq!(asset("GET", "/console.css"), Some(ConsoleAsset::Style));
+        assert_eq!(asset("POST", "/"), None);
+        assert_eq!(asset("GET", "/?token=x"), None);
+        assert_eq!(asset("GET", "/console.js/x"), None);
+        assert_eq!(asset("GET", "/v1/health"), None);
+    }
+
+    #[test]
+    fn bad_request_lines_get_their_codes() {
+        assert_eq!(code("GET", "/v1/sources/a/enqueue"), "no_route");
+        assert_eq!(code("POST", "/v1/targets/t/apply"), "no_route", "apply is for sources only");
+        assert_eq!(code("POST", "/v1/sources/a:1/adopt"), "no_route", "adoption is for routers only");
+        assert_eq!(code("POST", "/v1/sources/a:1/claim"), "no_route", "claims are for routers only");
+        assert_eq!(code("GET", "/v1/sources/a%2Fb/status"), "invalid_name");
+        assert_eq!(code("GET", "/v1/sources/a%zz/status"), "invalid_name", "a bad escape stays as sent");
+        assert_eq!(code("GET", "/v1/sources/a/delivered-through/9007199254740992"), "invalid_seq");
+        assert_eq!(code("GET", "/v1/sources/a/alarms?x=1"), "invalid_query");
+        assert_eq!(code("POST", "/v1/sources/a/faults?x=1"), "invalid_query");
+        assert_eq!(code("GET", "/v1/targets/t/log"), "invalid_query", "the log needs its source");
+        assert_eq!(code("GET", "/v1/targets/t/log?source=a%2Fb"), "invalid_name");
+        assert_eq!(
+            front("GET", "/v1/sources/x%3A1/status").unwrap(),
+            FrontRoute::Source(s("x:1"), relay(SourceOp::Status))
+        );
+    }
+
+    #[test]
+    fn every_route_survives_its_trip_to_the_object() {
+        let sources = [
+            SourceRoute::Alarms,
+            SourceRoute::Retire,
+            SourceRoute::Faults,
+            SourceRoute::Audit,
+            SourceRoute::Conformance,
+            relay(SourceOp::Status),
+        ];
+        for route in sources {
+            let url = Url::parse(&format!("https://relay{}", route.path())).unwrap();
+            assert_eq!(SourceRoute::from_url(route.method(), &url).unwrap(), route);
+        }
+        let targets = [
+            TargetRoute::Faults,
+            TargetRoute::Log(s("a:b")),
+            TargetRoute::Audit,
+            TargetRoute::Relay(TargetOp::Watermarks),
+        ];
+        for route in targets {
+            let url = Url::parse(&format!("https://relay{}", route.path())).unwrap();
+            assert_eq!(TargetRoute::from_url(route.method(), &url).unwrap(), route);
+        }
+    }
+}
