@@ -15,6 +15,32 @@ import { fileURLToPath } from "node:url";
 export const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
 export const TOKEN = "e2e-token-" + process.pid;
 
+/**
+ * The relay's protocol table, written from the Rust one
+ * (`durable_relay::protocol`): every operation's method, path and codes.
+ */
+const PROTOCOL = JSON.parse(readFileSync(join(ROOT, "clients", "typescript", "protocol.json"), "utf8"));
+
+/** `op.path` (`/parked/{target}?after&limit`) as a pattern of front-door paths under `kind`. */
+function frontPattern(kind, op) {
+  const path = op.path.split("?")[0].replace(/\{[^}]+\}/g, "[^/]+");
+  return new RegExp(`^/v1/${kind}/[^/]+${path}$`);
+}
+
+const OPERATIONS = [
+  ...PROTOCOL.source.map((op) => ({ op, pattern: frontPattern("sources", op) })),
+  ...PROTOCOL.target.map((op) => ({ op, pattern: frontPattern("targets", op) })),
+];
+
+/**
+ * The operation of the relay's protocol a front-door request line names,
+ * if it names one (the reference Worker's own routes name none).
+ */
+export function operationOf(method, path) {
+  const bare = String(path).split("?")[0];
+  return OPERATIONS.find(({ op, pattern }) => op.method === method && pattern.test(bare))?.op;
+}
+
 export async function freePort() {
   return new Promise((resolve, reject) => {
     const srv = createServer();
@@ -108,6 +134,12 @@ export class Relay {
     try {
       parsed = JSON.parse(text);
     } catch {}
+    // Every refusal of a relay operation is one its protocol entry lists.
+    const code = parsed?.error?.code;
+    const op = operationOf(method, path);
+    if (code !== undefined && op !== undefined && !op.codes.includes(code)) {
+      throw new Error(`${method} ${path} answered ${res.status} ${code}, which the protocol's "${op.name}" does not list`);
+    }
     return { status: res.status, body: parsed, headers: res.headers, text };
   }
 

@@ -417,6 +417,13 @@ pub fn verbatim_json<S: serde::Serializer>(text: &str, s: S) -> Result<S::Ok, S:
     serde::Serialize::serialize(&raw, s)
 }
 
+/// Reads a JSON value from serde input as its text, digit for digit: the
+/// reading side of [`verbatim_json`].
+pub fn verbatim_json_text<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    let raw: Box<serde_json::value::RawValue> = serde::Deserialize::deserialize(d)?;
+    Ok(raw.get().to_owned())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -32,7 +32,7 @@ use crate::http::HttpError;
 use crate::partition::{self, Partitions, RouteFailure, RoutedEnqueue};
 use crate::routes::SourceOp;
 use crate::source::SourceStatus;
-use crate::store::outbox::{ActionOutcome, Enqueued, TargetReport};
+use crate::store::outbox::{ActionOutcome, Enqueued, ParkedPage, TargetReport};
 
 /// A refusal or failure, with the relay's code.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -182,6 +182,13 @@ impl SourceClient {
     pub async fn targets(&self) -> Result<Vec<TargetReport>, RelayError> {
         let reply: TargetsReply = self.call(SourceOp::ParkedTargets, None).await?;
         Ok(reply.targets)
+    }
+
+    /// A page of `target`'s parked rows: at most `limit` (1..=
+    /// [`MAX_PARKED_ROWS_PER_PAGE`](crate::core::MAX_PARKED_ROWS_PER_PAGE))
+    /// with sequences after `after`.
+    pub async fn parked_rows(&self, target: &Name, after: u64, limit: u32) -> Result<ParkedPage, RelayError> {
+        self.call(SourceOp::ParkedRows { target: target.clone(), after, limit }, None).await
     }
 
     /// Puts a parked target's rows back, in order.

@@ -16,6 +16,7 @@
 //!   the objects' `fetch` protocols.
 //! - [`client`]: a typed client for Rust callers in other Workers.
 //! - [`partition`]: the router of partitioned sources, over any sink.
+//! - [`protocol`]: every operation of the objects' protocols, defined once.
 //! - [`http`], [`routes`], [`codes`], [`config`]: the wire.
 //! - `testing` (feature `testing`) and `sim` (feature `sim`).
 //!
@@ -33,6 +34,7 @@ pub mod durable;
 pub mod embed;
 pub mod http;
 pub mod partition;
+pub mod protocol;
 pub mod routes;
 #[cfg(feature = "sim")]
 pub mod sim;

@@ -240,21 +240,9 @@ impl SourceOp {
         SourceOp::parse(method, &refs(&segments(url)), url)
     }
 
-    /// The operation's HTTP method.
+    /// The operation's HTTP method, from [`crate::protocol`].
     pub fn method(&self) -> &'static str {
-        match self {
-            SourceOp::Enqueue
-            | SourceOp::Redrive(_)
-            | SourceOp::Discard(_)
-            | SourceOp::Adopt
-            | SourceOp::Claim => "POST",
-            SourceOp::Status
-            | SourceOp::Watermark
-            | SourceOp::DeliveredThrough(_)
-            | SourceOp::ParkedTargets
-            | SourceOp::ParkedRows { .. }
-            | SourceOp::ForeignTargets { .. } => "GET",
-        }
+        self.operation().method
     }
 
     /// The operation's path in the source's protocol, with its query.
@@ -307,13 +295,9 @@ impl TargetOp {
         TargetOp::parse(method, &refs(&segments(url)), url)
     }
 
-    /// The operation's HTTP method.
+    /// The operation's HTTP method, from [`crate::protocol`].
     pub fn method(&self) -> &'static str {
-        match self {
-            TargetOp::Apply => "POST",
-            TargetOp::ForgetWatermark(_) => "DELETE",
-            TargetOp::Status | TargetOp::Keys { .. } | TargetOp::Watermarks => "GET",
-        }
+        self.operation().method
     }
 
     /// The operation's path in the target's protocol, with its query.

@@ -161,3 +161,27 @@ fn replies_of_a_release_that_said_os_and_rs_still_decode() {
     let s: SourceStatus = serde_json::from_value(status).expect("an old status reply");
     assert_eq!(s.last_seq, 0);
 }
+
+#[test]
+fn every_reply_the_rust_client_reads_decodes_what_the_relay_writes() {
+    let effects = r#"{"puts":[["k",123456789012345678901234567890]],"deletes":[]}"#;
+    let row = durable_relay::store::outbox::ParkedRow { seq: 3, at_ms: 9, effects: effects.into() };
+    let page = ParkedPage { target: "t".into(), rows: vec![row], next: Some(3) };
+    let text = serde_json::to_string(&page).expect("encode");
+    assert!(text.contains("123456789012345678901234567890]]"), "effects are JSON, not a string: {text}");
+    assert_eq!(serde_json::from_str::<ParkedPage>(&text).expect("decode"), page, "every digit back");
+    for (name, value) in samples() {
+        let text = value.to_string();
+        let decoded = match name {
+            "Enqueued" if value.get("positions").is_some() => {
+                serde_json::from_str::<RoutedEnqueue>(&text).map(|_| ())
+            }
+            "Enqueued" => serde_json::from_str::<Enqueued>(&text).map(|_| ()),
+            "SourceStatus" => serde_json::from_str::<SourceStatus>(&text).map(|_| ()),
+            "TargetReport" => serde_json::from_str::<TargetReport>(&text).map(|_| ()),
+            "ActionOutcome" => serde_json::from_str::<ActionOutcome>(&text).map(|_| ()),
+            _ => Ok(()),
+        };
+        assert!(decoded.is_ok(), "{name}: {decoded:?}");
+    }
+}

@@ -15,6 +15,7 @@
 
 use durable_relay::core::{ErrorCode, Name, MAX_SOURCES_PER_PAGE};
 use durable_relay::http::HttpError;
+use durable_relay::protocol::Reach;
 use durable_relay::routes::{limit, name, no_query, no_route, params, refs, segments, SourceOp, TargetOp};
 use worker::Url;
 
@@ -253,14 +254,19 @@ impl FrontRoute {
                 let source = name(s, ErrorCode::InvalidName)?;
                 match SourceRoute::parse(method, rest, url)? {
                     // A router's own steps: reachable only through the DO binding.
-                    SourceRoute::Relay(SourceOp::Adopt | SourceOp::Claim) => Err(no_route(method, url)),
+                    SourceRoute::Relay(op) if op.operation().reach != Reach::Public => {
+                        Err(no_route(method, url))
+                    }
                     route => Ok(FrontRoute::Source(source, route)),
                 }
             }
             ["v1", "targets", t, rest @ ..] if !rest.is_empty() => {
                 let target = name(t, ErrorCode::InvalidName)?;
                 match TargetRoute::parse(method, rest, url)? {
-                    TargetRoute::Relay(TargetOp::Apply) => Err(no_route(method, url)),
+                    // A source's apply: reachable only through the DO binding.
+                    TargetRoute::Relay(op) if op.operation().reach != Reach::Public => {
+                        Err(no_route(method, url))
+                    }
                     route => Ok(FrontRoute::Target(target, route)),
                 }
             }

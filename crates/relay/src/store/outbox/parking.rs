@@ -47,12 +47,15 @@ pub struct ParkedRow {
     pub at_ms: u64,
     /// Its effects as JSON (`{"puts":[[key, value]..],"deletes":[..]}`),
     /// written verbatim.
-    #[serde(serialize_with = "crate::core::json::verbatim_json")]
+    #[serde(
+        serialize_with = "crate::core::json::verbatim_json",
+        deserialize_with = "crate::core::json::verbatim_json_text"
+    )]
     pub effects: String,
 }
 
 /// One page of a parked target's rows.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ParkedPage {
     /// The target.
     pub target: String,

@@ -1,0 +1,396 @@
+//! The relay's protocol, each operation defined once: its name, HTTP
+//! method and path, who may call it, its request and reply types (by their
+//! wire names, as the TypeScript types spell them), the RPC method that
+//! offers it, and the error codes it can answer.
+//!
+//! Everything else derives from this table or is checked against it:
+//! [`SourceOp::method`] and [`TargetOp::method`] read it; the reference
+//! Worker's front door refuses what is not [`Reach::Public`] from it; the
+//! tests check the path each operation builds against its template, the
+//! Rust client, the RPC entrypoint (`crates/worker/js/entry.mjs`), the
+//! TypeScript types (`clients/typescript/durable-relay.d.ts`) and the
+//! README's route table against it, and write it out as
+//! `clients/typescript/protocol.json`, which the workerd tests use to
+//! check that every error a request gets is one its operation lists.
+
+use serde::Serialize;
+
+use crate::core::ErrorCode;
+use crate::routes::{SourceOp, TargetOp};
+
+/// Who may call an operation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Reach {
+    /// Anyone with access: the front door, RPC, the Rust client, a stub.
+    Public,
+    /// Only a partitioned source's router, through the Durable Object binding.
+    Router,
+    /// Only a source's alarm, through the Durable Object binding.
+    Source,
+}
+
+/// The RPC method that offers an operation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Rpc {
+    /// The method's name on `RelayRpc`.
+    pub method: &'static str,
+    /// The reply field the method returns instead of the whole reply.
+    pub unwraps: Option<&'static str>,
+}
+
+/// One operation of a source's or a target's protocol.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Operation {
+    /// Its name (the Rust client's method where it has one).
+    pub name: &'static str,
+    /// The HTTP method.
+    pub method: &'static str,
+    /// The path in the object's protocol: `{name}` marks a path
+    /// parameter, a query lists its parameters. The front door's path is
+    /// this after `/v1/sources/{source}` (or `/v1/targets/{target}`).
+    pub path: &'static str,
+    /// Who may call it.
+    pub reach: Reach,
+    /// The request body's type, if it takes one.
+    pub request: Option<&'static str>,
+    /// The reply's type.
+    pub reply: &'static str,
+    /// The RPC method that offers it, if one does.
+    pub rpc: Option<Rpc>,
+    /// The error codes it can answer beyond [`EVERY_OPERATION`] (and
+    /// [`BODY`] when it takes a body).
+    pub codes: &'static [ErrorCode],
+}
+
+/// Codes any operation can answer: a bad request line or name, no token,
+/// a configuration or storage failure, a per-partition operation at a
+/// partitioned logical source.
+pub const EVERY_OPERATION: &[ErrorCode] = &[
+    ErrorCode::BadUrl,
+    ErrorCode::NoRoute,
+    ErrorCode::InvalidQuery,
+    ErrorCode::InvalidName,
+    ErrorCode::InvalidSource,
+    ErrorCode::UnnamedSource,
+    ErrorCode::Unauthorized,
+    ErrorCode::BadConfiguration,
+    ErrorCode::Internal,
+    ErrorCode::PartitionedSource,
+];
+
+/// Codes any operation with a JSON body can answer.
+pub const BODY: &[ErrorCode] = &[
+    ErrorCode::EmptyBody,
+    ErrorCode::MalformedJson,
+    ErrorCode::InvalidRequest,
+    ErrorCode::InvalidUtf8,
+    ErrorCode::UnreadableBody,
+    ErrorCode::BodyTooLarge,
+    ErrorCode::ValueTooDeep,
+];
+
+/// Codes only the reference Worker's own routes answer (its directory,
+/// console and test switches, and the benchmark build).
+pub const REFERENCE_WORKER_ONLY: &[ErrorCode] = &[
+    ErrorCode::FaultsDisabled,
+    ErrorCode::InvalidDelay,
+    ErrorCode::SourceNotEmpty,
+    ErrorCode::NoDirectory,
+    ErrorCode::BenchDisabled,
+    ErrorCode::QueueSendFailed,
+];
+
+/// What a refused enqueue can say about its rows and its source.
+const ENQUEUE_CODES: &[ErrorCode] = &[
+    ErrorCode::NoRows,
+    ErrorCode::TooManyRows,
+    ErrorCode::RequestTooLarge,
+    ErrorCode::InvalidTarget,
+    ErrorCode::RowWithoutEffects,
+    ErrorCode::TooManyEffects,
+    ErrorCode::EmptyKey,
+    ErrorCode::KeyTooLong,
+    ErrorCode::ValueTooLarge,
+    ErrorCode::InvalidValue,
+    ErrorCode::DuplicateObjectKey,
+    ErrorCode::LoneSurrogate,
+    ErrorCode::DuplicateKey,
+    ErrorCode::RowTooLarge,
+    ErrorCode::SequenceExhausted,
+    ErrorCode::OutboxFull,
+    ErrorCode::InvalidIdempotencyKey,
+    ErrorCode::IdempotencyConflict,
+    ErrorCode::Aborted,
+    ErrorCode::InvalidTraceparent,
+    ErrorCode::ConflictingDelay,
+    ErrorCode::DelayTooLong,
+    ErrorCode::PartitionEnqueue,
+    ErrorCode::StaleEpoch,
+    ErrorCode::EpochNotAdopted,
+    ErrorCode::InvalidGate,
+    ErrorCode::TargetMoved,
+    ErrorCode::InvalidPartition,
+    ErrorCode::MisroutedRow,
+    ErrorCode::UnsettledLayout,
+];
+
+/// Every operation of a source's protocol.
+pub const SOURCE_OPERATIONS: &[Operation] = &[
+    Operation {
+        name: "enqueue",
+        method: "POST",
+        path: "/enqueue",
+        reach: Reach::Public,
+        request: Some("EnqueueBody"),
+        reply: "Enqueued",
+        rpc: Some(Rpc { method: "enqueue", unwraps: None }),
+        codes: ENQUEUE_CODES,
+    },
+    Operation {
+        name: "status",
+        method: "GET",
+        path: "/status",
+        reach: Reach::Public,
+        request: None,
+        reply: "SourceStatus",
+        rpc: Some(Rpc { method: "status", unwraps: None }),
+        codes: &[],
+    },
+    Operation {
+        name: "relay_watermark",
+        method: "GET",
+        path: "/watermark",
+        reach: Reach::Public,
+        request: None,
+        reply: "WatermarkReply",
+        rpc: Some(Rpc { method: "relayWatermark", unwraps: Some("relay_watermark") }),
+        codes: &[],
+    },
+    Operation {
+        name: "delivered_through",
+        method: "GET",
+        path: "/delivered-through/{seq}",
+        reach: Reach::Public,
+        request: None,
+        reply: "DeliveredThrough",
+        rpc: Some(Rpc { method: "deliveredThrough", unwraps: Some("delivered") }),
+        codes: &[ErrorCode::InvalidSeq],
+    },
+    Operation {
+        name: "targets",
+        method: "GET",
+        path: "/parked",
+        reach: Reach::Public,
+        request: None,
+        reply: "TargetReports",
+        rpc: Some(Rpc { method: "parkedTargets", unwraps: Some("targets") }),
+        codes: &[],
+    },
+    Operation {
+        name: "parked_rows",
+        method: "GET",
+        path: "/parked/{target}?after&limit",
+        reach: Reach::Public,
+        request: None,
+        reply: "ParkedPage",
+        rpc: Some(Rpc { method: "parkedRows", unwraps: None }),
+        codes: &[ErrorCode::InvalidTarget, ErrorCode::InvalidLimit],
+    },
+    Operation {
+        name: "redrive",
+        method: "POST",
+        path: "/parked/{target}/redrive",
+        reach: Reach::Public,
+        request: None,
+        reply: "ActionOutcome",
+        rpc: Some(Rpc { method: "redrive", unwraps: None }),
+        codes: &[ErrorCode::InvalidTarget],
+    },
+    Operation {
+        name: "discard",
+        method: "POST",
+        path: "/parked/{target}/discard",
+        reach: Reach::Public,
+        request: None,
+        reply: "ActionOutcome",
+        rpc: Some(Rpc { method: "discard", unwraps: None }),
+        codes: &[ErrorCode::InvalidTarget],
+    },
+    Operation {
+        name: "adopt",
+        method: "POST",
+        path: "/adopt",
+        reach: Reach::Router,
+        request: Some("AdoptBody"),
+        reply: "AdoptReply",
+        rpc: None,
+        codes: &[ErrorCode::InvalidPartition, ErrorCode::StaleEpoch, ErrorCode::UnsettledLayout],
+    },
+    Operation {
+        name: "claim",
+        method: "POST",
+        path: "/claim",
+        reach: Reach::Router,
+        request: Some("ClaimBody"),
+        reply: "ClaimReply",
+        rpc: None,
+        codes: &[
+            ErrorCode::InvalidPartition,
+            ErrorCode::StaleEpoch,
+            ErrorCode::EpochNotAdopted,
+            ErrorCode::IdempotencyConflict,
+            ErrorCode::InvalidIdempotencyKey,
+        ],
+    },
+    Operation {
+        name: "foreign_targets",
+        method: "GET",
+        path: "/foreign-targets/{partitions}/{index}",
+        reach: Reach::Router,
+        request: None,
+        reply: "ForeignTargets",
+        rpc: None,
+        codes: &[ErrorCode::InvalidPartition],
+    },
+];
+
+/// Every operation of a target's protocol.
+pub const TARGET_OPERATIONS: &[Operation] = &[
+    Operation {
+        name: "apply",
+        method: "POST",
+        path: "/apply",
+        reach: Reach::Source,
+        request: Some("ApplyRequest"),
+        reply: "ApplyReply",
+        rpc: None,
+        codes: &[
+            ErrorCode::MalformedBatch,
+            ErrorCode::EmptyBatch,
+            ErrorCode::BatchTooLarge,
+            ErrorCode::BadSequence,
+            ErrorCode::BadRow,
+            ErrorCode::HookRefused,
+            ErrorCode::Unavailable,
+        ],
+    },
+    Operation {
+        name: "status",
+        method: "GET",
+        path: "/status",
+        reach: Reach::Public,
+        request: None,
+        reply: "TargetStatus",
+        rpc: None,
+        codes: &[],
+    },
+    Operation {
+        name: "keys",
+        method: "GET",
+        path: "/keys?prefix&after&limit",
+        reach: Reach::Public,
+        request: None,
+        reply: "KeysPage",
+        rpc: None,
+        codes: &[ErrorCode::InvalidLimit],
+    },
+    Operation {
+        name: "watermarks",
+        method: "GET",
+        path: "/watermarks",
+        reach: Reach::Public,
+        request: None,
+        reply: "Watermarks",
+        rpc: None,
+        codes: &[],
+    },
+    Operation {
+        name: "forget_watermark",
+        method: "DELETE",
+        path: "/watermarks/{source}",
+        reach: Reach::Public,
+        request: None,
+        reply: "Forgotten",
+        rpc: None,
+        codes: &[],
+    },
+];
+
+/// The entry of `name` in `table`. Every operation has one: the tests
+/// check each name the routes use against the tables.
+fn entry(table: &'static [Operation], name: &str) -> &'static Operation {
+    static MISSING: Operation = Operation {
+        name: "",
+        method: "GET",
+        path: "/",
+        reach: Reach::Public,
+        request: None,
+        reply: "",
+        rpc: None,
+        codes: &[],
+    };
+    table.iter().find(|o| o.name == name).unwrap_or(&MISSING)
+}
+
+impl Operation {
+    /// Every code this operation can answer.
+    pub fn all_codes(&self) -> Vec<ErrorCode> {
+        let body = if self.request.is_some() { BODY } else { &[] };
+        EVERY_OPERATION.iter().chain(body).chain(self.codes).cloned().collect()
+    }
+}
+
+impl SourceOp {
+    /// This operation's entry in [`SOURCE_OPERATIONS`].
+    pub fn operation(&self) -> &'static Operation {
+        let name = match self {
+            SourceOp::Enqueue => "enqueue",
+            SourceOp::Status => "status",
+            SourceOp::Watermark => "relay_watermark",
+            SourceOp::DeliveredThrough(_) => "delivered_through",
+            SourceOp::ParkedTargets => "targets",
+            SourceOp::ParkedRows { .. } => "parked_rows",
+            SourceOp::Redrive(_) => "redrive",
+            SourceOp::Discard(_) => "discard",
+            SourceOp::Adopt => "adopt",
+            SourceOp::Claim => "claim",
+            SourceOp::ForeignTargets { .. } => "foreign_targets",
+        };
+        entry(SOURCE_OPERATIONS, name)
+    }
+}
+
+impl TargetOp {
+    /// This operation's entry in [`TARGET_OPERATIONS`].
+    pub fn operation(&self) -> &'static Operation {
+        let name = match self {
+            TargetOp::Apply => "apply",
+            TargetOp::Status => "status",
+            TargetOp::Keys { .. } => "keys",
+            TargetOp::Watermarks => "watermarks",
+            TargetOp::ForgetWatermark(_) => "forget_watermark",
+        };
+        entry(TARGET_OPERATIONS, name)
+    }
+}
+
+/// The whole protocol as JSON (`clients/typescript/protocol.json`), with
+/// each operation's full list of codes.
+pub fn to_json() -> serde_json::Value {
+    let ops = |table: &[Operation]| -> Vec<serde_json::Value> {
+        table
+            .iter()
+            .map(|o| {
+                let mut v = serde_json::to_value(o).unwrap_or_default();
+                v["codes"] = serde_json::to_value(o.all_codes()).unwrap_or_default();
+                v
+            })
+            .collect()
+    };
+    serde_json::json!({
+        "source": ops(SOURCE_OPERATIONS),
+        "target": ops(TARGET_OPERATIONS),
+        "reference_worker_only": REFERENCE_WORKER_ONLY,
+    })
+}

@@ -1,0 +1,215 @@
+//! The protocol table (`durable_relay::protocol`) against everything that
+//! spells an operation: the routes' parser and builder, the Rust client,
+//! the RPC entrypoint, the TypeScript types, the README's route table and
+//! `clients/typescript/protocol.json` (written from the table;
+//! `RELAY_BLESS=1` rewrites it after a deliberate change).
+
+use std::collections::BTreeSet;
+
+use durable_relay::core::{ErrorCode, Name, SEQ_MAX};
+use durable_relay::protocol::{
+    self, Operation, Reach, REFERENCE_WORKER_ONLY, SOURCE_OPERATIONS, TARGET_OPERATIONS,
+};
+use durable_relay::routes::{SourceOp, TargetOp};
+
+fn repo_file(path: &str) -> String {
+    let full = format!("{}/../../{path}", env!("CARGO_MANIFEST_DIR"));
+    std::fs::read_to_string(&full).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+fn n(s: &str) -> Name {
+    Name::new(s).unwrap()
+}
+
+/// One operation of every kind, with values in its path and query.
+fn source_samples() -> Vec<SourceOp> {
+    vec![
+        SourceOp::Enqueue,
+        SourceOp::Status,
+        SourceOp::Watermark,
+        SourceOp::DeliveredThrough(SEQ_MAX),
+        SourceOp::ParkedTargets,
+        SourceOp::ParkedRows { target: n("t:1"), after: 7, limit: 3 },
+        SourceOp::Redrive(n("t")),
+        SourceOp::Discard(n("t")),
+        SourceOp::Adopt,
+        SourceOp::Claim,
+        SourceOp::ForeignTargets { partitions: 4, index: 2 },
+    ]
+}
+
+fn target_samples() -> Vec<TargetOp> {
+    vec![
+        TargetOp::Apply,
+        TargetOp::Status,
+        TargetOp::Keys { prefix: "a".into(), after: "b".into(), limit: 5 },
+        TargetOp::Watermarks,
+        TargetOp::ForgetWatermark(n("s")),
+    ]
+}
+
+/// Whether `path` (built, with values) fits `template` (`{x}` a segment,
+/// `?a&b` the query's parameters in order).
+fn fits(template: &str, path: &str) -> bool {
+    let (t_path, t_query) = template.split_once('?').unwrap_or((template, ""));
+    let (p_path, p_query) = path.split_once('?').unwrap_or((path, ""));
+    let t: Vec<&str> = t_path.split('/').collect();
+    let p: Vec<&str> = p_path.split('/').collect();
+    let segments_fit = t.len() == p.len()
+        && t.iter().zip(&p).all(|(t, p)| (t.starts_with('{') && t.ends_with('}') && !p.is_empty()) || t == p);
+    let t_keys: Vec<&str> = t_query.split('&').filter(|s| !s.is_empty()).collect();
+    let p_keys: Vec<&str> =
+        p_query.split('&').filter(|s| !s.is_empty()).map(|kv| kv.split('=').next().unwrap()).collect();
+    segments_fit && t_keys == p_keys
+}
+
+#[test]
+fn every_operation_has_one_entry_and_builds_the_path_its_template_names() {
+    let mut seen = BTreeSet::new();
+    for op in source_samples() {
+        let entry = op.operation();
+        assert!(fits(entry.path, &op.path()), "{op:?}: {} does not fit {}", op.path(), entry.path);
+        assert_eq!(op.method(), entry.method);
+        assert!(seen.insert(entry.name), "{op:?} shares the entry {}", entry.name);
+    }
+    assert_eq!(seen.len(), SOURCE_OPERATIONS.len(), "a source entry no operation uses");
+    let mut seen = BTreeSet::new();
+    for op in target_samples() {
+        let entry = op.operation();
+        assert!(fits(entry.path, &op.path()), "{op:?}: {} does not fit {}", op.path(), entry.path);
+        assert!(seen.insert(entry.name), "{op:?} shares the entry {}", entry.name);
+    }
+    assert_eq!(seen.len(), TARGET_OPERATIONS.len(), "a target entry no operation uses");
+}
+
+#[test]
+fn every_error_code_belongs_to_an_operation_or_to_the_reference_worker() {
+    let listed: Vec<ErrorCode> = SOURCE_OPERATIONS
+        .iter()
+        .chain(TARGET_OPERATIONS)
+        .flat_map(Operation::all_codes)
+        .chain(REFERENCE_WORKER_ONLY.iter().cloned())
+        .collect();
+    for code in ErrorCode::ALL {
+        assert!(listed.contains(code), "{code} is answered by no operation in the protocol table");
+    }
+}
+
+/// The body of `async {method}(` in entry.mjs, up to the next method.
+fn rpc_body<'a>(entry: &'a str, method: &str) -> Option<&'a str> {
+    let start = entry.find(&format!("  async {method}("))?;
+    let rest = &entry[start..];
+    let end = rest[1..].find("\n  async ").map_or(rest.len(), |e| e + 1);
+    Some(&rest[..end])
+}
+
+fn rpc_operations() -> Vec<&'static Operation> {
+    SOURCE_OPERATIONS.iter().filter(|o| o.rpc.is_some()).collect()
+}
+
+#[test]
+fn the_rpc_entrypoint_offers_every_public_source_operation_with_its_method_and_path() {
+    let entry = repo_file("crates/worker/js/entry.mjs");
+    for op in SOURCE_OPERATIONS {
+        assert_eq!(
+            op.rpc.is_some(),
+            op.reach == Reach::Public,
+            "{}: public operations, and only they, have RPC",
+            op.name
+        );
+    }
+    for op in rpc_operations() {
+        let rpc = op.rpc.unwrap();
+        let body = rpc_body(&entry, rpc.method)
+            .unwrap_or_else(|| panic!("entry.mjs has no RelayRpc.{}", rpc.method));
+        assert!(body.contains(&format!("\"{}\"", op.method)), "RelayRpc.{} sends {}", rpc.method, op.method);
+        let path = op.path.split('?').next().unwrap();
+        for literal in path.split('/').filter(|s| !s.is_empty() && !s.starts_with('{')) {
+            assert!(
+                body.contains(&format!("/{literal}")),
+                "RelayRpc.{} calls a path with /{literal}",
+                rpc.method
+            );
+        }
+        if let Some(field) = rpc.unwraps {
+            assert!(
+                body.contains(&format!("reply.{field}")),
+                "RelayRpc.{} returns the reply's {field}",
+                rpc.method
+            );
+        }
+    }
+    let methods: BTreeSet<&str> = entry
+        .lines()
+        .filter_map(|l| l.strip_prefix("  async "))
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| l.split('(').next())
+        .collect();
+    let table: BTreeSet<&str> = rpc_operations().iter().map(|o| o.rpc.unwrap().method).collect();
+    assert_eq!(methods, table, "RelayRpc's methods are the table's");
+}
+
+#[test]
+fn the_typescript_rpc_methods_are_the_tables_with_its_reply_types() {
+    let dts = repo_file("clients/typescript/durable-relay.d.ts");
+    let start = dts.find("export interface RelayRpcMethods {").expect("RelayRpcMethods");
+    let block = &dts[start..start + dts[start..].find("\n}").expect("its end")];
+    let declared: BTreeSet<&str> =
+        block.lines().skip(1).filter_map(|l| l.trim().split('(').next()).filter(|m| !m.is_empty()).collect();
+    let table: BTreeSet<&str> = rpc_operations().iter().map(|o| o.rpc.unwrap().method).collect();
+    assert_eq!(declared, table, "RelayRpcMethods' methods are the table's");
+    for op in rpc_operations() {
+        let rpc = op.rpc.unwrap();
+        let line = block.lines().find(|l| l.trim().starts_with(&format!("{}(", rpc.method))).unwrap();
+        if rpc.unwraps.is_none() {
+            assert!(line.contains(&format!("Promise<{}>", op.reply)), "{}: {line}", op.name);
+        }
+    }
+}
+
+#[test]
+fn the_rust_client_has_a_method_for_every_public_source_operation() {
+    let client = repo_file("crates/relay/src/client.rs");
+    for op in rpc_operations().into_iter().filter(|o| o.name != "parked_rows") {
+        assert!(
+            client.contains(&format!("pub async fn {}(", op.name)),
+            "SourceClient::{} is missing",
+            op.name
+        );
+    }
+    assert!(client.contains("SourceOp::ParkedRows"), "parked rows through SourceClient::call");
+}
+
+/// The front door's spelling of an operation, as the README's table writes it.
+fn front_route(kind: &str, op: &Operation) -> String {
+    let (path, query) = op.path.split_once('?').unwrap_or((op.path, ""));
+    let query = if query.is_empty() {
+        String::new()
+    } else {
+        format!("?{}", query.split('&').map(|k| format!("{k}=")).collect::<Vec<_>>().join("&"))
+    };
+    format!("`{} /v1/{kind}{path}{query}`", op.method)
+}
+
+#[test]
+fn the_readme_route_table_lists_every_public_operation_and_no_private_one() {
+    let readme = repo_file("README.md");
+    for (kind, table) in [("sources/{source}", SOURCE_OPERATIONS), ("targets/{target}", TARGET_OPERATIONS)] {
+        for op in table {
+            let route = front_route(kind, op);
+            let listed = readme.contains(&format!("| {route} |"));
+            assert_eq!(listed, op.reach == Reach::Public, "README route table and {route}");
+        }
+    }
+}
+
+#[test]
+fn protocol_json_is_written_from_the_table() {
+    let path = format!("{}/../../clients/typescript/protocol.json", env!("CARGO_MANIFEST_DIR"));
+    let now = serde_json::to_string_pretty(&protocol::to_json()).unwrap() + "\n";
+    if std::env::var("RELAY_BLESS").is_ok_and(|v| v == "1") {
+        std::fs::write(&path, &now).unwrap();
+    }
+    let recorded = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(recorded == now, "clients/typescript/protocol.json is stale: RELAY_BLESS=1 rewrites it");
+}
