@@ -30,6 +30,7 @@
 #![deny(clippy::unreachable, clippy::todo, clippy::unimplemented)]
 
 use crate::core::ErrorCode;
+use std::borrow::Cow;
 use std::cell::OnceCell;
 
 use worker::{Env, Request, Response, State};
@@ -83,7 +84,7 @@ impl Enqueue {
 pub struct Source<S: Sql = DoSql> {
     state: State,
     env: Env,
-    targets: &'static str,
+    targets: Cow<'static, str>,
     tables: Option<(&'static str, Migrations)>,
     store: fn(DoSql) -> S,
     relay: OnceCell<Relay<S, DoAlarm>>,
@@ -100,12 +101,13 @@ impl Source {
 impl<S: Sql> Source<S> {
     /// [`Source::new`], writing through `store(the object's SQLite)`.
     pub fn with_store(state: State, env: Env, store: fn(DoSql) -> S) -> Source<S> {
-        Source { state, env, targets: DEFAULT_TARGET_BINDING, tables: None, store, relay: OnceCell::new() }
+        let targets = Cow::Borrowed(DEFAULT_TARGET_BINDING);
+        Source { state, env, targets, tables: None, store, relay: OnceCell::new() }
     }
 
     /// Calls targets through the Durable Object binding `binding`.
-    pub fn targets(mut self, binding: &'static str) -> Source<S> {
-        self.targets = binding;
+    pub fn targets(mut self, binding: impl Into<Cow<'static, str>>) -> Source<S> {
+        self.targets = binding.into();
         self
     }
 
@@ -194,7 +196,7 @@ impl<S: Sql> Source<S> {
     pub async fn run_alarm(&self) -> Result<AlarmSummary, String> {
         let relay = self.relay().map_err(|e| e.message)?;
         let config = config(&self.env).map_err(|e| e.message)?;
-        let namespace = self.env.durable_object(self.targets).map_err(|e| e.to_string())?;
+        let namespace = self.env.durable_object(&self.targets).map_err(|e| e.to_string())?;
         let targets = DoTargets { namespace, timeout_ms: config.call_timeout_ms };
         match relay.alarm(&targets, &now_ms, &NoObserver).await {
             Ok(summary) => Ok(summary),

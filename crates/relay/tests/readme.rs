@@ -1,7 +1,7 @@
-//! The README's embedding snippets are the embedded example's own code, so
-//! they compile (the example is built by `scripts/test`) and cannot drift:
-//! every region the example marks `// readme: <name>` ... `// readme: end`
-//! must appear in README.md verbatim, inside a code block.
+//! The README's embedding snippets are the examples' own code (Rust and
+//! TypeScript), so they compile (`scripts/test` builds and type-checks both)
+//! and cannot drift: every region an example marks `// readme: <name>` ...
+//! `// readme: end` must appear in README.md verbatim, ending a code block.
 
 use std::path::Path;
 
@@ -31,17 +31,24 @@ fn regions(text: &str) -> Vec<(String, String)> {
 }
 
 #[test]
-fn the_readmes_embedding_snippets_are_the_example_verbatim() {
-    let example = read("examples/embedded/src/lib.rs");
+fn the_readmes_embedding_snippets_are_the_examples_verbatim() {
     let readme = read("README.md");
-    let marked = regions(&example);
-    assert_eq!(
-        marked.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(),
-        vec!["source", "target"],
-        "the example marks its two snippets"
-    );
-    for (name, block) in marked {
-        let fenced = format!("```rust\n{block}```");
-        assert!(readme.contains(&fenced), "README.md lacks the example's {name} snippet, verbatim:\n{block}");
+    for (path, fence) in
+        [("examples/embedded/src/lib.rs", "rust"), ("examples/typescript/src/index.ts", "ts")]
+    {
+        let example = read(path);
+        let marked = regions(&example);
+        assert_eq!(
+            marked.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(),
+            vec!["source", "target"],
+            "{path} marks its two snippets"
+        );
+        for (name, block) in marked {
+            assert!(
+                readme.contains(&format!("```{fence}\n{block}```"))
+                    || readme.contains(&format!("\n\n{block}```")),
+                "README.md lacks {path}'s {name} snippet, verbatim:\n{block}"
+            );
+        }
     }
 }

@@ -1,0 +1,180 @@
+//! durable-relay for Durable Objects written in JavaScript or TypeScript:
+//! the library's own [`Source`] and [`Target`] facades, exported with
+//! wasm-bindgen. Nothing of the relay is re-implemented here or in the
+//! package's JavaScript: this module turns JavaScript values into the
+//! facades' arguments (an enqueue body goes through the same decoder as the
+//! HTTP API) and their results and refusals back into JavaScript values.
+//!
+//! Each exported object holds its facade behind an `Rc` and every method
+//! returns a `Promise` after cloning it, so no call keeps the exported
+//! object borrowed while it awaits: an enqueue or a status read that
+//! arrives while the alarm awaits a slow target is served.
+
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
+
+use std::rc::Rc;
+
+use durable_relay::core::{decode_enqueue, ApplyRow, Name, Traceparent};
+use durable_relay::durable::now_ms;
+use durable_relay::embed::{log_alarm, Enqueue, OnApply, Source, Target};
+use durable_relay::http::HttpError;
+use durable_relay::DoSql;
+use wasm_bindgen::prelude::*;
+use wasm_bindgen::JsCast;
+use worker::js_sys::{self, Function, Promise, Reflect};
+use worker::wasm_bindgen_futures::future_to_promise;
+use worker::worker_sys::DurableObjectState;
+use worker::{Env, State};
+
+#[wasm_bindgen(start)]
+fn start() {
+    console_error_panic_hook::set_once();
+}
+
+/// A refusal as a JavaScript `RelayError`: the message leads with the
+/// code, and `code` and `status` carry the HTTP API's.
+fn js_error(e: HttpError) -> JsValue {
+    let error = js_sys::Error::new(&format!("{}: {}", e.code, e.message));
+    error.set_name("RelayError");
+    // Setting a property on a fresh Error object cannot fail.
+    let _ = Reflect::set(&error, &"code".into(), &e.code.as_str().into());
+    let _ = Reflect::set(&error, &"status".into(), &JsValue::from(e.status));
+    error.into()
+}
+
+/// A value the relay serialises, as a JavaScript value.
+fn to_js<T: serde::Serialize>(value: &T) -> Result<JsValue, JsValue> {
+    let text = serde_json::to_string(value).map_err(|e| js_error(HttpError::internal(e.to_string())))?;
+    js_sys::JSON::parse(&text)
+}
+
+/// The message of a value JavaScript threw.
+fn thrown(value: &JsValue) -> String {
+    value
+        .dyn_ref::<js_sys::Error>()
+        .map(|e| String::from(e.message()))
+        .or_else(|| value.as_string())
+        .unwrap_or_else(|| "the handler threw".into())
+}
+
+/// The source side of the relay in a JavaScript Durable Object.
+#[wasm_bindgen(js_name = RawSource)]
+pub struct JsSource {
+    /// The library's facade, shared with every call in flight.
+    source: Rc<Source>,
+}
+
+#[wasm_bindgen(js_class = RawSource)]
+impl JsSource {
+    /// The relay of the object whose `ctx` and `env` these are, calling
+    /// targets through the Durable Object binding named `targets`.
+    #[wasm_bindgen(constructor)]
+    pub fn new(ctx: JsValue, env: JsValue, targets: String) -> JsSource {
+        let state = State::from(ctx.unchecked_into::<DurableObjectState>());
+        let env: Env = env.unchecked_into();
+        JsSource { source: Rc::new(Source::new(state, env).targets(targets)) }
+    }
+
+    /// Enqueues the rows of `body` (the HTTP API's enqueue body, as JSON
+    /// text) and runs `writes(enqueued)` inside the same transaction: both
+    /// commit or neither does. A throw from `writes` rolls back and
+    /// rejects with `aborted`; a duplicate does not run it.
+    pub fn enqueue(&self, body: String, traceparent: Option<String>, writes: Option<Function>) -> Promise {
+        let source = Rc::clone(&self.source);
+        future_to_promise(async move {
+            let request = decode_enqueue(&body).map_err(|e| js_error(e.into()))?;
+            let trace = traceparent
+                .map(|t| Traceparent::parse(t.trim()))
+                .transpose()
+                .map_err(|e| js_error(HttpError::bad_request(e.code(), e.to_string())))?;
+            let options = Enqueue { key: request.idempotency_key.clone(), trace };
+            let run_writes = |_: &DoSql, done: &durable_relay::Enqueued| -> Result<(), String> {
+                let Some(writes) = &writes else { return Ok(()) };
+                let done = to_js(done).map_err(|e| thrown(&e))?;
+                writes.call1(&JsValue::NULL, &done).map(|_| ()).map_err(|e| thrown(&e))
+            };
+            let (_, done) =
+                source.enqueue_with(&request.rows, options, run_writes).await.map_err(js_error)?;
+            to_js(&done)
+        })
+    }
+
+    /// Runs one alarm: delivers, arms the next, logs one `relay_alarm`
+    /// line, and answers what it did. Rejects when the alarm failed (the
+    /// relay armed its own retry first).
+    pub fn alarm(&self) -> Promise {
+        let source = Rc::clone(&self.source);
+        future_to_promise(async move {
+            let summary = source.run_alarm().await.map_err(|e| js_error(HttpError::internal(e)))?;
+            log_alarm(&summary);
+            to_js(&summary)
+        })
+    }
+
+    /// The source's status (re-arming an alarm that was dropped).
+    pub fn status(&self) -> Promise {
+        let source = Rc::clone(&self.source);
+        future_to_promise(async move {
+            let relay = source.relay().map_err(js_error)?;
+            let status = relay.status(now_ms()).await.map_err(|e| js_error(e.into()))?;
+            to_js(&status)
+        })
+    }
+
+    /// Serves the relay's source protocol (status, parked targets, redrive,
+    /// discard, enqueue from other Workers) for `request`.
+    pub fn fetch(&self, request: web_sys_request::Request) -> Promise {
+        let source = Rc::clone(&self.source);
+        future_to_promise(async move {
+            let resp = source.fetch(worker::Request::from(request)).await.map_err(|e| js_error(e.into()))?;
+            Ok(worker::worker_sys::web_sys::Response::from(resp).into())
+        })
+    }
+}
+
+/// `web_sys::Request`, as workers-rs re-exports it.
+mod web_sys_request {
+    pub use worker::worker_sys::web_sys::Request;
+}
+
+/// A JavaScript `onApply(source, rows)` as the target's handler.
+struct JsHandler {
+    /// The function, or none: keep the rows' keys only.
+    on_apply: Option<Function>,
+}
+
+impl OnApply for JsHandler {
+    fn on_apply(&self, _: &DoSql, source: &Name, rows: &[ApplyRow]) -> Result<(), String> {
+        let Some(on_apply) = &self.on_apply else { return Ok(()) };
+        let rows = to_js(&rows).map_err(|e| thrown(&e))?;
+        on_apply.call2(&JsValue::NULL, &source.as_str().into(), &rows).map(|_| ()).map_err(|e| thrown(&e))
+    }
+}
+
+/// The target side of the relay in a JavaScript Durable Object.
+#[wasm_bindgen(js_name = RawTarget)]
+pub struct JsTarget {
+    /// The library's facade, shared with every call in flight.
+    target: Rc<Target<JsHandler>>,
+}
+
+#[wasm_bindgen(js_class = RawTarget)]
+impl JsTarget {
+    /// The inbox of the object whose `ctx` this is; `on_apply(source,
+    /// rows)` runs inside every apply's transaction for the rows new to it.
+    #[wasm_bindgen(constructor)]
+    pub fn new(ctx: JsValue, on_apply: Option<Function>) -> JsTarget {
+        let state = State::from(ctx.unchecked_into::<DurableObjectState>());
+        JsTarget { target: Rc::new(Target::new(&state).on_apply(JsHandler { on_apply })) }
+    }
+
+    /// Serves the relay's target protocol (`/apply` from sources, keys,
+    /// watermarks, status) for `request`.
+    pub fn fetch(&self, request: web_sys_request::Request) -> Promise {
+        let target = Rc::clone(&self.target);
+        future_to_promise(async move {
+            let resp = target.fetch(worker::Request::from(request)).await.map_err(|e| js_error(e.into()))?;
+            Ok(worker::worker_sys::web_sys::Response::from(resp).into())
+        })
+    }
+}

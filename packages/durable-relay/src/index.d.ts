@@ -1,0 +1,53 @@
+// The package's API. The wire types (rows, replies, error codes) are the
+// repository's one TypeScript description of the relay's protocol
+// (clients/typescript/durable-relay.d.ts), which scripts/build-package
+// copies to dist/wire.d.ts and whose every field a Rust test checks.
+
+import type { AlarmSummary, Enqueued, ErrorCode, JsonValue, Row, SourceStatus } from "../dist/wire.js";
+
+export type { AlarmSummary, Enqueued, ErrorCode, JsonValue, Row, SourceStatus } from "../dist/wire.js";
+
+/** A refusal: `code` and `status` are the HTTP API's; the message leads with the code. */
+export interface RelayError extends Error {
+  name: "RelayError";
+  code: ErrorCode;
+  status: number;
+}
+
+/** How to enqueue. */
+export interface EnqueueOptions {
+  /** Names the request: a repeat with the same rows is a duplicate and writes nothing (nor runs `writes`). */
+  idempotencyKey?: string;
+  /** W3C trace context, stored and sent with every row. */
+  traceparent?: string;
+  /** Your own writes, run inside the enqueue's transaction with what it did: a throw rolls both back. */
+  writes?: (enqueued: Enqueued) => void;
+}
+
+/** The source side of the relay in your Durable Object. */
+export declare class RelaySource {
+  /** `targets` names the Durable Object binding of the target objects (default `RELAY_TARGET`). */
+  constructor(ctx: DurableObjectState, env: object, options?: { targets?: string });
+  /** Enqueues rows (with your writes, atomically); rejects with a `RelayError`. */
+  enqueue(rows: Row[], options?: EnqueueOptions): Promise<Enqueued>;
+  /** Delivers what is due; call it from your object's `alarm()`. */
+  alarm(): Promise<AlarmSummary>;
+  /** The source's status. */
+  status(): Promise<SourceStatus>;
+  /** Serves the relay's own protocol (status, parked targets, redrive, discard, enqueue). */
+  fetch(request: Request): Promise<Response>;
+}
+
+/** One row a target applies: its source sequence and its effects. */
+export interface AppliedRow {
+  seq: number;
+  effects: { puts: [key: string, value: JsonValue][]; deletes: string[] };
+}
+
+/** The target side of the relay in your Durable Object. */
+export declare class RelayTarget {
+  /** `onApply` runs inside each apply's transaction with the rows new to this object; a throw rolls the batch back and the source retries it. */
+  constructor(ctx: DurableObjectState, options?: { onApply?: (source: string, rows: AppliedRow[]) => void });
+  /** Serves the relay's target protocol: pass it the requests sources send. */
+  fetch(request: Request): Promise<Response>;
+}

@@ -1,0 +1,75 @@
+// durable-relay for JavaScript and TypeScript Durable Objects. This file is
+// binding glue only: the relay (the outbox, the alarm, delivery, the inbox)
+// is the Rust engine in dist/relay_bg.wasm, the same code the Rust crates
+// ship. workerd does not compile wasm from bytes at run time, so the module
+// is imported statically (wrangler uploads it as a module of its own) and
+// instantiated synchronously here, once per isolate.
+
+import wasm from "../dist/relay_bg.wasm";
+import { initSync, RawSource, RawTarget } from "../dist/relay.js";
+
+initSync({ module: wasm });
+
+/**
+ * The source side of the relay in your Durable Object: an outbox in the
+ * object's own SQLite, written in the same transaction as your writes, and
+ * an alarm that delivers it to target objects in order.
+ */
+export class RelaySource {
+  #raw;
+
+  /**
+   * @param {DurableObjectState} ctx your object's state
+   * @param {object} env your Worker's env (RELAY_* variables configure the relay)
+   * @param {{ targets?: string }} [options] the binding of the target objects (default RELAY_TARGET)
+   */
+  constructor(ctx, env, { targets = "RELAY_TARGET" } = {}) {
+    this.#raw = new RawSource(ctx, env, targets);
+  }
+
+  /**
+   * Enqueues rows; `writes(enqueued)` runs inside the same transaction, so
+   * your writes and the rows commit together or not at all.
+   */
+  enqueue(rows, { idempotencyKey, traceparent, writes } = {}) {
+    const body = idempotencyKey === undefined ? { rows } : { rows, idempotency_key: idempotencyKey };
+    return this.#raw.enqueue(JSON.stringify(body), traceparent, writes);
+  }
+
+  /** Delivers what is due; return it from your object's `alarm()`. */
+  alarm() {
+    return this.#raw.alarm();
+  }
+
+  /** The source's status. */
+  status() {
+    return this.#raw.status();
+  }
+
+  /** Serves the relay's own protocol (status, parked targets, redrive, discard, enqueue). */
+  fetch(request) {
+    return this.#raw.fetch(request);
+  }
+}
+
+/**
+ * The target side of the relay in your Durable Object: applies the relay's
+ * batches once each, in order, with an optional handler that runs inside
+ * the apply's transaction.
+ */
+export class RelayTarget {
+  #raw;
+
+  /**
+   * @param {DurableObjectState} ctx your object's state
+   * @param {{ onApply?: (source: string, rows: object[]) => void }} [options]
+   */
+  constructor(ctx, { onApply } = {}) {
+    this.#raw = new RawTarget(ctx, onApply);
+  }
+
+  /** Serves the relay's target protocol: pass it the requests sources send. */
+  fetch(request) {
+    return this.#raw.fetch(request);
+  }
+}
