@@ -14,7 +14,9 @@
 
 use std::rc::Rc;
 
-use durable_relay::core::{decode_enqueue, ApplyRow, Name, Traceparent};
+use durable_relay::core::{
+    decode_enqueue, ApplyRow, ErrorCode, Name, Traceparent, MAX_PARKED_ROWS_PER_PAGE, SEQ_MAX,
+};
 use durable_relay::durable::now_ms;
 use durable_relay::embed::{log_alarm, Enqueue, OnApply, Source, Target};
 use durable_relay::http::HttpError;
@@ -121,6 +123,71 @@ impl JsSource {
         })
     }
 
+    /// Whether every row through `seq` was applied (or discarded).
+    #[wasm_bindgen(js_name = deliveredThrough)]
+    pub fn delivered_through(&self, seq: f64) -> Promise {
+        let source = Rc::clone(&self.source);
+        future_to_promise(async move {
+            let seq = sequence(seq)?;
+            let relay = source.relay().map_err(js_error)?;
+            Ok(relay.delivered_through(seq).map_err(|e| js_error(e.into()))?.into())
+        })
+    }
+
+    /// A commit-time lower bound of the rows still owed, ms since the epoch.
+    #[wasm_bindgen(js_name = relayWatermark)]
+    pub fn relay_watermark(&self) -> Promise {
+        let source = Rc::clone(&self.source);
+        future_to_promise(async move {
+            let relay = source.relay().map_err(js_error)?;
+            let watermark = relay.relay_watermark(now_ms()).map_err(|e| js_error(e.into()))?;
+            Ok(JsValue::from(watermark as f64))
+        })
+    }
+
+    /// The parked and failing targets, with their records.
+    #[wasm_bindgen(js_name = parkedTargets)]
+    pub fn parked_targets(&self) -> Promise {
+        let source = Rc::clone(&self.source);
+        future_to_promise(async move {
+            let relay = source.relay().map_err(js_error)?;
+            to_js(&relay.targets().map_err(|e| js_error(e.into()))?)
+        })
+    }
+
+    /// A page of `target`'s parked rows: after sequence `after`, at most
+    /// `limit` (1..=`MAX_PARKED_ROWS_PER_PAGE`).
+    #[wasm_bindgen(js_name = parkedRows)]
+    pub fn parked_rows(&self, target: String, after: f64, limit: f64) -> Promise {
+        let source = Rc::clone(&self.source);
+        future_to_promise(async move {
+            let (target, after) = (target_name(&target)?, sequence(after)?);
+            let limit = page_limit(limit)?;
+            let relay = source.relay().map_err(js_error)?;
+            to_js(&relay.parked_page(&target, after, limit).map_err(|e| js_error(e.into()))?)
+        })
+    }
+
+    /// Puts a parked target's rows back, in their original order.
+    pub fn redrive(&self, target: String) -> Promise {
+        let source = Rc::clone(&self.source);
+        future_to_promise(async move {
+            let target = target_name(&target)?;
+            let relay = source.relay().map_err(js_error)?;
+            to_js(&relay.redrive(&target, now_ms()).await.map_err(|e| js_error(e.into()))?)
+        })
+    }
+
+    /// Drops a parked target's rows (kept until the discard horizon).
+    pub fn discard(&self, target: String) -> Promise {
+        let source = Rc::clone(&self.source);
+        future_to_promise(async move {
+            let target = target_name(&target)?;
+            let relay = source.relay().map_err(js_error)?;
+            to_js(&relay.discard(&target, now_ms()).map_err(|e| js_error(e.into()))?)
+        })
+    }
+
     /// Serves the relay's source protocol (status, parked targets, redrive,
     /// discard, enqueue from other Workers) for `request`.
     pub fn fetch(&self, request: web_sys_request::Request) -> Promise {
@@ -130,6 +197,35 @@ impl JsSource {
             Ok(worker::worker_sys::web_sys::Response::from(resp).into())
         })
     }
+}
+
+/// A target name from JavaScript, or 400 `invalid_target`.
+fn target_name(text: &str) -> Result<Name, JsValue> {
+    Name::new(text)
+        .map_err(|e| js_error(HttpError::bad_request(ErrorCode::InvalidTarget, format!("{text:?}: {e}"))))
+}
+
+/// A sequence number from JavaScript (a safe integer), or 400 `invalid_seq`.
+fn sequence(value: f64) -> Result<u64, JsValue> {
+    let whole = value.fract() == 0.0 && (0.0..=SEQ_MAX as f64).contains(&value);
+    whole.then_some(value as u64).ok_or_else(|| {
+        js_error(HttpError::bad_request(
+            ErrorCode::InvalidSeq,
+            format!("{value} is not a sequence 0..=2^53-1"),
+        ))
+    })
+}
+
+/// A page size from JavaScript, 1..=`MAX_PARKED_ROWS_PER_PAGE`, or 400 `invalid_limit`.
+fn page_limit(value: f64) -> Result<u32, JsValue> {
+    let max = MAX_PARKED_ROWS_PER_PAGE;
+    let ok = value.fract() == 0.0 && (1.0..=f64::from(max)).contains(&value);
+    ok.then_some(value as u32).ok_or_else(|| {
+        js_error(HttpError::bad_request(
+            ErrorCode::InvalidLimit,
+            format!("limit must be 1..={max}, got {value}"),
+        ))
+    })
 }
 
 /// `web_sys::Request`, as workers-rs re-exports it.

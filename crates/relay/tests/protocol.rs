@@ -213,3 +213,16 @@ fn protocol_json_is_written_from_the_table() {
     let recorded = std::fs::read_to_string(&path).unwrap_or_default();
     assert!(recorded == now, "clients/typescript/protocol.json is stale: RELAY_BLESS=1 rewrites it");
 }
+
+#[test]
+fn the_npm_package_offers_every_rpc_method_under_the_same_name() {
+    for path in ["packages/durable-relay/src/index.d.ts", "packages/durable-relay/src/index.js"] {
+        let text = repo_file(path);
+        let start = text.find("class RelaySource").unwrap_or_else(|| panic!("{path}: class RelaySource"));
+        let block = &text[start..start + text[start..].find("\n}").expect("the class's end")];
+        for op in rpc_operations() {
+            let method = op.rpc.unwrap().method;
+            assert!(block.contains(&format!("\n  {method}(")), "{path}: RelaySource.{method} is missing");
+        }
+    }
+}

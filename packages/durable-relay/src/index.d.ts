@@ -3,9 +3,29 @@
 // (clients/typescript/durable-relay.d.ts), which scripts/build-package
 // copies to dist/wire.d.ts and whose every field a Rust test checks.
 
-import type { AlarmSummary, Enqueued, ErrorCode, JsonValue, Row, SourceStatus } from "../dist/wire.js";
+import type {
+  ActionOutcome,
+  AlarmSummary,
+  Enqueued,
+  ErrorCode,
+  JsonValue,
+  ParkedPage,
+  Row,
+  SourceStatus,
+  TargetReport,
+} from "../dist/wire.js";
 
-export type { AlarmSummary, Enqueued, ErrorCode, JsonValue, Row, SourceStatus } from "../dist/wire.js";
+export type {
+  ActionOutcome,
+  AlarmSummary,
+  Enqueued,
+  ErrorCode,
+  JsonValue,
+  ParkedPage,
+  Row,
+  SourceStatus,
+  TargetReport,
+} from "../dist/wire.js";
 
 /** A refusal: `code` and `status` are the HTTP API's; the message leads with the code. */
 export interface RelayError extends Error {
@@ -34,6 +54,18 @@ export declare class RelaySource {
   alarm(): Promise<AlarmSummary>;
   /** The source's status. */
   status(): Promise<SourceStatus>;
+  /** Whether every row through `seq` was applied (or discarded by an operator). */
+  deliveredThrough(seq: number): Promise<boolean>;
+  /** A commit-time lower bound of the rows still owed, ms since the epoch. */
+  relayWatermark(): Promise<number>;
+  /** The parked and failing targets. */
+  parkedTargets(): Promise<TargetReport[]>;
+  /** A page of a parked target's rows (`limit` 1..=500). */
+  parkedRows(target: string, page?: { after?: number; limit?: number }): Promise<ParkedPage>;
+  /** Puts a parked target's rows back, in their original order. */
+  redrive(target: string): Promise<ActionOutcome>;
+  /** Drops a parked target's rows (kept until the discard horizon). */
+  discard(target: string): Promise<ActionOutcome>;
   /** Serves the relay's own protocol (status, parked targets, redrive, discard, enqueue). */
   fetch(request: Request): Promise<Response>;
 }

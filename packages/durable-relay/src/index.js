@@ -46,6 +46,36 @@ export class RelaySource {
     return this.#raw.status();
   }
 
+  /** Whether every row through `seq` was applied (or discarded by an operator). */
+  deliveredThrough(seq) {
+    return this.#raw.deliveredThrough(seq);
+  }
+
+  /** A commit-time lower bound of the rows still owed, ms since the epoch. */
+  relayWatermark() {
+    return this.#raw.relayWatermark();
+  }
+
+  /** The parked and failing targets. */
+  parkedTargets() {
+    return this.#raw.parkedTargets();
+  }
+
+  /** A page of a parked target's rows. */
+  parkedRows(target, { after = 0, limit = 500 } = {}) {
+    return this.#raw.parkedRows(target, after, limit);
+  }
+
+  /** Puts a parked target's rows back, in their original order. */
+  redrive(target) {
+    return this.#raw.redrive(target);
+  }
+
+  /** Drops a parked target's rows (kept until the discard horizon). */
+  discard(target) {
+    return this.#raw.discard(target);
+  }
+
   /** Serves the relay's own protocol (status, parked targets, redrive, discard, enqueue). */
   fetch(request) {
     return this.#raw.fetch(request);

@@ -1,0 +1,85 @@
+// A TypeScript source delivers to a Rust target and a Rust source to a
+// TypeScript target, over the same wire protocol: the npm package's objects
+// (tests/e2e/interop) and the reference Worker in one workerd session.
+
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { ROOT, startWrangler, until, writeRelayConfig } from "./harness.mjs";
+
+const INTEROP = join(ROOT, "tests", "e2e", "interop", "wrangler.toml");
+
+let app;
+before(async () => {
+  // The reference Worker, with its sources delivering to the TypeScript target class.
+  const config = writeRelayConfig();
+  const rust = '{ name = "RELAY_TARGET", class_name = "RelayTarget" }';
+  const ts = '{ name = "RELAY_TARGET", class_name = "TsTarget", script_name = "relay-interop" }';
+  const text = readFileSync(config, "utf8");
+  assert.ok(text.includes(rust), "the reference config binds RELAY_TARGET");
+  writeFileSync(config, text.replace(rust, ts));
+  app = await startWrangler({ configs: [INTEROP, config], persistDir: mkdtempSync(join(tmpdir(), "relay-interop-")), ready: "/health" });
+});
+after(async () => {
+  await app?.stop();
+});
+
+const get = async (path) => {
+  const r = await app.api("GET", path);
+  assert.equal(r.status, 200, `${path}: ${r.text}`);
+  return r.body;
+};
+
+test("a TypeScript source delivers to a Rust target, in order, once", async () => {
+  for (let i = 1; i <= 5; i++) {
+    const r = await app.api("POST", "/ts-source/ts-src", [{ target: "rust-t", puts: [["k", i], [`k${i}`, { i }]] }]);
+    assert.equal(r.status, 200, r.text);
+    assert.deepEqual(r.body.seqs, [i]);
+  }
+  await until(async () => (await get("/rust-target/rust-t/watermarks")).watermarks[0]?.watermark === 5, "five rows at the Rust target");
+  const keys = await get("/rust-target/rust-t/keys");
+  assert.deepEqual(keys.keys.find((k) => k.key === "k"), { key: "k", value: 5 }, "the last write wins: order kept");
+  assert.equal(keys.keys.length, 6);
+  assert.equal((await get("/ts-source/ts-src/status")).delivered_rows, 5);
+});
+
+test("a Rust source delivers to a TypeScript target, in order, once", async () => {
+  for (let i = 1; i <= 5; i++) {
+    const r = await app.api("POST", "/rust-source/rust-src/enqueue", { rows: [{ target: "ts-t", puts: [["k", i]] }] });
+    assert.equal(r.status, 200, r.text);
+  }
+  await until(async () => (await get("/ts-target/ts-t/watermarks")).watermarks[0]?.watermark === 5, "five rows at the TypeScript target");
+  assert.deepEqual((await get("/ts-target/ts-t/keys")).keys, [{ key: "k", value: 5 }]);
+  assert.equal((await get("/rust-source/rust-src/status")).delivered_rows, 5);
+  assert.deepEqual(app.panics(), []);
+});
+
+test("the package's operator methods park, page, redrive and discard a TypeScript source's rows", async () => {
+  const op = (name, query = "") => app.api("GET", `/ts-source/op-src/operate/${name}${query}`);
+  const faults = await app.api("POST", "/rust-target/down-t/faults", { reject: true, permanent: true });
+  assert.equal(faults.status, 200, faults.text);
+  for (const i of [1, 2]) {
+    assert.equal((await app.api("POST", "/ts-source/op-src", [{ target: "down-t", puts: [["k", i]] }])).status, 200);
+  }
+  await until(async () => (await op("parkedTargets")).body.some?.((t) => t.target === "down-t" && t.parked), "down-t parked");
+  const page = await op("parkedRows", "?target=down-t");
+  assert.deepEqual(page.body.rows.map((r) => r.seq), [1, 2]);
+  assert.equal((await op("deliveredThrough", "?seq=2")).body, false);
+  assert.equal(typeof (await op("relayWatermark")).body, "number");
+  assert.equal((await op("parkedRows", "?target=not%20a%20name")).body.error.code, "invalid_target");
+  assert.equal((await op("deliveredThrough", "?seq=-1")).body.error.code, "invalid_seq");
+
+  assert.equal((await app.api("POST", "/rust-target/down-t/faults", { reject: false })).status, 200);
+  const redriven = await op("redrive", "?target=down-t");
+  assert.deepEqual(redriven.body, { rows: 2, was_parked: true });
+  await until(async () => (await op("deliveredThrough", "?seq=2")).body === true, "the redriven rows delivered");
+  assert.deepEqual((await get("/rust-target/down-t/keys")).keys, [{ key: "k", value: 2 }]);
+
+  assert.equal((await app.api("POST", "/rust-target/gone-t/faults", { reject: true, permanent: true })).status, 200);
+  assert.equal((await app.api("POST", "/ts-source/op-src", [{ target: "gone-t", puts: [["k", 1]] }])).status, 200);
+  await until(async () => (await op("parkedTargets")).body.some?.((t) => t.target === "gone-t" && t.parked), "gone-t parked");
+  assert.deepEqual((await op("discard", "?target=gone-t")).body, { rows: 1, was_parked: true });
+  assert.equal((await op("deliveredThrough", "?seq=3")).body, true, "a discarded row counts as done");
+});

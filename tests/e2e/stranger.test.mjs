@@ -1,0 +1,62 @@
+// The npm package installed as a stranger would: `npm pack`, the tarball
+// installed into a fresh directory holding only a minimal TypeScript Worker
+// (tests/e2e/stranger: package.json, wrangler config, one .ts file with a
+// source and a target class), type-checked with tsc --strict, bundled with
+// wrangler deploy --dry-run, and run with wrangler dev until a row arrives.
+
+import { test, after } from "node:test";
+import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
+import { cpSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { ROOT, startWrangler, until } from "./harness.mjs";
+
+const BIN = join(ROOT, "node_modules", ".bin");
+const dir = mkdtempSync(join(tmpdir(), "relay-stranger-"));
+let app;
+after(async () => {
+  await app?.stop();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+/** Runs `cmd` (npm from the machine, the rest from the repository's node_modules) in `cwd`. */
+const run = (cmd, args, cwd = dir) =>
+  execFileSync(cmd === "npm" ? "npm" : join(BIN, cmd), args, {
+    cwd,
+    encoding: "utf8",
+    env: { ...process.env, PATH: `${BIN}:${process.env.PATH}` },
+  });
+
+test("the packed package installs, type-checks, bundles and relays in a stranger's Worker", async () => {
+  const packed = run("npm", ["pack", "--pack-destination", dir, "--silent"], join(ROOT, "packages", "durable-relay")).trim();
+  cpSync(join(ROOT, "tests", "e2e", "stranger"), dir, { recursive: true });
+  writeFileSync(join(dir, "package.json"), JSON.stringify({ name: "stranger", private: true, type: "module" }));
+  run("npm", ["install", "--prefer-offline", "--no-audit", "--no-fund", join(dir, packed)]);
+  assert.deepEqual(readdirSync(join(dir, "node_modules", "durable-relay", "dist")).sort(), [
+    "relay.d.ts", "relay.js", "relay_bg.wasm", "snippets", "wire.d.ts",
+  ]);
+
+  const tsconfig = {
+    compilerOptions: {
+      target: "es2022", module: "es2022", moduleResolution: "bundler", lib: ["es2022"], strict: true, noEmit: true,
+      typeRoots: [join(ROOT, "node_modules", "@cloudflare")], types: ["workers-types"],
+    },
+    include: ["src/**/*.ts"],
+  };
+  writeFileSync(join(dir, "tsconfig.json"), JSON.stringify(tsconfig));
+  run("tsc", ["-p", join(dir, "tsconfig.json")]);
+
+  const dry = run("wrangler", ["deploy", "--dry-run", "--outdir", join(dir, "out")]);
+  const size = dry.match(/Total Upload: ([\d.]+ KiB) \/ gzip: ([\d.]+ KiB)/);
+  assert.ok(size, dry);
+  console.log(`stranger's upload: ${size[1]}, gzip ${size[2]}`);
+
+  app = await startWrangler({ configs: [join(dir, "wrangler.toml")], persistDir: join(dir, "state"), ready: "/health" });
+  const sent = await app.api("POST", "/?to=ada", "hello", { raw: true });
+  assert.equal(sent.status, 200, sent.text);
+  assert.deepEqual(sent.body.seqs, [1]);
+  await until(async () => (await app.api("GET", "/?to=ada")).body?.keys?.length === 1, "the note to arrive");
+  assert.deepEqual((await app.api("GET", "/?to=ada")).body.keys, [{ key: "note", value: "hello" }]);
+  assert.deepEqual(app.panics(), []);
+});
