@@ -1,16 +1,20 @@
 // Every entry keeps every promise: the same generated requests, sent to a
 // plain source and to a partitioned one through each way in (the front
-// door, RelayRpc, a Durable Object stub), get the same verdict everywhere,
-// and the targets end up holding the same rows. Each way in writes to
+// door, RelayRpc, a Durable Object stub, and a TypeScript object through
+// the npm package), get the same verdict everywhere, and the targets end
+// up holding the same rows. Each way in writes to
 // targets of its own (the same names under its own prefix), so their
 // states can be compared once everything is delivered.
 
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import { Relay, ROOT, TOKEN, until } from "./harness.mjs";
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { Relay, ROOT, TOKEN, startWrangler, until, writeRelayConfig } from "./harness.mjs";
 
 const PRODUCER = join(ROOT, "examples", "producer", "wrangler.toml");
+const INTEROP = join(ROOT, "tests", "e2e", "interop", "wrangler.toml");
 const PARTITIONED = { "fd-part": { partitions: 3, epoch: 1 }, "rpc-part": { partitions: 2, epoch: 1 } };
 
 /** The ways in: how each sends an enqueue, and the source and target prefix it uses. */
@@ -96,6 +100,9 @@ function verdict(r, request) {
   return { status: 200, duplicate: r.body.duplicate, rows: r.body.seqs.length, due: asked };
 }
 
+/** The plain front-door path's verdicts and target states, for the TypeScript path to match. */
+const plain = { seed: undefined, requests: [], verdicts: [], targets: [] };
+
 let app;
 before(async () => {
   app = await Relay.start({ before: [PRODUCER], ready: "/health", vars: { RELAY_PARTITIONS: JSON.stringify(PARTITIONED) } });
@@ -116,7 +123,10 @@ test("the same requests through every entry, plain and partitioned, get the same
       assert.deepEqual(v, verdicts[0], `request ${i} via ${PATHS[k].id} (${PATHS[k].source}) vs ${PATHS[0].source} (seed ${seed})`);
     }
     if (verdicts[0].status === 200) accepted += 1;
+    plain.verdicts.push(verdicts[0]);
   }
+  plain.seed = seed;
+  plain.requests = requests;
   assert.ok(accepted >= 10 && requests.length - accepted >= 5, `both verdicts occur: ${accepted} of ${requests.length} accepted`);
   for (const path of PATHS) {
     await until(async () => (await app.api("GET", `/relay/v1/sources/${path.source}/status`, undefined, { token: TOKEN })).body.queued_rows === 0, `${path.source} to drain`, 60_000);
@@ -130,10 +140,38 @@ test("the same requests through every entry, plain and partitioned, get the same
       state.push({ keys, applied: marks.reduce((a, m) => a + m.applied_rows, 0) });
     }
     for (const [k, s] of state.entries()) assert.deepEqual(s, state[0], `target t${t} via ${PATHS[k].id} (seed ${seed})`);
+    plain.targets.push(state[0]);
   }
   for (const source of ["fd-plain", "rpc-plain", "stub-plain", "fd-part:0", "fd-part:1", "fd-part:2", "rpc-part:0", "rpc-part:1"]) {
     const r = await app.api("GET", `/relay/v1/sources/${source}/audit`, undefined, { token: TOKEN });
     assert.ok(r.status === 200 && r.body.ok, `audit of ${source}: ${r.text}`);
   }
   assert.deepEqual(app.panics(), []);
+});
+
+test("the same requests through a TypeScript object (the npm package) get the plain path's verdicts and writes", async () => {
+  assert.equal(plain.verdicts.length, plain.requests.length, "the plain path ran first, in the test above");
+  const seed = plain.seed;
+  // A TypeScript source (tests/e2e/interop) whose targets are the reference Worker's.
+  const ts = await startWrangler({
+    configs: [INTEROP, writeRelayConfig()],
+    persistDir: mkdtempSync(join(tmpdir(), "relay-every-ts-")),
+    ready: "/health",
+  });
+  try {
+    for (const [i, request] of plain.requests.entries()) {
+      const v = verdict(await ts.api("POST", "/ts-source/ts-plain", concrete("f", request)), request);
+      assert.deepEqual(v, plain.verdicts[i], `request ${i} via the npm package vs fd-plain (seed ${seed})`);
+    }
+    await until(async () => (await ts.api("GET", "/ts-source/ts-plain/status")).body.queued_rows === 0, "ts-plain to drain", 60_000);
+    for (let t = 0; t < 9; t++) {
+      const keys = (await ts.api("GET", `/rust-target/f-t${t}/keys`)).body.keys;
+      const marks = (await ts.api("GET", `/rust-target/f-t${t}/watermarks`)).body.watermarks;
+      const state = { keys, applied: marks.reduce((a, m) => a + m.applied_rows, 0) };
+      assert.deepEqual(state, plain.targets[t], `target t${t} via the npm package vs fd-plain (seed ${seed})`);
+    }
+    assert.deepEqual(ts.panics(), []);
+  } finally {
+    await ts.stop();
+  }
 });

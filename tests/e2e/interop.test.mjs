@@ -34,7 +34,7 @@ const get = async (path) => {
 
 test("a TypeScript source delivers to a Rust target, in order, once", async () => {
   for (let i = 1; i <= 5; i++) {
-    const r = await app.api("POST", "/ts-source/ts-src", [{ target: "rust-t", puts: [["k", i], [`k${i}`, { i }]] }]);
+    const r = await app.api("POST", "/ts-source/ts-src", { rows: [{ target: "rust-t", puts: [["k", i], [`k${i}`, { i }]] }] });
     assert.equal(r.status, 200, r.text);
     assert.deepEqual(r.body.seqs, [i]);
   }
@@ -61,7 +61,7 @@ test("the package's operator methods park, page, redrive and discard a TypeScrip
   const faults = await app.api("POST", "/rust-target/down-t/faults", { reject: true, permanent: true });
   assert.equal(faults.status, 200, faults.text);
   for (const i of [1, 2]) {
-    assert.equal((await app.api("POST", "/ts-source/op-src", [{ target: "down-t", puts: [["k", i]] }])).status, 200);
+    assert.equal((await app.api("POST", "/ts-source/op-src", { rows: [{ target: "down-t", puts: [["k", i]] }] })).status, 200);
   }
   await until(async () => (await op("parkedTargets")).body.some?.((t) => t.target === "down-t" && t.parked), "down-t parked");
   const page = await op("parkedRows", "?target=down-t");
@@ -78,7 +78,7 @@ test("the package's operator methods park, page, redrive and discard a TypeScrip
   assert.deepEqual((await get("/rust-target/down-t/keys")).keys, [{ key: "k", value: 2 }]);
 
   assert.equal((await app.api("POST", "/rust-target/gone-t/faults", { reject: true, permanent: true })).status, 200);
-  assert.equal((await app.api("POST", "/ts-source/op-src", [{ target: "gone-t", puts: [["k", 1]] }])).status, 200);
+  assert.equal((await app.api("POST", "/ts-source/op-src", { rows: [{ target: "gone-t", puts: [["k", 1]] }] })).status, 200);
   await until(async () => (await op("parkedTargets")).body.some?.((t) => t.target === "gone-t" && t.parked), "gone-t parked");
   assert.deepEqual((await op("discard", "?target=gone-t")).body, { rows: 1, was_parked: true });
   assert.equal((await op("deliveredThrough", "?seq=3")).body, true, "a discarded row counts as done");

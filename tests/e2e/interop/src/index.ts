@@ -16,8 +16,8 @@ interface Env {
 export class TsSource extends DurableObject<Env> {
   relay = new RelaySource(this.ctx, this.env, { targets: "RUST_TARGETS" });
 
-  async enqueue(rows: Row[]) {
-    return this.relay.enqueue(rows);
+  async enqueue(body: { rows: Row[]; idempotency_key?: string }) {
+    return this.relay.enqueue(body.rows, { idempotencyKey: body.idempotency_key });
   }
 
   /** The package's operator methods, by name. */
