@@ -154,3 +154,29 @@ test("killed mid-delivery and restarted on its persisted state, nothing is lost 
     await run.stop();
   }
 });
+
+test("inside the object's own transactionSync, the order and the row commit together, or neither does", async () => {
+  const ok = await app.api("POST", "/orders/t1?sync", { id: "o-1", customer: "gus", amount: 4 });
+  assert.equal(ok.status, 200, ok.text);
+  assert.deepEqual(ok.body.seqs, [1]);
+  const again = await app.api("POST", "/orders/t1?sync", { id: "o-2", customer: "gus", amount: 4 }, { headers: { "idempotency-key": "t1-o-2" } });
+  assert.equal(again.status, 200, again.text);
+  const dup = await app.api("POST", "/orders/t1?sync", { id: "o-2", customer: "gus", amount: 4 }, { headers: { "idempotency-key": "t1-o-2" } });
+  assert.equal(dup.body.duplicate, true, "a keyed retry is a duplicate");
+  assert.deepEqual(dup.body.seqs, again.body.seqs);
+
+  const bad = await app.api("POST", "/orders/t1?sync", { id: "o-bad", customer: "gus", amount: 100, fail_after_enqueue: true });
+  assert.equal(bad.status, 500, bad.text);
+  assert.match(bad.body.error.message, /failed after its row was enqueued/);
+  const refused = await app.api("POST", "/orders/t1?sync", { id: "o-x", customer: "not a name!", amount: 1 });
+  assert.equal(refused.status, 400, refused.text);
+  assert.equal(refused.body.error.code, "invalid_target");
+
+  assert.deepEqual((await get("/orders/t1")).map((o) => o.id), ["o-1", "o-2"], "the rolled-back order is not there, the duplicate wrote nothing");
+  const status = await get("/orders/t1/relay/status");
+  assert.equal(status.last_seq, 2, "the rolled-back row took no sequence");
+  await until(async () => (await get("/customers/gus")).points === 8, "both committed rows delivered, the rolled-back one never");
+  await new Promise((resolve) => setTimeout(resolve, 1500));
+  assert.equal((await get("/customers/gus")).points, 8, "and nothing more arrives");
+  assert.deepEqual(app.panics(), []);
+});

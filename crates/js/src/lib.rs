@@ -85,10 +85,7 @@ impl JsSource {
         let source = Rc::clone(&self.source);
         future_to_promise(async move {
             let request = decode_enqueue(&body).map_err(|e| js_error(e.into()))?;
-            let trace = traceparent
-                .map(|t| Traceparent::parse(t.trim()))
-                .transpose()
-                .map_err(|e| js_error(HttpError::bad_request(e.code(), e.to_string())))?;
+            let trace = parse_trace(traceparent)?;
             let options = Enqueue { key: request.idempotency_key.clone(), trace };
             let run_writes = |_: &DoSql, done: &durable_relay::Enqueued| -> Result<(), String> {
                 let Some(writes) = &writes else { return Ok(()) };
@@ -99,6 +96,60 @@ impl JsSource {
                 source.enqueue_with(&request.rows, options, run_writes).await.map_err(js_error)?;
             to_js(&done)
         })
+    }
+
+    /// Opens the relay and loads its alarm state, which
+    /// [`enqueue_now`](JsSource::enqueue_now) needs; the package runs it in
+    /// `blockConcurrencyWhile` when the object starts.
+    pub fn ready(&self) -> Promise {
+        let source = Rc::clone(&self.source);
+        future_to_promise(async move {
+            let relay = source.relay().map_err(js_error)?;
+            relay.ready().await.map_err(|e| js_error(e.into()))?;
+            Ok(JsValue::UNDEFINED)
+        })
+    }
+
+    /// Enqueues the rows of `body` without awaiting, inside the caller's own
+    /// `transactionSync` (or in a transaction of their own outside one):
+    /// they commit or roll back with the caller's writes. Answers
+    /// `{ enqueued, alarm_at }`: the alarm time the caller must set now
+    /// (`null` when the alarm already is early enough).
+    #[wasm_bindgen(js_name = enqueueNow)]
+    pub fn enqueue_now(&self, body: String, traceparent: Option<String>) -> Result<JsValue, JsValue> {
+        let request = decode_enqueue(&body).map_err(|e| js_error(e.into()))?;
+        let trace = parse_trace(traceparent)?;
+        let rows: Vec<_> = request.rows.into_iter().map(|r| r.with_trace(trace.clone())).collect();
+        let relay = self.source.relay().map_err(js_error)?;
+        let key = request.idempotency_key.as_deref();
+        let (done, at) = relay.enqueue_now(now_ms(), key, &rows).map_err(|e| js_error(e.into()))?;
+        let out = js_sys::Object::new();
+        let _ = Reflect::set(&out, &"enqueued".into(), &to_js(&done)?);
+        let _ =
+            Reflect::set(&out, &"alarm_at".into(), &at.map_or(JsValue::NULL, |t| JsValue::from(t as f64)));
+        Ok(out.into())
+    }
+
+    /// Reads the stored alarm afresh and re-arms it if the outbox needs it:
+    /// run after a caller's transaction that called `enqueue_now` ends, in
+    /// case it rolled the alarm back.
+    #[wasm_bindgen(js_name = recheckAlarm)]
+    pub fn recheck_alarm(&self) -> Promise {
+        let source = Rc::clone(&self.source);
+        future_to_promise(async move {
+            let relay = source.relay().map_err(js_error)?;
+            let (_, rearmed) = relay.recheck_alarm(now_ms()).await.map_err(|e| js_error(e.into()))?;
+            Ok(rearmed.into())
+        })
+    }
+
+    /// Forgets the alarm noted as armed: setting it failed, so the next use
+    /// reads it afresh.
+    #[wasm_bindgen(js_name = alarmUnknown)]
+    pub fn alarm_unknown(&self) {
+        if let Ok(relay) = self.source.relay() {
+            relay.alarm_unknown();
+        }
     }
 
     /// Runs one alarm: delivers, arms the next, logs one `relay_alarm`
@@ -197,6 +248,13 @@ impl JsSource {
             Ok(worker::worker_sys::web_sys::Response::from(resp).into())
         })
     }
+}
+
+/// A `traceparent` from JavaScript, or 400 `invalid_traceparent`.
+fn parse_trace(text: Option<String>) -> Result<Option<Traceparent>, JsValue> {
+    text.map(|t| Traceparent::parse(t.trim()))
+        .transpose()
+        .map_err(|e| js_error(HttpError::bad_request(e.code(), e.to_string())))
 }
 
 /// A target name from JavaScript, or 400 `invalid_target`.

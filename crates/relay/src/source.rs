@@ -288,11 +288,67 @@ impl<S: Sql, A: AlarmStore> Relay<S, A> {
         call: Option<&Name>,
         rows: &[EnqueueRow],
         fence: Fence,
-        mut writes: impl FnMut(&Enqueued) -> Result<R, E>,
+        writes: impl FnMut(&Enqueued) -> Result<R, E>,
     ) -> Result<Option<(R, Enqueued)>, EnqueueFailure<E>> {
         self.load_alarm().await.map_err(EnqueueFailure::Store)?;
         // No await from here until the alarm is armed: the rows, the new os,
         // the caller's writes and the arming commit together.
+        let taken = self.commit_enqueue(now_ms, key, call, rows, fence, writes)?;
+        if let Some((_, done)) = &taken {
+            self.arm_for(done, now_ms).await.map_err(EnqueueFailure::Store)?;
+        }
+        Ok(taken)
+    }
+
+    /// Makes ready for [`enqueue_now`](Relay::enqueue_now): loads what this
+    /// instance knows of its alarm (one read, once).
+    pub async fn ready(&self) -> Result<(), StoreError> {
+        self.load_alarm().await
+    }
+
+    /// An enqueue with no await, for a caller already inside a transaction
+    /// of its own (a JavaScript object's `transactionSync`): the rows are
+    /// written in a nested transaction, so they commit or roll back with
+    /// the caller's; the time the alarm must be set to, if it must move,
+    /// is noted as armed and returned for the caller to set in the same
+    /// turn. Refused until [`ready`](Relay::ready) has run.
+    pub fn enqueue_now(
+        &self,
+        now_ms: u64,
+        key: Option<&str>,
+        rows: &[EnqueueRow],
+    ) -> Result<(Enqueued, Option<u64>), EnqueueFailure> {
+        if self.known.get() == AlarmKnown::Unknown {
+            return Err(EnqueueFailure::Store(StoreError::Guard(
+                "the relay's alarm is not loaded: await ready() before enqueueing without awaiting",
+            )));
+        }
+        let no_writes = |_: &Enqueued| Ok::<(), std::convert::Infallible>(());
+        let (_, done) = self
+            .commit_enqueue(now_ms, key, None, rows, Fence::default(), no_writes)?
+            .ok_or(EnqueueFailure::Store(StoreError::Guard("an unfenced enqueue answered moved")))?;
+        let at = if done.duplicate { None } else { self.note_armed(self.due_for(&done, now_ms)) };
+        Ok((done, at))
+    }
+
+    /// Forgets the alarm this instance noted as armed: setting it failed.
+    pub fn alarm_unknown(&self) {
+        self.known.set(AlarmKnown::Unknown);
+    }
+
+    /// The enqueue's transaction: the outbox's (fenced) enqueue, then
+    /// `writes`, committed together or not at all. `Ok(None)`: a gated
+    /// enqueue found its target moved (the epoch it stored commits; `writes`
+    /// does not run).
+    fn commit_enqueue<R, E: std::fmt::Display>(
+        &self,
+        now_ms: u64,
+        key: Option<&str>,
+        call: Option<&Name>,
+        rows: &[EnqueueRow],
+        fence: Fence,
+        mut writes: impl FnMut(&Enqueued) -> Result<R, E>,
+    ) -> Result<Option<(R, Enqueued)>, EnqueueFailure<E>> {
         let mut failure: Option<EnqueueFailure<E>> = None;
         let result = self.outbox.sql().transaction(|| {
             let done = match self.outbox.enqueue_fenced(self.seat(), now_ms, key, call, rows, fence) {
@@ -314,15 +370,11 @@ impl<S: Sql, A: AlarmStore> Relay<S, A> {
                 }
             }
         });
-        let taken = match (result, failure) {
-            (Ok(v), _) => v,
-            (Err(_), Some(f)) => return Err(f),
-            (Err(e), None) => return Err(EnqueueFailure::Store(e)),
-        };
-        if let Some((_, done)) = &taken {
-            self.arm_for(done, now_ms).await.map_err(EnqueueFailure::Store)?;
+        match (result, failure) {
+            (Ok(v), _) => Ok(v),
+            (Err(_), Some(f)) => Err(f),
+            (Err(e), None) => Err(EnqueueFailure::Store(e)),
         }
-        Ok(taken)
     }
 
     /// Arms the alarm for what an enqueue wrote (nothing for a duplicate).
@@ -330,11 +382,15 @@ impl<S: Sql, A: AlarmStore> Relay<S, A> {
         if done.duplicate {
             return Ok(());
         }
-        // A delayed row needs no alarm before it is due; one already set
-        // earlier (for other rows) is kept.
-        let due = enqueue_due(now_ms, self.last_delivery_ms.get(), self.config.get().coalesce_ms)
-            .max(done.first_due_ms());
-        self.arm_at(due).await
+        self.arm_at(self.due_for(done, now_ms)).await
+    }
+
+    /// When the rows an enqueue wrote need the alarm. A delayed row needs
+    /// none before it is due; one already set earlier (for other rows) is
+    /// kept.
+    fn due_for(&self, done: &Enqueued, now_ms: u64) -> u64 {
+        enqueue_due(now_ms, self.last_delivery_ms.get(), self.config.get().coalesce_ms)
+            .max(done.first_due_ms())
     }
 
     /// As partition `index` of a logical source now routed over
@@ -456,14 +512,23 @@ impl<S: Sql, A: AlarmStore> Relay<S, A> {
     /// The source's status. Re-arms an alarm the platform dropped while
     /// rows wait (reported as `rearmed`).
     pub async fn status(&self, now_ms: u64) -> Result<SourceStatus, StoreError> {
+        let (stored, rearmed) = self.recheck_alarm(now_ms).await?;
+        // The state as it is, counts not yet written included.
+        self.status_of(self.outbox.state()?, stored, rearmed, now_ms)
+    }
+
+    /// Reads the stored alarm afresh and re-arms one the outbox needs but
+    /// does not have (the platform dropped it, or a caller's transaction
+    /// rolled back an alarm noted by [`enqueue_now`](Relay::enqueue_now)).
+    /// Answers the stored alarm as read, and whether it re-armed.
+    pub async fn recheck_alarm(&self, now_ms: u64) -> Result<(Option<u64>, bool), StoreError> {
         let stored = self.alarm.get().await?;
         self.known.set(stored.map_or(AlarmKnown::None, AlarmKnown::At));
         let rearmed = needs_rearm(self.outbox.state()?.queued_rows, stored);
         if rearmed {
             self.arm_at(now_ms).await?;
         }
-        // The state as it is, counts not yet written included.
-        self.status_of(self.outbox.state()?, stored, rearmed, now_ms)
+        Ok((stored, rearmed))
     }
 
     /// Assembles a status from the state row and what status read.
@@ -590,12 +655,20 @@ impl<S: Sql, A: AlarmStore> Relay<S, A> {
     /// Ensures an alarm is due no later than `due_ms`; writes nothing when
     /// the known alarm already is.
     async fn arm_at(&self, due_ms: u64) -> Result<(), StoreError> {
-        let Some(at) = arm(self.known.get(), due_ms) else { return Ok(()) };
-        self.known.set(AlarmKnown::At(at));
-        self.outbox.note_write();
+        let Some(at) = self.note_armed(due_ms) else { return Ok(()) };
         self.alarm.set(at).await.inspect_err(|_| {
             // We no longer know what is stored; the next use reloads it.
             self.known.set(AlarmKnown::Unknown);
         })
+    }
+
+    /// Notes an alarm due no later than `due_ms` as armed, and answers the
+    /// time to set it to, or `None` when the known alarm already is early
+    /// enough (nothing to write).
+    fn note_armed(&self, due_ms: u64) -> Option<u64> {
+        let at = arm(self.known.get(), due_ms)?;
+        self.known.set(AlarmKnown::At(at));
+        self.outbox.note_write();
+        Some(at)
     }
 }

@@ -38,6 +38,19 @@ export class Orders extends DurableObject<Env> {
     });
   }
 
+  /** The same order inside the object's own transaction: the row commits or rolls back with it. */
+  orderSync(o: Order, idempotencyKey?: string) {
+    const row: Row = { target: o.customer, puts: [[`order:${o.id}`, { amount: o.amount }]] };
+    return this.ctx.storage.transactionSync(() => {
+      const done = this.relay.enqueueSync([row], { idempotencyKey });
+      if (!done.duplicate) {
+        this.ctx.storage.sql.exec("INSERT INTO orders VALUES (?, ?, ?, ?)", o.id, o.customer, o.amount, done.seqs[0]);
+      }
+      if (o.fail_after_enqueue) throw new Error("the order failed after its row was enqueued");
+      return done;
+    });
+  }
+
   orders() {
     return this.ctx.storage.sql.exec("SELECT id, customer, amount, seq FROM orders ORDER BY id").toArray();
   }
@@ -106,8 +119,10 @@ export default {
       if (sub === "relay") return shard.fetch(relayRequest(request, rest));
       if (request.method === "POST") {
         const key = request.headers.get("idempotency-key") ?? undefined;
+        const sync = new URL(request.url).searchParams.has("sync");
         try {
-          return json(await shard.order(await request.json(), key));
+          const body: Order = await request.json();
+          return json(await (sync ? shard.orderSync(body, key) : shard.order(body, key)));
         } catch (e) {
           const err = e as { code?: string; status?: number; message: string };
           return json({ error: { code: err.code ?? "internal", message: err.message } }, err.status ?? 500);

@@ -48,6 +48,11 @@ export interface EnqueueOptions {
 export declare class RelaySource {
   /** `targets` names the Durable Object binding of the target objects (default `RELAY_TARGET`). */
   constructor(ctx: DurableObjectState, env: object, options?: { targets?: string });
+  /**
+   * Enqueues rows without awaiting, inside your own `ctx.storage.transactionSync`: they commit or
+   * roll back with your writes. Throws a `RelayError` on a refusal.
+   */
+  enqueueSync(rows: Row[], options?: Omit<EnqueueOptions, "writes">): Enqueued;
   /** Enqueues rows (with your writes, atomically); rejects with a `RelayError`. */
   enqueue(rows: Row[], options?: EnqueueOptions): Promise<Enqueued>;
   /** Delivers what is due; call it from your object's `alarm()`. */

@@ -17,14 +17,44 @@ initSync({ module: wasm });
  */
 export class RelaySource {
   #raw;
+  #ctx;
+  /** Whether a check of the alarm is already queued after a synchronous enqueue. */
+  #recheck = false;
 
   /**
+   * Opens the relay as the object starts (in `blockConcurrencyWhile`), so
+   * `enqueueSync` can run inside your own `transactionSync`.
+   *
    * @param {DurableObjectState} ctx your object's state
    * @param {object} env your Worker's env (RELAY_* variables configure the relay)
    * @param {{ targets?: string }} [options] the binding of the target objects (default RELAY_TARGET)
    */
   constructor(ctx, env, { targets = "RELAY_TARGET" } = {}) {
+    this.#ctx = ctx;
     this.#raw = new RawSource(ctx, env, targets);
+    ctx.blockConcurrencyWhile(() => this.#raw.ready());
+  }
+
+  /**
+   * Enqueues rows without awaiting: call it inside your own
+   * `ctx.storage.transactionSync(() => ...)`, and the rows commit or roll
+   * back with your writes. Throws a `RelayError` on a refusal (which then
+   * rolls your transaction back too, unless you catch it).
+   */
+  enqueueSync(rows, { idempotencyKey, traceparent } = {}) {
+    const body = idempotencyKey === undefined ? { rows } : { rows, idempotency_key: idempotencyKey };
+    const { enqueued, alarm_at: at } = this.#raw.enqueueNow(JSON.stringify(body), traceparent);
+    if (at !== null) this.#ctx.storage.setAlarm(at).catch(() => this.#raw.alarmUnknown());
+    if (!this.#recheck) {
+      // Once the caller's transaction is over: if it rolled back the alarm
+      // with the rows, nothing is owed; if it kept the rows, they have one.
+      this.#recheck = true;
+      queueMicrotask(() => {
+        this.#recheck = false;
+        this.#raw.recheckAlarm().catch(() => this.#raw.alarmUnknown());
+      });
+    }
+    return enqueued;
   }
 
   /**
