@@ -1,37 +1,38 @@
-// A stranger's Worker: the smallest TypeScript use of the installed
-// package, a source and a target class, as the README shows them.
+// A stranger's Worker: the README's TypeScript quick start, as installed
+// from the packed package (tests/e2e/stranger.test.mjs), plus a router.
 
+// readme: quick start
 import { DurableObject } from "cloudflare:workers";
 import { RelaySource, RelayTarget } from "durable-relay";
 
-interface Env {
-  NOTES: DurableObjectNamespace<Notes>;
-  INBOXES: DurableObjectNamespace<Inbox>;
-}
-
-export class Notes extends DurableObject<Env> {
+export class Notes extends DurableObject {
   relay = new RelaySource(this.ctx, this.env, { targets: "INBOXES" });
 
-  async add(to: string, text: string) {
-    return this.relay.enqueue([{ target: to, puts: [["note", text]] }], {
-      writes: () => {
-        this.ctx.storage.sql.exec("CREATE TABLE IF NOT EXISTS sent (text TEXT)");
-        this.ctx.storage.sql.exec("INSERT INTO sent VALUES (?)", text);
-      },
+  add(to: string, text: string) {
+    return this.ctx.storage.transactionSync(() => {
+      this.ctx.storage.sql.exec("CREATE TABLE IF NOT EXISTS sent (text TEXT)");
+      this.ctx.storage.sql.exec("INSERT INTO sent VALUES (?)", text); // your write...
+      return this.relay.enqueueSync([{ target: to, puts: [["note", text]] }]); // ...and the row, atomically
     });
   }
 
   async alarm() {
-    await this.relay.alarm();
+    await this.relay.alarm(); // delivers, in order, within the budgets
   }
 }
 
-export class Inbox extends DurableObject<Env> {
-  relay = new RelayTarget(this.ctx);
+export class Inbox extends DurableObject {
+  relay = new RelayTarget(this.ctx); // applies each row once; keys readable at /keys
 
-  async fetch(request: Request) {
+  fetch(request: Request) {
     return this.relay.fetch(request);
   }
+}
+// readme: end
+
+interface Env {
+  NOTES: DurableObjectNamespace<Notes>;
+  INBOXES: DurableObjectNamespace<Inbox>;
 }
 
 export default {
