@@ -10,6 +10,62 @@ import { initSync, RawSource, RawTarget } from "../dist/relay.js";
 
 initSync({ module: wasm });
 
+/** A refusal of the caller's input, shaped as the engine's own. */
+function relayError(code, message) {
+  const error = new Error(`${code}: ${message}`);
+  error.name = "RelayError";
+  error.code = code;
+  error.status = 400;
+  return error;
+}
+
+/**
+ * The request body as JSON text, the form the relay decodes on every path.
+ * A value JSON cannot carry (a BigInt, a cycle) is the caller's bad input:
+ * a RelayError like any other refusal, not a TypeError from deep inside.
+ */
+function bodyText(rows, idempotencyKey) {
+  const body = idempotencyKey === undefined ? { rows } : { rows, idempotency_key: idempotencyKey };
+  try {
+    return JSON.stringify(body);
+  } catch (e) {
+    throw relayError("invalid_value", `the rows are not JSON: ${e.message}`);
+  }
+}
+
+/**
+ * Only strings cross into the engine as text, only numbers as numbers, only
+ * functions as handlers: anything else is refused here, typed, before it
+ * reaches the wasm boundary (which would read a non-string as a string).
+ */
+function text(value, code, what) {
+  if (typeof value !== "string") throw relayError(code, `${what} must be a string`);
+  return value;
+}
+
+function optionalText(value, code, what) {
+  return value === undefined ? undefined : text(value, code, what);
+}
+
+function number(value, code, what) {
+  if (typeof value !== "number") throw relayError(code, `${what} must be a number`);
+  return value;
+}
+
+function handler(value, what) {
+  if (value !== undefined && typeof value !== "function") throw relayError("invalid_request", `${what} must be a function`);
+  return value;
+}
+
+/** Runs `f`, turning a synchronous refusal into a rejected promise. */
+function rejecting(f) {
+  try {
+    return f();
+  } catch (e) {
+    return Promise.reject(e);
+  }
+}
+
 /**
  * The source side of the relay in your Durable Object: an outbox in the
  * object's own SQLite, written in the same transaction as your writes, and
@@ -31,7 +87,7 @@ export class RelaySource {
    */
   constructor(ctx, env, { targets = "RELAY_TARGET" } = {}) {
     this.#ctx = ctx;
-    this.#raw = new RawSource(ctx, env, targets);
+    this.#raw = new RawSource(ctx, env, text(targets, "invalid_request", "targets"));
     ctx.blockConcurrencyWhile(() => this.#raw.ready());
   }
 
@@ -42,8 +98,8 @@ export class RelaySource {
    * rolls your transaction back too, unless you catch it).
    */
   enqueueSync(rows, { idempotencyKey, traceparent } = {}) {
-    const body = idempotencyKey === undefined ? { rows } : { rows, idempotency_key: idempotencyKey };
-    const { enqueued, alarm_at: at } = this.#raw.enqueueNow(JSON.stringify(body), traceparent);
+    const trace = optionalText(traceparent, "invalid_traceparent", "traceparent");
+    const { enqueued, alarm_at: at } = this.#raw.enqueueNow(bodyText(rows, idempotencyKey), trace);
     if (at !== null) this.#ctx.storage.setAlarm(at).catch(() => this.#raw.alarmUnknown());
     if (!this.#recheck) {
       // Once the caller's transaction is over: if it rolled back the alarm
@@ -62,8 +118,11 @@ export class RelaySource {
    * your writes and the rows commit together or not at all.
    */
   enqueue(rows, { idempotencyKey, traceparent, writes } = {}) {
-    const body = idempotencyKey === undefined ? { rows } : { rows, idempotency_key: idempotencyKey };
-    return this.#raw.enqueue(JSON.stringify(body), traceparent, writes);
+    return rejecting(() => {
+      const body = bodyText(rows, idempotencyKey);
+      const trace = optionalText(traceparent, "invalid_traceparent", "traceparent");
+      return this.#raw.enqueue(body, trace, handler(writes, "writes"));
+    });
   }
 
   /** Delivers what is due; return it from your object's `alarm()`. */
@@ -78,7 +137,7 @@ export class RelaySource {
 
   /** Whether every row through `seq` was applied (or discarded by an operator). */
   deliveredThrough(seq) {
-    return this.#raw.deliveredThrough(seq);
+    return rejecting(() => this.#raw.deliveredThrough(number(seq, "invalid_seq", "seq")));
   }
 
   /** A commit-time lower bound of the rows still owed, ms since the epoch. */
@@ -93,17 +152,23 @@ export class RelaySource {
 
   /** A page of a parked target's rows. */
   parkedRows(target, { after = 0, limit = 500 } = {}) {
-    return this.#raw.parkedRows(target, after, limit);
+    return rejecting(() =>
+      this.#raw.parkedRows(
+        text(target, "invalid_target", "target"),
+        number(after, "invalid_seq", "after"),
+        number(limit, "invalid_limit", "limit"),
+      ),
+    );
   }
 
   /** Puts a parked target's rows back, in their original order. */
   redrive(target) {
-    return this.#raw.redrive(target);
+    return rejecting(() => this.#raw.redrive(text(target, "invalid_target", "target")));
   }
 
   /** Drops a parked target's rows (kept until the discard horizon). */
   discard(target) {
-    return this.#raw.discard(target);
+    return rejecting(() => this.#raw.discard(text(target, "invalid_target", "target")));
   }
 
   /** Serves the relay's own protocol (status, parked targets, redrive, discard, enqueue). */
@@ -125,7 +190,7 @@ export class RelayTarget {
    * @param {{ onApply?: (source: string, rows: object[]) => void }} [options]
    */
   constructor(ctx, { onApply } = {}) {
-    this.#raw = new RawTarget(ctx, onApply);
+    this.#raw = new RawTarget(ctx, handler(onApply, "onApply"));
   }
 
   /** Serves the relay's target protocol: pass it the requests sources send. */
