@@ -7,8 +7,9 @@
 // one request at a time, as fast as accepted, round-robin over 64 customers.
 //
 // Reported per run: accepted orders/s (first request to last reply), the
-// time until every shard reports its last row delivered, and the Worker CPU
-// (wrangler and workerd processes, less the driver) per order. Runs
+// time until every shard reports its last row delivered, the Worker CPU
+// (wrangler and workerd processes, less the driver) per order, and the
+// end-to-end latency of a lone order on an idle source. Runs
 // alternate between the two so machine noise falls on both; the medians
 // and their ratio are printed.
 //
@@ -30,6 +31,7 @@ const ORDERS = flag("--orders", 2000);
 const RUNS = flag("--runs", 3);
 const PRODUCERS = 8;
 const CUSTOMERS = 64;
+const LONE_ORDERS = 20;
 
 const EMBEDDINGS = [
   { id: "rust", configs: () => [join(ROOT, "examples", "embedded", "wrangler.toml"), writeRelayConfig()] },
@@ -77,16 +79,43 @@ async function once(embedding, run) {
     }
     const drainedMs = Date.now() - start;
     const cpuMs = workerCpuMs(before, snapshot());
+    const lone = await loneRows(app, run);
     if (app.panics().length) throw new Error(`${embedding.id}: ${app.panics()[0]}`);
     return {
       accepted_per_s: Math.round((ORDERS * 1000) / acceptedMs),
       enqueue_p50_ms: quantile(latencies, 0.5),
       drained_ms: drainedMs,
       cpu_ms_per_order: cpuMs === null ? null : Math.round((cpuMs / ORDERS) * 100) / 100,
+      lone_e2e_p50_ms: quantile(lone, 0.5),
     };
   } finally {
     await app.stop();
   }
+}
+
+/**
+ * End-to-end latency of a lone order on an idle source: from the enqueue's
+ * reply to the customer's points showing it, polled every 2 ms (the same
+ * polling for both embeddings, so the ratio holds even where the absolute
+ * figure carries the poll). 20 orders, 250 ms apart.
+ */
+async function loneRows(app, run) {
+  const latencies = [];
+  for (let i = 0; i < LONE_ORDERS; i++) {
+    await sleep(250);
+    const customer = `lone${run}-${i}`;
+    const r = await app.api("POST", `/orders/lone${run}`, { id: `l${i}`, customer, amount: 1 });
+    const replied = Date.now();
+    if (r.status !== 200) throw new Error(`lone order: ${r.status} ${r.text}`);
+    for (;;) {
+      const c = await app.api("GET", `/customers/${customer}`);
+      if (c.body?.points === 1) break;
+      if (Date.now() - replied > 10_000) throw new Error(`lone order ${i} did not arrive`);
+      await sleep(2);
+    }
+    latencies.push(Date.now() - replied);
+  }
+  return latencies;
 }
 
 const results = Object.fromEntries(EMBEDDINGS.map((e) => [e.id, []]));
@@ -99,7 +128,7 @@ for (let run = 0; run < RUNS; run++) {
 }
 const median = (id, key) => quantile(results[id].map((r) => r[key]), 0.5);
 console.log(`embedded bench: ${ORDERS} orders, ${PRODUCERS} producers with a shard each, ${CUSTOMERS} customers, medians of ${RUNS} runs`);
-for (const key of ["accepted_per_s", "enqueue_p50_ms", "drained_ms", "cpu_ms_per_order"]) {
+for (const key of ["accepted_per_s", "enqueue_p50_ms", "drained_ms", "cpu_ms_per_order", "lone_e2e_p50_ms"]) {
   const [rust, ts] = [median("rust", key), median("typescript", key)];
   const ratio = rust && ts ? Math.round((ts / rust) * 100) / 100 : null;
   console.log(`  ${key.padEnd(18)} rust ${String(rust).padStart(8)}   typescript ${String(ts).padStart(8)}   typescript/rust ${ratio}`);

@@ -102,3 +102,13 @@ test("generated JavaScript values as rows and options get a result or a typed Re
   assert.equal(status.last_seq, rows);
   assert.deepEqual(app.panics(), []);
 });
+
+test("a traceparent given to the package travels with its rows to the Rust target's apply log", async () => {
+  const trace = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+  const r = await app.api("POST", "/ts-source/trace-src", { rows: [{ target: "trace-t", puts: [["k", 1]] }] }, { headers: { traceparent: trace } });
+  assert.equal(r.status, 200, r.text);
+  await until(async () => app.applyLogs().some((l) => l.source === "trace-src" && (l.traces ?? []).includes(trace)), "the apply log line naming the trace");
+  const bad = await app.api("POST", "/ts-source/trace-src", { rows: [{ target: "trace-t", puts: [["k", 2]] }] }, { headers: { traceparent: "not-a-trace" } });
+  assert.equal(bad.status, 400, bad.text);
+  assert.equal(bad.body.error.code, "invalid_traceparent");
+});

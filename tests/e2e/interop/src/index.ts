@@ -16,8 +16,8 @@ interface Env {
 export class TsSource extends DurableObject<Env> {
   relay = new RelaySource(this.ctx, this.env, { targets: "RUST_TARGETS" });
 
-  async enqueue(body: { rows: Row[]; idempotency_key?: string }) {
-    return this.relay.enqueue(body.rows, { idempotencyKey: body.idempotency_key });
+  async enqueue(body: { rows: Row[]; idempotency_key?: string }, traceparent?: string) {
+    return this.relay.enqueue(body.rows, { idempotencyKey: body.idempotency_key, traceparent });
   }
 
   /**
@@ -204,7 +204,8 @@ export default {
     }
     if (kind === "ts-source" && request.method === "POST") {
       try {
-        return Response.json(await env.TS_SOURCES.getByName(name).enqueue(await request.json()));
+        const trace = request.headers.get("traceparent") ?? undefined;
+        return Response.json(await env.TS_SOURCES.getByName(name).enqueue(await request.json(), trace));
       } catch (e) {
         const err = e as { code?: string; status?: number; message: string };
         return Response.json({ error: { code: err.code, message: err.message } }, { status: err.status ?? 500 });
