@@ -19,11 +19,7 @@ after(async () => {
   await app?.stop();
 });
 
-const get = async (path) => {
-  const r = await app.api("GET", path);
-  assert.equal(r.status, 200, `${path}: ${r.text}`);
-  return r.body;
-};
+const get = (path) => app.ok(path);
 const order = (shard, body) => app.api("POST", `/orders/${shard}`, body);
 
 test("the business write and the outbox row commit together, and the row reaches the customer", async () => {

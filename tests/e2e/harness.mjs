@@ -143,6 +143,13 @@ export class Relay {
     return { status: res.status, body: parsed, headers: res.headers, text };
   }
 
+  /** GETs `path`, which must answer 200, and returns its JSON body. */
+  async ok(path) {
+    const r = await this.api("GET", path);
+    if (r.status !== 200) throw new Error(`GET ${path} answered ${r.status}: ${r.text}`);
+    return r.body;
+  }
+
   /** Notes the valid source and target names a request names. */
   remember(path, body) {
     const valid = (n) => /^[A-Za-z0-9._:-]{1,64}$/.test(n) && !/^\.+$/.test(n);

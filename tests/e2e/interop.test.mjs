@@ -26,11 +26,7 @@ after(async () => {
   await app?.stop();
 });
 
-const get = async (path) => {
-  const r = await app.api("GET", path);
-  assert.equal(r.status, 200, `${path}: ${r.text}`);
-  return r.body;
-};
+const get = (path) => app.ok(path);
 
 test("a TypeScript source delivers to a Rust target, in order, once", async () => {
   for (let i = 1; i <= 5; i++) {
@@ -69,6 +65,12 @@ test("the package's operator methods park, page, redrive and discard a TypeScrip
   assert.equal((await op("deliveredThrough", "?seq=2")).body, false);
   assert.equal(typeof (await op("relayWatermark")).body, "number");
   assert.equal((await op("parkedRows", "?target=not%20a%20name")).body.error.code, "invalid_target");
+  // The page limit at and past its edges (MAX_PARKED_ROWS_PER_PAGE = 500).
+  assert.deepEqual((await op("parkedRows", "?target=down-t&limit=500")).body.rows.map((r) => r.seq), [1, 2]);
+  assert.equal((await op("parkedRows", "?target=down-t&limit=1")).body.rows.length, 1);
+  assert.equal((await op("parkedRows", "?target=down-t&limit=501")).body.error.code, "invalid_limit");
+  assert.equal((await op("parkedRows", "?target=down-t&limit=0")).body.error.code, "invalid_limit");
+  assert.equal((await op("parkedRows", "?target=down-t&limit=1.5")).body.error.code, "invalid_limit");
   assert.equal((await op("deliveredThrough", "?seq=-1")).body.error.code, "invalid_seq");
 
   assert.equal((await app.api("POST", "/rust-target/down-t/faults", { reject: false })).status, 200);

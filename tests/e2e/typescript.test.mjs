@@ -24,11 +24,7 @@ after(async () => {
   await app?.stop();
 });
 
-const get = async (path) => {
-  const r = await app.api("GET", path);
-  assert.equal(r.status, 200, `${path}: ${r.text}`);
-  return r.body;
-};
+const get = (path) => app.ok(path);
 const order = (shard, body, headers = {}) => app.api("POST", `/orders/${shard}`, body, { headers });
 
 test("the order and its outbox row commit together, and the row reaches the customer's handler", async () => {

@@ -257,10 +257,9 @@ fn parse_trace(text: Option<String>) -> Result<Option<Traceparent>, JsValue> {
         .map_err(|e| js_error(HttpError::bad_request(e.code(), e.to_string())))
 }
 
-/// A target name from JavaScript, or 400 `invalid_target`.
+/// A target name from JavaScript, or 400 `invalid_target` (as in a path).
 fn target_name(text: &str) -> Result<Name, JsValue> {
-    Name::new(text)
-        .map_err(|e| js_error(HttpError::bad_request(ErrorCode::InvalidTarget, format!("{text:?}: {e}"))))
+    durable_relay::routes::name(text, ErrorCode::InvalidTarget).map_err(js_error)
 }
 
 /// A sequence number from JavaScript (a safe integer), or 400 `invalid_seq`.

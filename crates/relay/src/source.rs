@@ -277,10 +277,8 @@ impl<S: Sql, A: AlarmStore> Relay<S, A> {
             .ok_or(EnqueueFailure::Store(StoreError::Guard("an unfenced enqueue answered moved")))
     }
 
-    /// The one enqueue transaction: the outbox's (fenced) enqueue, then
-    /// `writes`, committed together or not at all, then the alarm armed in
-    /// the same turn. `Ok(None)`: a gated enqueue found its target moved
-    /// (the epoch it stored commits; `writes` does not run).
+    /// [`commit_enqueue`](Relay::commit_enqueue) once the alarm is known,
+    /// then the alarm armed in the same turn.
     async fn enqueue_in_transaction<R, E: std::fmt::Display>(
         &self,
         now_ms: u64,

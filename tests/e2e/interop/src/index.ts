@@ -72,12 +72,12 @@ export class TsSource extends DurableObject<Env> {
   }
 
   /** The package's operator methods, by name. */
-  async operate(op: string, target: string, seq: number) {
+  async operate(op: string, target: string, seq: number, limit = 10) {
     switch (op) {
       case "parkedTargets":
         return this.relay.parkedTargets();
       case "parkedRows":
-        return this.relay.parkedRows(target, { after: 0, limit: 10 });
+        return this.relay.parkedRows(target, { after: 0, limit });
       case "redrive":
         return this.relay.redrive(target);
       case "discard":
@@ -196,7 +196,8 @@ export default {
       const target = url.searchParams.get("target") ?? "";
       const seq = Number(url.searchParams.get("seq") ?? 0);
       try {
-        return Response.json(await env.TS_SOURCES.getByName(name).operate(rest[1], target, seq));
+        const limit = Number(url.searchParams.get("limit") ?? 10);
+        return Response.json(await env.TS_SOURCES.getByName(name).operate(rest[1], target, seq, limit));
       } catch (e) {
         const err = e as { code?: string; status?: number; message: string };
         return Response.json({ error: { code: err.code, message: err.message } }, { status: err.status ?? 500 });
