@@ -95,6 +95,13 @@ export interface TargetReport {
   retry_at_ms: number | null;
 }
 
+/** A page of a source's parked and failing targets, in name order. */
+export interface TargetPage {
+  targets: TargetReport[];
+  /** The `after` of the next page, when more follow. */
+  next: string | null;
+}
+
 /** One parked row. */
 export interface ParkedRow {
   seq: number;
@@ -198,13 +205,19 @@ export interface SourceStatus {
   scan_state: ScanState | null;
   scan_state_corrupt: boolean;
   blocked_targets: string[];
+  /** The first STATUS_TARGETS (50) parked targets by name, with their parked rows. */
   parked_targets: { [target: string]: number };
+  /** The first STATUS_TARGETS (50) failing targets by name, with their failed cycles. */
   failing_targets: { [target: string]: number };
+  /** Whether more parked or failing targets exist than listed: page them with parkedTargets. */
+  targets_truncated: boolean;
   oldest_row_age_ms: number | null;
   lag_exceeded: boolean;
   relay_watermark: number;
   capacity: { rows: number; bytes: number; max_rows: number; max_bytes: number; percent_full: number };
+  /** Counted up to STATUS_COUNT_MAX (1,000), which then means "at least". */
   dedup_records: number;
+  /** Counted up to STATUS_COUNT_MAX (1,000). */
   discarded_rows: number;
   last_prune_ms: number;
   last_alarm: AlarmSummary | null;
@@ -313,7 +326,7 @@ export interface RelayRpcMethods {
   status(source: string): Promise<SourceStatus>;
   deliveredThrough(source: string, seq: number): Promise<boolean>;
   relayWatermark(source: string): Promise<number>;
-  parkedTargets(source: string): Promise<TargetReport[]>;
+  parkedTargets(source: string, page?: { after?: string; limit?: number }): Promise<TargetPage>;
   parkedRows(source: string, target: string, page?: { after?: number; limit?: number }): Promise<ParkedPage>;
   redrive(source: string, target: string): Promise<ActionOutcome>;
   discard(source: string, target: string): Promise<ActionOutcome>;

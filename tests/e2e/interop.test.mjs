@@ -59,7 +59,7 @@ test("the package's operator methods park, page, redrive and discard a TypeScrip
   for (const i of [1, 2]) {
     assert.equal((await app.api("POST", "/ts-source/op-src", { rows: [{ target: "down-t", puts: [["k", i]] }] })).status, 200);
   }
-  await until(async () => (await op("parkedTargets")).body.some?.((t) => t.target === "down-t" && t.parked), "down-t parked");
+  await until(async () => (await op("parkedTargets")).body.targets?.some?.((t) => t.target === "down-t" && t.parked), "down-t parked");
   const page = await op("parkedRows", "?target=down-t");
   assert.deepEqual(page.body.rows.map((r) => r.seq), [1, 2]);
   assert.equal((await op("deliveredThrough", "?seq=2")).body, false);
@@ -81,7 +81,7 @@ test("the package's operator methods park, page, redrive and discard a TypeScrip
 
   assert.equal((await app.api("POST", "/rust-target/gone-t/faults", { reject: true, permanent: true })).status, 200);
   assert.equal((await app.api("POST", "/ts-source/op-src", { rows: [{ target: "gone-t", puts: [["k", 1]] }] })).status, 200);
-  await until(async () => (await op("parkedTargets")).body.some?.((t) => t.target === "gone-t" && t.parked), "gone-t parked");
+  await until(async () => (await op("parkedTargets")).body.targets?.some?.((t) => t.target === "gone-t" && t.parked), "gone-t parked");
   assert.deepEqual((await op("discard", "?target=gone-t")).body, { rows: 1, was_parked: true });
   assert.equal((await op("deliveredThrough", "?seq=3")).body, true, "a discarded row counts as done");
 });

@@ -179,6 +179,18 @@ pub const MAX_REQUEST_BYTES: u32 = 2 * 1024 * 1024;
 pub const MAX_CONTROL_BODY_DEPTH: u32 = 4;
 /// Most parked rows one page returns.
 pub const MAX_PARKED_ROWS_PER_PAGE: u32 = 500;
+/// Most target records (parked or failing) one page of `GET /parked`
+/// returns, and its default: a long outage can leave thousands, and one
+/// page reads only its own.
+pub const MAX_TARGETS_PER_PAGE: u32 = 200;
+/// Parked targets, and failing targets, a status names (each list): status
+/// reads one page of each, so its cost and size stay bounded however many
+/// records a source keeps; `targets_truncated` says when more exist.
+pub const STATUS_TARGETS: u32 = 50;
+/// Up to how many dedup records and kept discarded rows a status counts:
+/// a count reads every row it counts, so past this status answers this
+/// number, meaning "at least".
+pub const STATUS_COUNT_MAX: u32 = 1_000;
 /// Bytes of a W3C `traceparent` (version 00): carried in the row body, so
 /// it counts towards [`MAX_ROW_BYTES`] with its 12 bytes of framing.
 pub const TRACEPARENT_BYTES: u32 = 55;

@@ -15,7 +15,8 @@
 use std::rc::Rc;
 
 use durable_relay::core::{
-    decode_enqueue, ApplyRow, ErrorCode, Name, Traceparent, MAX_PARKED_ROWS_PER_PAGE, SEQ_MAX,
+    decode_enqueue, ApplyRow, ErrorCode, Name, Traceparent, MAX_PARKED_ROWS_PER_PAGE, MAX_TARGETS_PER_PAGE,
+    SEQ_MAX,
 };
 use durable_relay::durable::now_ms;
 use durable_relay::embed::{log_alarm, Enqueue, OnApply, Source, Target};
@@ -196,13 +197,19 @@ impl JsSource {
         })
     }
 
-    /// The parked and failing targets, with their records.
+    /// A page of the parked and failing targets, with their records: in
+    /// name order after `after` ("" from the first), at most `limit`
+    /// (1..=`MAX_TARGETS_PER_PAGE`).
     #[wasm_bindgen(js_name = parkedTargets)]
-    pub fn parked_targets(&self) -> Promise {
+    pub fn parked_targets(&self, after: String, limit: f64) -> Promise {
         let source = Rc::clone(&self.source);
         future_to_promise(async move {
+            if !after.is_empty() {
+                target_name(&after)?;
+            }
+            let limit = page_limit(limit, MAX_TARGETS_PER_PAGE)?;
             let relay = source.relay().map_err(js_error)?;
-            to_js(&relay.targets().map_err(|e| js_error(e.into()))?)
+            to_js(&relay.targets(&after, limit).map_err(|e| js_error(e.into()))?)
         })
     }
 
@@ -213,7 +220,7 @@ impl JsSource {
         let source = Rc::clone(&self.source);
         future_to_promise(async move {
             let (target, after) = (target_name(&target)?, sequence(after)?);
-            let limit = page_limit(limit)?;
+            let limit = page_limit(limit, MAX_PARKED_ROWS_PER_PAGE)?;
             let relay = source.relay().map_err(js_error)?;
             to_js(&relay.parked_page(&target, after, limit).map_err(|e| js_error(e.into()))?)
         })
@@ -274,8 +281,7 @@ fn sequence(value: f64) -> Result<u64, JsValue> {
 }
 
 /// A page size from JavaScript, 1..=`MAX_PARKED_ROWS_PER_PAGE`, or 400 `invalid_limit`.
-fn page_limit(value: f64) -> Result<u32, JsValue> {
-    let max = MAX_PARKED_ROWS_PER_PAGE;
+fn page_limit(value: f64, max: u32) -> Result<u32, JsValue> {
     let ok = value.fract() == 0.0 && (1.0..=f64::from(max)).contains(&value);
     ok.then_some(value as u32).ok_or_else(|| {
         js_error(HttpError::bad_request(

@@ -32,7 +32,7 @@ use crate::http::HttpError;
 use crate::partition::{self, Partitions, RouteFailure, RoutedEnqueue};
 use crate::routes::SourceOp;
 use crate::source::SourceStatus;
-use crate::store::outbox::{ActionOutcome, Enqueued, ParkedPage, TargetReport};
+use crate::store::outbox::{ActionOutcome, Enqueued, ParkedPage, TargetPage};
 
 /// A refusal or failure, with the relay's code.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -118,11 +118,6 @@ struct ErrorFields {
     message: String,
 }
 
-#[derive(Deserialize)]
-struct TargetsReply {
-    targets: Vec<TargetReport>,
-}
-
 impl SourceClient {
     /// The source's name.
     pub fn name(&self) -> &Name {
@@ -178,10 +173,10 @@ impl SourceClient {
         Ok(reply.relay_watermark)
     }
 
-    /// Parked and failing targets.
-    pub async fn targets(&self) -> Result<Vec<TargetReport>, RelayError> {
-        let reply: TargetsReply = self.call(SourceOp::ParkedTargets, None).await?;
-        Ok(reply.targets)
+    /// A page of the parked and failing targets, in name order after
+    /// `after`: at most `limit` (1..=[`MAX_TARGETS_PER_PAGE`](crate::core::MAX_TARGETS_PER_PAGE)).
+    pub async fn targets(&self, after: Option<&Name>, limit: u32) -> Result<TargetPage, RelayError> {
+        self.call(SourceOp::ParkedTargets { after: after.cloned(), limit }, None).await
     }
 
     /// A page of `target`'s parked rows: at most `limit` (1..=

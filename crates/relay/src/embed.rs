@@ -142,6 +142,11 @@ impl<S: Sql> Source<S> {
         Ok(self.relay.get_or_init(|| relay))
     }
 
+    /// The relay if something has opened it, without opening it.
+    pub fn opened(&self) -> Option<&Relay<S, DoAlarm>> {
+        self.relay.get()
+    }
+
     /// The object's database, for your own tables.
     pub fn sql(&self) -> Result<&S, HttpError> {
         Ok(self.relay()?.sql())

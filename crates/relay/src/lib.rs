@@ -52,6 +52,7 @@ pub use embed::{row, Enqueue, Migrations, OnApply, Source, Target};
 pub use source::{AlarmFailure, AlarmStore, Relay, SourceConfig, SourceStatus};
 pub use store::inbox::{ApplyFailure, Inbox, InboxTotals, KeyValue, KeysPage, Watermark};
 pub use store::outbox::{
-    ActionOutcome, Commit, EnqueueFailure, Enqueued, Outbox, OutboxSettings, ParkedPage, TargetReport,
+    ActionOutcome, Commit, EnqueueFailure, Enqueued, Outbox, OutboxSettings, ParkedPage, TargetPage,
+    TargetReport,
 };
 pub use store::{Sql, SqlValue, StoreError};

@@ -18,7 +18,8 @@ use crate::core::ErrorCode;
 use worker::Url;
 
 use crate::core::{
-    Name, MAX_KEYS_PER_PAGE, MAX_KEY_BYTES, MAX_PARKED_ROWS_PER_PAGE, MAX_PARTITIONS, SEQ_MAX,
+    Name, MAX_KEYS_PER_PAGE, MAX_KEY_BYTES, MAX_PARKED_ROWS_PER_PAGE, MAX_PARTITIONS, MAX_TARGETS_PER_PAGE,
+    SEQ_MAX,
 };
 use crate::http::HttpError;
 
@@ -33,8 +34,13 @@ pub enum SourceOp {
     Watermark,
     /// `GET /delivered-through/{seq}`.
     DeliveredThrough(u64),
-    /// `GET /parked`.
-    ParkedTargets,
+    /// `GET /parked?after=&limit=`.
+    ParkedTargets {
+        /// Targets after this name (none: from the first).
+        after: Option<Name>,
+        /// At most this many, 1..=[`MAX_TARGETS_PER_PAGE`].
+        limit: u32,
+    },
     /// `GET /parked/{target}?after=&limit=`.
     ParkedRows {
         /// The parked target.
@@ -203,7 +209,12 @@ impl SourceOp {
             ("GET", ["status"]) => SourceOp::Status,
             ("GET", ["watermark"]) => SourceOp::Watermark,
             ("GET", ["delivered-through", s]) => SourceOp::DeliveredThrough(seq(s, ErrorCode::InvalidSeq)?),
-            ("GET", ["parked"]) => SourceOp::ParkedTargets,
+            ("GET", ["parked"]) => {
+                let [after, limit_text] = params(url, ["after", "limit"])?;
+                let after = after.map(|a| name(&a, ErrorCode::InvalidQuery)).transpose()?;
+                let limit = limit(limit_text, MAX_TARGETS_PER_PAGE)?;
+                return Ok(SourceOp::ParkedTargets { after, limit });
+            }
             ("GET", ["parked", t]) => {
                 let target = name(t, ErrorCode::InvalidTarget)?;
                 let [after, limit_text] = params(url, ["after", "limit"])?;
@@ -252,7 +263,10 @@ impl SourceOp {
             SourceOp::Status => "/status".into(),
             SourceOp::Watermark => "/watermark".into(),
             SourceOp::DeliveredThrough(s) => format!("/delivered-through/{s}"),
-            SourceOp::ParkedTargets => "/parked".into(),
+            SourceOp::ParkedTargets { after: None, limit } => format!("/parked?limit={limit}"),
+            SourceOp::ParkedTargets { after: Some(after), limit } => {
+                format!("/parked?after={after}&limit={limit}")
+            }
             SourceOp::ParkedRows { target, after, limit } => {
                 format!("/parked/{target}?after={after}&limit={limit}")
             }
@@ -362,6 +376,21 @@ mod tests {
         );
         let code = |p: &str| source("POST", p).unwrap_err().code;
         assert_eq!(code("/parked/a%2Fb/redrive"), "invalid_target", "a decoded '/' is no name");
+        let get = |p: &str| source("GET", p);
+        let max = MAX_TARGETS_PER_PAGE;
+        assert_eq!(
+            get("/parked").unwrap(),
+            SourceOp::ParkedTargets { after: None, limit: max },
+            "default: a full page"
+        );
+        assert_eq!(
+            get(&format!("/parked?limit={max}")).unwrap(),
+            SourceOp::ParkedTargets { after: None, limit: max }
+        );
+        assert_eq!(get(&format!("/parked?limit={}", max + 1)).unwrap_err().code, "invalid_limit");
+        assert_eq!(get("/parked?limit=0").unwrap_err().code, "invalid_limit");
+        assert_eq!(get("/parked?after=a%20b").unwrap_err().code, "invalid_query", "after is a target name");
+        assert_eq!(get("/parked?page=2").unwrap_err().code, "invalid_query");
         assert_eq!(code("/parked/a%zz/redrive"), "invalid_target", "a bad escape stays as sent");
         assert_eq!(code("/parked/a%ff/redrive"), "invalid_target", "escapes that are not UTF-8");
         assert_eq!(percent_decode("%41%"), "A%");
@@ -386,6 +415,8 @@ mod tests {
         let ops = [
             SourceOp::DeliveredThrough(SEQ_MAX),
             SourceOp::ParkedRows { target: Name::new("t").unwrap(), after: 7, limit: 1 },
+            SourceOp::ParkedTargets { after: None, limit: MAX_TARGETS_PER_PAGE },
+            SourceOp::ParkedTargets { after: Some(Name::new("cust:9").unwrap()), limit: 1 },
             SourceOp::Redrive(Name::new("t").unwrap()),
         ];
         for op in ops {

@@ -33,7 +33,7 @@ use crate::core::{
 use crate::driver::{run_alarm, AlarmError, AlarmOptions, AlarmSummary, FireObserver, Targets};
 use crate::store::outbox::{
     ActionOutcome, EnqueueFailure, Enqueued, Outbox, OutboxSettings, ParkedPage, Seat, SourceState,
-    TargetReport,
+    TargetFilter, TargetPage, TargetReport,
 };
 use crate::store::{Sql, StoreError};
 
@@ -135,12 +135,19 @@ pub struct SourceStatus {
     #[serde(alias = "rs_corrupt")]
     pub scan_state_corrupt: bool,
     /// Failing targets whose rows are passed over now: their retry is not
-    /// due yet (see `TargetReport::retry_at_ms`), by name.
+    /// due yet (see `TargetReport::retry_at_ms`), by name; among the
+    /// failing targets listed.
     pub blocked_targets: Vec<Name>,
-    /// Parked targets and their parked rows.
+    /// Parked targets and their parked rows: the first
+    /// [`STATUS_TARGETS`](crate::core::STATUS_TARGETS) by name.
     pub parked_targets: BTreeMap<String, u64>,
-    /// Failing (not parked) targets and their consecutive failed cycles.
+    /// Failing (not parked) targets and their consecutive failed cycles:
+    /// the first [`STATUS_TARGETS`](crate::core::STATUS_TARGETS) by name.
     pub failing_targets: BTreeMap<String, u32>,
+    /// Whether more parked or failing targets exist than the two lists
+    /// name: page them all with `GET /parked`.
+    #[serde(default)]
+    pub targets_truncated: bool,
     /// Age of the oldest owed (queued or parked) row, ms.
     pub oldest_row_age_ms: Option<u64>,
     /// Whether that row is past the lag bound.
@@ -149,9 +156,12 @@ pub struct SourceStatus {
     pub relay_watermark: u64,
     /// Occupancy against the backpressure bounds.
     pub capacity: CapacityReport,
-    /// Dedup records remembered.
+    /// Dedup records remembered, counted up to
+    /// [`STATUS_COUNT_MAX`](crate::core::STATUS_COUNT_MAX) (which then
+    /// means "at least").
     pub dedup_records: u64,
-    /// Discarded rows still kept.
+    /// Discarded rows still kept, counted up to
+    /// [`STATUS_COUNT_MAX`](crate::core::STATUS_COUNT_MAX).
     pub discarded_rows: u64,
     /// When expired records were last pruned (0: never).
     pub last_prune_ms: u64,
@@ -540,7 +550,9 @@ impl<S: Sql, A: AlarmStore> Relay<S, A> {
         let owed = self.outbox.owed_head()?;
         let decoded = state.rs.as_deref().map(ScanState::decode);
         let rs = decoded.clone().and_then(Result::ok);
-        let targets = self.outbox.target_reports()?;
+        let limit = crate::core::STATUS_TARGETS;
+        let parked = self.outbox.target_reports(TargetFilter::Parked, "", limit)?;
+        let failing = self.outbox.target_reports(TargetFilter::Failing, "", limit)?;
         let capacity = self.outbox.capacity(&state);
         let per_row =
             (state.delivered_rows > 0).then(|| state.sql_rows_written as f64 / state.delivered_rows as f64);
@@ -562,15 +574,12 @@ impl<S: Sql, A: AlarmStore> Relay<S, A> {
             lag_breaches: state.lag_breaches,
             sql_rows_written: state.sql_rows_written,
             sql_rows_written_per_delivered_row: per_row,
-            blocked_targets: blocked_now(rs.as_ref(), &targets, now_ms),
+            blocked_targets: blocked_now(rs.as_ref(), &failing.targets, now_ms),
             scan_state_corrupt: matches!(decoded, Some(Err(_))),
             scan_state: rs,
-            parked_targets: targets.iter().filter(|t| t.parked).map(|t| (t.target.clone(), t.rows)).collect(),
-            failing_targets: targets
-                .iter()
-                .filter(|t| !t.parked)
-                .map(|t| (t.target.clone(), t.failed_cycles))
-                .collect(),
+            targets_truncated: parked.next.is_some() || failing.next.is_some(),
+            parked_targets: parked.targets.iter().map(|t| (t.target.clone(), t.rows)).collect(),
+            failing_targets: failing.targets.iter().map(|t| (t.target.clone(), t.failed_cycles)).collect(),
             oldest_row_age_ms: owed.map(|h| now_ms.saturating_sub(h.at_ms)),
             lag_exceeded: owed.is_some_and(|h| crate::core::schedule::lagging(h.at_ms.max(h.due_ms), now_ms)),
             relay_watermark: relay_watermark(owed, now_ms),
@@ -603,9 +612,10 @@ impl<S: Sql, A: AlarmStore> Relay<S, A> {
         Ok(relay_watermark(self.outbox.owed_head()?, now_ms))
     }
 
-    /// Parked and failing targets.
-    pub fn targets(&self) -> Result<Vec<TargetReport>, StoreError> {
-        self.outbox.target_reports()
+    /// A page of the parked and failing targets, in name order after
+    /// `after`: at most `limit` (1..=[`MAX_TARGETS_PER_PAGE`](crate::core::MAX_TARGETS_PER_PAGE)).
+    pub fn targets(&self, after: &str, limit: u32) -> Result<TargetPage, StoreError> {
+        self.outbox.target_reports(TargetFilter::All, after, limit)
     }
 
     /// A page of `target`'s parked rows.

@@ -210,3 +210,58 @@ fn an_enqueue_counts_queued_and_parked_rows_as_status_does() {
     assert_eq!((done.queued_rows, done.parked_rows), (1, 2), "q's row queued; p's two parked");
     assert_eq!((done.queued_rows, done.parked_rows), (status.queued_rows, status.parked_rows));
 }
+
+/// Every target record, read page by page with `limit`.
+fn every_page(sim: &Sim, limit: u32) -> (Vec<String>, u32) {
+    let (mut names, mut pages, mut after) = (Vec::new(), 0, String::new());
+    loop {
+        let page = sim.with_relay(S, |r| r.targets(&after, limit)).unwrap();
+        assert!(page.targets.len() <= limit as usize, "a page holds at most its limit");
+        pages += 1;
+        names.extend(page.targets.into_iter().map(|t| t.target));
+        match page.next {
+            Some(next) => after = next,
+            None => return (names, pages),
+        }
+    }
+}
+
+#[test]
+fn thousands_of_target_records_are_listed_a_bounded_page_at_a_time() {
+    use durable_relay::core::{MAX_TARGETS_PER_PAGE, STATUS_TARGETS};
+    let mut sim = Sim::new(1);
+    sim.enqueue(S, vec![row("t", "k", json!(1))]).unwrap();
+    let now = sim.now_ms();
+    sim.with_relay(S, |r| durable_relay::testing::seed_target_records(r.sql(), 1_500, 300, now)).unwrap();
+    let (names, pages) = every_page(&sim, MAX_TARGETS_PER_PAGE);
+    assert_eq!(names.len(), 1_800, "every record once");
+    assert!(names.windows(2).all(|w| w[0] < w[1]), "in name order, none twice");
+    assert_eq!(pages, 9, "1,800 records in pages of {MAX_TARGETS_PER_PAGE}");
+    assert_eq!(every_page(&sim, 1).0, names, "a page of one walks the same list");
+    let over = sim.with_relay(S, |r| r.targets("", MAX_TARGETS_PER_PAGE + 1)).unwrap();
+    assert_eq!(over.targets.len(), MAX_TARGETS_PER_PAGE as usize, "a limit past the bound is clamped");
+
+    let status = sim.with_relay(S, |r| futures::executor::block_on(r.status(now))).unwrap();
+    assert_eq!(status.parked_targets.len(), STATUS_TARGETS as usize);
+    assert_eq!(status.failing_targets.len(), STATUS_TARGETS as usize);
+    assert!(
+        status.parked_targets.keys().all(|t| t.starts_with("seeded-p")),
+        "parked ones, however many fail"
+    );
+    assert!(status.targets_truncated);
+    assert!(status.blocked_targets.len() <= STATUS_TARGETS as usize);
+}
+
+#[test]
+fn a_status_of_a_few_target_records_lists_them_all() {
+    let mut sim = Sim::new(1);
+    sim.enqueue(S, vec![row("t", "k", json!(1))]).unwrap();
+    let now = sim.now_ms();
+    sim.with_relay(S, |r| durable_relay::testing::seed_target_records(r.sql(), 50, 50, now)).unwrap();
+    let status = sim.with_relay(S, |r| futures::executor::block_on(r.status(now))).unwrap();
+    assert_eq!((status.parked_targets.len(), status.failing_targets.len()), (50, 50));
+    assert!(!status.targets_truncated, "exactly a page of each is not cut");
+    sim.with_relay(S, |r| durable_relay::testing::seed_target_records(r.sql(), 51, 0, now)).unwrap();
+    let status = sim.with_relay(S, |r| futures::executor::block_on(r.status(now))).unwrap();
+    assert!(status.targets_truncated, "one past the page is");
+}

@@ -21,7 +21,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use durable_relay::core::{Delay, EnqueueRow, Name, RelayBudget, ScanState, Traceparent};
 use durable_relay::partition::{Position, RoutedEnqueue};
 use durable_relay::sim::Sim;
-use durable_relay::{ActionOutcome, Enqueued, ParkedPage, SourceStatus, TargetReport};
+use durable_relay::{ActionOutcome, Enqueued, ParkedPage, SourceStatus, TargetPage, TargetReport};
 use serde_json::{json, Value};
 
 /// The fields each `export interface` of the `.d.ts` declares at its top
@@ -77,7 +77,8 @@ fn samples() -> Vec<(&'static str, Value)> {
     let alarm = sim.run_alarm("s", RelayBudget::FREE);
     let summary = alarm.summary.expect("an alarm summary");
     let status: SourceStatus = sim.with_relay("s", |r| futures::executor::block_on(r.status(now))).unwrap();
-    let report: TargetReport = sim.with_relay("s", |r| r.targets()).unwrap().remove(0);
+    let targets: TargetPage = sim.with_relay("s", |r| r.targets("", 1)).unwrap();
+    let report: TargetReport = targets.targets[0].clone();
     let mut scan = ScanState::new_cycle(9, None);
     (scan.blocked, scan.clock_ms, scan.next_due_ms, scan.passed_failing) =
         (vec![Name::new("b").unwrap()], 1, Some(2), true);
@@ -103,6 +104,7 @@ fn samples() -> Vec<(&'static str, Value)> {
         ("ScanState", to(&scan)),
         ("AlarmSummary", to(&summary)),
         ("TargetReport", to(&report)),
+        ("TargetPage", to(&TargetPage { next: Some("t".into()), ..targets })),
         ("ParkedPage", to(&page)),
         ("ActionOutcome", to(&ActionOutcome { rows: 1, was_parked: true })),
         ("RelayBudget", to(&RelayBudget::FREE)),
@@ -179,6 +181,7 @@ fn every_reply_the_rust_client_reads_decodes_what_the_relay_writes() {
             "Enqueued" => serde_json::from_str::<Enqueued>(&text).map(|_| ()),
             "SourceStatus" => serde_json::from_str::<SourceStatus>(&text).map(|_| ()),
             "TargetReport" => serde_json::from_str::<TargetReport>(&text).map(|_| ()),
+            "TargetPage" => serde_json::from_str::<TargetPage>(&text).map(|_| ()),
             "ActionOutcome" => serde_json::from_str::<ActionOutcome>(&text).map(|_| ()),
             _ => Ok(()),
         };

@@ -120,10 +120,10 @@ export class RelayRpc extends WorkerEntrypoint {
     return reply.relay_watermark;
   }
 
-  /** The source's parked and failing targets. */
-  async parkedTargets(source) {
-    const reply = await this.#call(source, "GET", "/parked");
-    return reply.targets;
+  /** A page of the source's parked and failing targets, in name order. */
+  async parkedTargets(source, { after, limit = 200 } = {}) {
+    const q = `${after === undefined ? "" : `after=${encodeURIComponent(after)}&`}limit=${encodeURIComponent(limit)}`;
+    return this.#call(source, "GET", `/parked?${q}`);
   }
 
   /** A page of a parked target's rows. */

@@ -59,15 +59,17 @@ pub async fn serve(
             json(&serde_json::json!({ "relay_watermark": min, "now_ms": durable_relay::durable::now_ms() }))
                 .map_err(internal)
         }
-        SourceOp::ParkedTargets => {
-            let lists = join_all(parts.iter().map(SourceClient::targets)).await;
+        SourceOp::ParkedTargets { ref after, limit } => {
+            let pages = join_all(parts.iter().map(|p| p.targets(after.as_ref(), limit))).await;
             let mut targets = Vec::new();
-            for (partition, list) in (0u32..).zip(lists) {
-                targets.extend(
-                    list.map_err(http)?.into_iter().map(|report| PartitionTarget { partition, report }),
-                );
+            let mut more = false;
+            for (partition, page) in (0u32..).zip(pages) {
+                let page = page.map_err(http)?;
+                more |= page.next.is_some();
+                targets.extend(page.targets.into_iter().map(|report| PartitionTarget { partition, report }));
             }
-            json(&serde_json::json!({ "targets": targets })).map_err(internal)
+            let (targets, next) = merge_pages(targets, limit, more);
+            json(&serde_json::json!({ "targets": targets, "next": next })).map_err(internal)
         }
         SourceOp::Redrive(ref t) | SourceOp::Discard(ref t) => {
             let redrive = matches!(op, SourceOp::Redrive(_));
@@ -122,6 +124,34 @@ struct PartitionTarget {
     partition: u32,
     #[serde(flatten)]
     report: TargetReport,
+}
+
+/// The first `limit` target names of the partitions' pages merged, with
+/// every partition's record of each name kept together (a target can be
+/// held by two partitions while a resize settles), and the `after` of the
+/// next page when any partition had more or the merge was cut.
+fn merge_pages(
+    mut targets: Vec<PartitionTarget>,
+    limit: u32,
+    more: bool,
+) -> (Vec<PartitionTarget>, Option<String>) {
+    targets.sort_by(|a, b| (&a.report.target, a.partition).cmp(&(&b.report.target, b.partition)));
+    let mut names = 0u32;
+    let mut kept = 0usize;
+    for (i, t) in targets.iter().enumerate() {
+        let new_name = i == 0 || targets.get(i - 1).is_some_and(|p| p.report.target != t.report.target);
+        if new_name {
+            if names == limit {
+                break;
+            }
+            names += 1;
+        }
+        kept = i + 1;
+    }
+    let cut = kept < targets.len();
+    targets.truncate(kept);
+    let next = if cut || more { targets.last().map(|t| t.report.target.clone()) } else { None };
+    (targets, next)
 }
 
 /// One partition's status in the logical source's.
@@ -237,4 +267,39 @@ async fn status(
         });
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(partition: u32, target: &str) -> PartitionTarget {
+        let report = TargetReport {
+            target: target.into(),
+            failed_cycles: 1,
+            parked: false,
+            reason: None,
+            first_failure_ms: None,
+            last_failure_ms: None,
+            last_error: None,
+            rows: 0,
+            retry_at_ms: None,
+        };
+        PartitionTarget { partition, report }
+    }
+
+    fn names(page: &[PartitionTarget]) -> Vec<(u32, &str)> {
+        page.iter().map(|t| (t.partition, t.report.target.as_str())).collect()
+    }
+
+    #[test]
+    fn merged_pages_keep_a_target_held_by_two_partitions_on_one_page() {
+        let (page, next) = merge_pages(vec![at(1, "b"), at(0, "a"), at(0, "b"), at(1, "c")], 2, false);
+        assert_eq!(names(&page), [(0, "a"), (0, "b"), (1, "b")], "both records of b, then cut");
+        assert_eq!(next.as_deref(), Some("b"));
+        let (page, next) = merge_pages(vec![at(1, "c")], 2, false);
+        assert_eq!((names(&page), next), (vec![(1, "c")], None), "the last page");
+        let (_, next) = merge_pages(vec![at(1, "c")], 2, true);
+        assert_eq!(next.as_deref(), Some("c"), "a partition with more means another page");
+    }
 }

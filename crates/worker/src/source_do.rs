@@ -110,7 +110,12 @@ impl DurableObject for RelaySource {
     }
 
     async fn fetch(&self, mut req: Request) -> worker::Result<Response> {
-        respond(self.route(&mut req).await)
+        #[cfg(feature = "testing")]
+        let before = self.source.opened().map(|r| r.sql().io()).unwrap_or_default();
+        let resp = respond(self.route(&mut req).await);
+        #[cfg(feature = "testing")]
+        let resp = resp.and_then(|r| self.with_io(r, before));
+        resp
     }
 
     async fn alarm(&self) -> worker::Result<Response> {
@@ -303,6 +308,18 @@ impl RelaySource {
         Ok(json(&report).map_err(internal)?.with_status(status))
     }
 
+    /// Test builds: the rows this request read and wrote, as the headers
+    /// `x-relay-rows-read` and `x-relay-rows-written`, so a test can hold a
+    /// route to a bounded cost.
+    #[cfg(feature = "testing")]
+    fn with_io(&self, mut resp: Response, before: durable_relay::testing::SqlIo) -> worker::Result<Response> {
+        let after = self.source.opened().map(|r| r.sql().io()).unwrap_or_default();
+        let headers = resp.headers_mut();
+        headers.set("x-relay-rows-read", &(after.read - before.read).to_string())?;
+        headers.set("x-relay-rows-written", &(after.written - before.written).to_string())?;
+        Ok(resp)
+    }
+
     /// Without the test plumbing there is no storage suite.
     #[cfg(not(feature = "testing"))]
     async fn conformance(&self) -> Result<Response, HttpError> {
@@ -356,6 +373,9 @@ impl RelaySource {
         }
         self.retire_delay_ms.set(body.retire_delay_ms);
         relay.sql().crash_checkpoints(body.crash_checkpoints);
+        let (failing, parked) = (body.seed_failing_targets, body.seed_parked_targets);
+        durable_relay::testing::seed_target_records(relay.sql(), failing, parked, now_ms())
+            .map_err(|e| HttpError::bad_request(ErrorCode::InvalidRequest, e.to_string()))?;
         if body.drop_alarm {
             relay.drop_alarm().await?;
         }

@@ -12,6 +12,7 @@ import type {
   ParkedPage,
   Row,
   SourceStatus,
+  TargetPage,
   TargetReport,
 } from "../dist/wire.js";
 
@@ -24,6 +25,7 @@ export type {
   ParkedPage,
   Row,
   SourceStatus,
+  TargetPage,
   TargetReport,
 } from "../dist/wire.js";
 
@@ -63,8 +65,8 @@ export declare class RelaySource {
   deliveredThrough(seq: number): Promise<boolean>;
   /** A commit-time lower bound of the rows still owed, ms since the epoch. */
   relayWatermark(): Promise<number>;
-  /** The parked and failing targets. */
-  parkedTargets(): Promise<TargetReport[]>;
+  /** A page of the parked and failing targets, in name order (`limit` 1..=200). */
+  parkedTargets(page?: { after?: string; limit?: number }): Promise<TargetPage>;
   /** A page of a parked target's rows (`limit` 1..=500). */
   parkedRows(target: string, page?: { after?: number; limit?: number }): Promise<ParkedPage>;
   /** Puts a parked target's rows back, in their original order. */

@@ -145,9 +145,11 @@ export class RelaySource {
     return this.#raw.relayWatermark();
   }
 
-  /** The parked and failing targets. */
-  parkedTargets() {
-    return this.#raw.parkedTargets();
+  /** A page of the parked and failing targets, in name order. */
+  parkedTargets({ after = "", limit = 200 } = {}) {
+    return rejecting(() =>
+      this.#raw.parkedTargets(text(after, "invalid_query", "after"), number(limit, "invalid_limit", "limit")),
+    );
   }
 
   /** A page of a parked target's rows. */

@@ -116,7 +116,8 @@ impl Sql for DoSql {
         for row in cursor.raw() {
             rows.push(Row(row.map_err(sql_error)?.into_iter().map(from_storage).collect()));
         }
-        Ok(Rows { rows, written: u32::try_from(cursor.rows_written()).unwrap_or(u32::MAX) })
+        let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+        Ok(Rows { rows, written: count(cursor.rows_written()), read: count(cursor.rows_read()) })
     }
 
     fn transaction<T>(&self, mut body: impl FnMut() -> Result<T, StoreError>) -> Result<T, StoreError> {

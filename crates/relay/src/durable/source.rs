@@ -121,8 +121,8 @@ pub async fn serve<S: Sql>(
             json(&WatermarkReply { relay_watermark: relay.relay_watermark(now)?, now_ms: now })
                 .map_err(internal)
         }
-        SourceOp::ParkedTargets => {
-            json(&serde_json::json!({ "targets": relay.targets()? })).map_err(internal)
+        SourceOp::ParkedTargets { after, limit } => {
+            json(&relay.targets(after.as_ref().map_or("", |a| a.as_str()), limit)?).map_err(internal)
         }
         SourceOp::ParkedRows { target, after, limit } => {
             json(&relay.parked_page(&target, after, limit)?).map_err(internal)

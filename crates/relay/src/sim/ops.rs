@@ -145,8 +145,7 @@ impl Sim {
     pub fn parked_targets(&self, source: &str) -> Vec<(String, TargetRecord, u32)> {
         let src = self.world.source(&name(source));
         let relay = &src.relay;
-        let reports = relay.targets().expect("target reports");
-        reports
+        every_target(relay)
             .into_iter()
             .filter(|t| t.parked)
             .map(|t| {
@@ -166,8 +165,7 @@ impl Sim {
     pub fn target_record(&self, source: &str, target: &str) -> Option<TargetRecord> {
         let src = self.world.source(&name(source));
         let relay = &src.relay;
-        let reports = relay.targets().expect("target reports");
-        reports.into_iter().find(|t| t.target == target).map(|t| TargetRecord {
+        every_target(relay).into_iter().find(|t| t.target == target).map(|t| TargetRecord {
             failed_cycles: t.failed_cycles,
             parked: if t.parked { t.reason } else { None },
             first_failure_ms: t.first_failure_ms,
@@ -296,5 +294,22 @@ impl Sim {
         let src = self.world.source(&name(source));
         let relay = &src.relay;
         f(relay)
+    }
+}
+
+/// Every target record of `relay`, page by page.
+#[allow(clippy::expect_used, reason = "the simulator's store is in memory")]
+fn every_target<S: crate::store::Sql, A: crate::source::AlarmStore>(
+    relay: &crate::source::Relay<S, A>,
+) -> Vec<crate::store::outbox::TargetReport> {
+    let mut all = Vec::new();
+    let mut after = String::new();
+    loop {
+        let page = relay.targets(&after, crate::core::MAX_TARGETS_PER_PAGE).expect("target reports");
+        all.extend(page.targets);
+        match page.next {
+            Some(next) => after = next,
+            None => return all,
+        }
     }
 }

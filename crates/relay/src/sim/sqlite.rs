@@ -66,7 +66,8 @@ impl Sql for SqliteSql {
         }
         drop(cursor);
         let written = self.conn.total_changes().saturating_sub(before);
-        Ok(Rows { rows, written: u32::try_from(written).unwrap_or(u32::MAX) })
+        let read = u32::try_from(rows.len()).unwrap_or(u32::MAX);
+        Ok(Rows { rows, written: u32::try_from(written).unwrap_or(u32::MAX), read })
     }
 
     fn transaction<T>(&self, mut body: impl FnMut() -> Result<T, StoreError>) -> Result<T, StoreError> {

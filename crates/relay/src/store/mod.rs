@@ -113,6 +113,10 @@ pub struct Rows {
     pub rows: Vec<Row>,
     /// SQLite rows the statement wrote (billing's "rows written").
     pub written: u32,
+    /// Rows the statement read (billing's "rows read": every row scanned,
+    /// index entries included). Durable Objects count it; the native
+    /// backend reports the rows returned, a lower bound.
+    pub read: u32,
 }
 
 /// A storage failure.

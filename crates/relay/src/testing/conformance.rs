@@ -365,7 +365,7 @@ async fn script<S: Sql + Clone>(sql: &S) -> Result<(), String> {
     relay.alarm(&targets, &now, &NoObserver).await.map_err(|x| e(&x.error))?;
 
     relay.status(now()).await.map_err(|x| e(&x))?;
-    relay.targets().map_err(|x| e(&x))?;
+    relay.targets("", 10).map_err(|x| e(&x))?;
     relay.parked_page(&bad, 0, 10).map_err(|x| e(&x))?;
     relay.delivered_through(3).map_err(|x| e(&x))?;
     relay.relay_watermark(now()).map_err(|x| e(&x))?;

@@ -62,12 +62,29 @@ pub struct FaultySql<S> {
     inner: S,
     /// Checkpoints still to fail.
     crash_checkpoints: std::rc::Rc<Cell<u32>>,
+    /// Rows read and written by every statement so far, so a test can
+    /// measure what one request costs.
+    io: std::rc::Rc<Cell<SqlIo>>,
+}
+
+/// Rows read and written, summed over statements.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SqlIo {
+    /// Rows read (see [`Rows::read`]).
+    pub read: u64,
+    /// Rows written.
+    pub written: u64,
 }
 
 impl<S: Sql> FaultySql<S> {
     /// Wraps `inner` with no fault armed.
     pub fn new(inner: S) -> FaultySql<S> {
-        FaultySql { inner, crash_checkpoints: std::rc::Rc::new(Cell::new(0)) }
+        FaultySql { inner, crash_checkpoints: std::rc::Rc::new(Cell::new(0)), io: std::rc::Rc::default() }
+    }
+
+    /// Rows read and written through this store so far.
+    pub fn io(&self) -> SqlIo {
+        self.io.get()
     }
 
     /// Fails the next `n` checkpoints.
@@ -91,7 +108,13 @@ impl<S: Sql> Sql for FaultySql<S> {
             self.crash_checkpoints.set(armed - 1);
             return Err(StoreError::Sql(INJECTED_CRASH.into()));
         }
-        self.inner.exec(query, params)
+        let rows = self.inner.exec(query, params)?;
+        let io = self.io.get();
+        self.io.set(SqlIo {
+            read: io.read + u64::from(rows.read),
+            written: io.written + u64::from(rows.written),
+        });
+        Ok(rows)
     }
 
     fn transaction<T>(&self, body: impl FnMut() -> Result<T, StoreError>) -> Result<T, StoreError> {
@@ -157,6 +180,40 @@ pub struct SourceFaultsBody {
     /// in that gap every time rather than one try in ten.
     #[serde(default)]
     pub retire_delay_ms: u32,
+    /// Write this many failing-target records (`seeded-f00000`, ...), each
+    /// after one failed cycle, as a long outage of many targets leaves
+    /// them: at most [`MAX_SEEDED_TARGETS`].
+    #[serde(default)]
+    pub seed_failing_targets: u32,
+    /// Write this many parked-target records (`seeded-p00000`, ...) with
+    /// no parked rows: at most [`MAX_SEEDED_TARGETS`].
+    #[serde(default)]
+    pub seed_parked_targets: u32,
+}
+
+/// Most target records one fault request seeds.
+pub const MAX_SEEDED_TARGETS: u32 = 20_000;
+
+/// Writes `failing` failing and `parked` parked target records in one
+/// statement each, as a checkpoint would have left them at `now_ms` (a
+/// parked target's rows are none here). Refused past [`MAX_SEEDED_TARGETS`].
+pub fn seed_target_records(sql: &impl Sql, failing: u32, parked: u32, now_ms: u64) -> Result<(), StoreError> {
+    if failing.max(parked) > MAX_SEEDED_TARGETS {
+        return Err(StoreError::Sql(format!("at most {MAX_SEEDED_TARGETS} seeded targets")));
+    }
+    for (n, prefix, cycles, is_parked) in [(failing, "seeded-f", 1, 0), (parked, "seeded-p", 0, 1)] {
+        if n == 0 {
+            continue;
+        }
+        sql.run(
+            "WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i + 1 < ?) \
+             INSERT INTO relay_targets (target, failed_cycles, parked, reason, first_failure_ms, \
+             last_failure_ms, last_error) SELECT printf('%s%05d', ?, i), ?, ?, 'seeded', ?, ?, 'seeded' FROM n \
+             WHERE true ON CONFLICT(target) DO NOTHING",
+            vec![int(u64::from(n)), prefix.into(), int(cycles), int(is_parked), int(now_ms), int(now_ms)],
+        )?;
+    }
+    Ok(())
 }
 
 /// Longest test delay of a retire, ms.

@@ -1,6 +1,6 @@
 //! Enqueue: read what admission needs, let the core decide, write the plan.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::convert::Infallible;
 use std::fmt;
 
@@ -15,6 +15,9 @@ use crate::core::{
 /// Rows per multi-row INSERT: six bound parameters each, under SQLite's
 /// 100-parameter limit per statement.
 const INSERT_ROWS_PER_STATEMENT: usize = 16;
+
+/// The parked targets and the delay holds among an enqueue's targets.
+type TargetRecords = (BTreeSet<String>, BTreeMap<String, u64>);
 
 /// What an enqueue did.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
@@ -156,8 +159,7 @@ impl<S: Sql> Outbox<S> {
             },
             _ => None,
         };
-        let parked = self.parked_set()?;
-        let held = self.holds(now_ms)?;
+        let (parked, held) = self.records_of(rows, now_ms)?;
         let input = AdmissionInput {
             os: state.os,
             now_ms,
@@ -287,12 +289,32 @@ impl<S: Sql> Outbox<S> {
     /// Targets with a live hold (see `core::delay::hold_live`), with the
     /// latest due time of each (an enqueue with no delayed rows about reads
     /// an empty set).
-    fn holds(&self, now_ms: u64) -> Result<BTreeMap<String, u64>, StoreError> {
+    /// Which of the rows' targets are parked, and the live delay holds of
+    /// the rows' targets: one statement that looks up each distinct target
+    /// by key, so an enqueue reads rows in proportion to its own targets,
+    /// never to the records a source keeps (thousands of failing targets
+    /// cost an enqueue nothing).
+    fn records_of(&self, rows: &[EnqueueRow], now_ms: u64) -> Result<TargetRecords, StoreError> {
+        let targets: BTreeSet<&str> = rows.iter().map(|r| r.target.as_str()).collect();
+        let list = serde_json::to_string(&targets).map_err(|e| StoreError::Corrupt(e.to_string()))?;
         let live_after = now_ms.saturating_sub(crate::core::HOLD_GRACE_MS);
-        let rows = self
-            .sql
-            .rows("SELECT target, due_ms FROM relay_holds WHERE due_ms > ?", vec![int(live_after)])?;
-        rows.iter().map(|r| Ok((r.text(0)?, r.u64(1)?))).collect()
+        let found = self.sql.rows(
+            "SELECT j.value, EXISTS (SELECT 1 FROM relay_targets t WHERE t.target = j.value AND t.parked = 1), \
+             (SELECT h.due_ms FROM relay_holds h WHERE h.target = j.value AND h.due_ms > ?) \
+             FROM json_each(?) j",
+            vec![int(live_after), list.into()],
+        )?;
+        let (mut parked, mut held) = (BTreeSet::new(), BTreeMap::new());
+        for r in found {
+            let target = r.text(0)?;
+            if let Some(due_ms) = r.opt_u64(2)? {
+                held.insert(target.clone(), due_ms);
+            }
+            if r.u64(1)? != 0 {
+                parked.insert(target);
+            }
+        }
+        Ok((parked, held))
     }
 
     pub(super) fn dedup_record(&self, key: &str) -> Result<Option<DedupRecord>, StoreError> {

@@ -11,8 +11,8 @@
 //! - `routing.rs`: a partition's half of routing (fence, adoption, key claims);
 //! - `audit.rs`: the invariants below, checked on the real tables.
 //!
-//! Schema (component `relay_source`, version 6; version 2 added parking and
-//! dedup):
+//! Schema (component `relay_source`, version 7; version 2 added parking and
+//! dedup, version 7 the indexes that keep status and parking reads bounded):
 //!
 //! ```sql
 //! relay_state   (id = 1, os, rs, queued_rows, queued_bytes, parked_rows, parked_bytes,
@@ -48,19 +48,18 @@ mod routing;
 mod window;
 
 use std::cell::Cell;
-use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
 pub use checkpoint::{Commit, CHECKPOINT_GUARD_SQL};
 pub use enqueue::{EnqueueFailure, Enqueued};
 pub use ledger::Pending;
-pub use parking::{ActionOutcome, ParkedPage, ParkedRow, TargetReport};
+pub use parking::{ActionOutcome, ParkedPage, ParkedRow, TargetFilter, TargetPage, TargetReport};
 pub use routing::{Adopted, Seat};
 
 use super::{int, schema, Sql, SqlValue, StoreError};
 use crate::core::{
-    Capacity, Head, Name, RelayPolicy, DEFAULT_DEDUP_HORIZON_MS, DEFAULT_DISCARD_HORIZON_MS,
+    Capacity, Head, RelayPolicy, DEFAULT_DEDUP_HORIZON_MS, DEFAULT_DISCARD_HORIZON_MS,
     DEFAULT_MAX_QUEUED_BYTES, DEFAULT_MAX_QUEUED_ROWS,
 };
 
@@ -150,6 +149,14 @@ const MIGRATIONS: &[&[&str]] = &[
         "CREATE TABLE relay_claims (key TEXT PRIMARY KEY, digest TEXT NOT NULL, at_ms INTEGER NOT NULL)",
         "CREATE INDEX relay_claims_at ON relay_claims (at_ms)",
         "ALTER TABLE relay_dedup ADD COLUMN due_ms TEXT",
+    ],
+    // Version 7: bounded reads. A parked target's rows by target (its
+    // count, page, redrive and discard read only its own rows), and the
+    // target records by state (status reads one page of the parked and one
+    // of the failing, however many thousands a long outage left).
+    &[
+        "CREATE INDEX relay_parked_target ON relay_parked (target, seq)",
+        "CREATE INDEX relay_targets_parked ON relay_targets (parked, target)",
     ],
 ];
 
@@ -358,26 +365,13 @@ impl<S: Sql> Outbox<S> {
         self.pending.set(now);
     }
 
-    /// Names of parked targets.
-    pub fn parked_set(&self) -> Result<BTreeSet<String>, StoreError> {
-        let rows = self.sql.rows("SELECT target FROM relay_targets WHERE parked = 1", vec![])?;
-        rows.iter().map(|r| r.text(0)).collect()
-    }
-
-    /// Consecutive failed cycles of targets that have any and are not parked.
-    pub fn failing(&self) -> Result<BTreeMap<Name, u32>, StoreError> {
-        let rows = self.sql.rows(
-            "SELECT target, failed_cycles FROM relay_targets WHERE failed_cycles > 0 AND parked = 0",
-            vec![],
+    /// Whether `target` is parked: one keyed read.
+    pub fn is_parked(&self, target: &str) -> Result<bool, StoreError> {
+        let row = self.sql.first(
+            "SELECT EXISTS (SELECT 1 FROM relay_targets WHERE target = ? AND parked = 1)",
+            vec![target.into()],
         )?;
-        let mut out = BTreeMap::new();
-        for r in rows {
-            // A stored name that no longer validates cannot be a row's target.
-            if let Ok(name) = Name::new(r.text(0)?) {
-                out.insert(name, r.u32(1)?);
-            }
-        }
-        Ok(out)
+        Ok(row.map_or(Ok(0), |r| r.u64(0))? != 0)
     }
 
     /// Rows and body bytes of `query`'s `COUNT(*), COALESCE(SUM(bytes), 0)`.
@@ -386,9 +380,13 @@ impl<S: Sql> Outbox<S> {
         row.map_or(Ok((0, 0)), |r| Ok((r.u64(0)?, r.u64(1)?)))
     }
 
-    /// Dedup records remembered.
+    /// Dedup records remembered, counted up to
+    /// [`STATUS_COUNT_MAX`](crate::core::STATUS_COUNT_MAX).
     pub fn dedup_records(&self) -> Result<u64, StoreError> {
-        let row = self.sql.first("SELECT COUNT(*) FROM relay_dedup", vec![])?;
+        let row = self.sql.first(
+            "SELECT COUNT(*) FROM (SELECT 1 FROM relay_dedup LIMIT ?)",
+            vec![int(u64::from(crate::core::STATUS_COUNT_MAX))],
+        )?;
         row.map_or(Ok(0), |r| r.u64(0))
     }
 }

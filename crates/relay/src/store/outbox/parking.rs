@@ -33,6 +33,48 @@ pub struct TargetReport {
     pub retry_at_ms: Option<u64>,
 }
 
+/// Which target records a page lists.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TargetFilter {
+    /// Parked and failing.
+    All,
+    /// Parked only.
+    Parked,
+    /// Failing (not parked) only.
+    Failing,
+}
+
+/// One page of target records, in name order.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TargetPage {
+    /// The records on this page.
+    pub targets: Vec<TargetReport>,
+    /// The `after` of the next page, when more follow.
+    pub next: Option<String>,
+}
+
+/// A `relay_targets` row (with its parked-row count) as a report.
+fn report(r: &crate::store::Row) -> Result<TargetReport, StoreError> {
+    let (failed_cycles, parked, last_failure_ms) = (r.u32(1)?, r.u64(2)? != 0, r.opt_u64(5)?);
+    let retry_at_ms = match (parked, last_failure_ms) {
+        (false, Some(last)) if failed_cycles > 0 => {
+            Some(Failing { cycles: failed_cycles, last_failure_ms: last }.retry_at_ms())
+        }
+        _ => None,
+    };
+    Ok(TargetReport {
+        target: r.text(0)?,
+        failed_cycles,
+        parked,
+        reason: r.opt_text(3)?,
+        first_failure_ms: r.opt_u64(4)?,
+        last_failure_ms,
+        last_error: r.opt_text(6)?,
+        rows: r.u64(7)?,
+        retry_at_ms,
+    })
+}
+
 /// A count as a signed gauge change.
 fn signed(v: u64) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)
@@ -75,36 +117,38 @@ pub struct ActionOutcome {
 }
 
 impl<S: Sql> Outbox<S> {
-    /// Targets that are parked or have failed cycles, with their records.
-    pub fn target_reports(&self) -> Result<Vec<TargetReport>, StoreError> {
+    /// A page of the target records `which` selects, in name order after
+    /// `after`: at most `limit` (1..=[`MAX_TARGETS_PER_PAGE`]). Reads the
+    /// page's records and each listed parked target's rows (by index), never
+    /// the others.
+    ///
+    /// [`MAX_TARGETS_PER_PAGE`]: crate::core::MAX_TARGETS_PER_PAGE
+    pub fn target_reports(
+        &self,
+        which: TargetFilter,
+        after: &str,
+        limit: u32,
+    ) -> Result<TargetPage, StoreError> {
+        let limit = limit.clamp(1, crate::core::MAX_TARGETS_PER_PAGE);
+        let filter = match which {
+            TargetFilter::All => "",
+            TargetFilter::Parked => "t.parked = 1 AND",
+            TargetFilter::Failing => "t.parked = 0 AND",
+        };
         let rows = self.sql.rows(
-            "SELECT t.target, t.failed_cycles, t.parked, t.reason, t.first_failure_ms, t.last_failure_ms, \
-             t.last_error, (SELECT COUNT(*) FROM relay_parked p WHERE p.target = t.target \
-             AND p.discarded_at_ms IS NULL) FROM relay_targets t ORDER BY t.target",
-            vec![],
+            &format!(
+                "SELECT t.target, t.failed_cycles, t.parked, t.reason, t.first_failure_ms, t.last_failure_ms, \
+                 t.last_error, (SELECT COUNT(*) FROM relay_parked p WHERE p.target = t.target \
+                 AND p.discarded_at_ms IS NULL) FROM relay_targets t WHERE {filter} t.target > ? \
+                 ORDER BY t.target LIMIT ?"
+            ),
+            vec![after.into(), int(u64::from(limit) + 1)],
         )?;
-        rows.iter()
-            .map(|r| {
-                let (failed_cycles, parked, last_failure_ms) = (r.u32(1)?, r.u64(2)? != 0, r.opt_u64(5)?);
-                let retry_at_ms = match (parked, last_failure_ms) {
-                    (false, Some(last)) if failed_cycles > 0 => {
-                        Some(Failing { cycles: failed_cycles, last_failure_ms: last }.retry_at_ms())
-                    }
-                    _ => None,
-                };
-                Ok(TargetReport {
-                    target: r.text(0)?,
-                    failed_cycles,
-                    parked,
-                    reason: r.opt_text(3)?,
-                    first_failure_ms: r.opt_u64(4)?,
-                    last_failure_ms,
-                    last_error: r.opt_text(6)?,
-                    rows: r.u64(7)?,
-                    retry_at_ms,
-                })
-            })
-            .collect()
+        let mut targets = rows.iter().map(report).collect::<Result<Vec<_>, _>>()?;
+        let more = targets.len() > limit as usize;
+        targets.truncate(limit as usize);
+        let next = if more { targets.last().map(|t| t.target.clone()) } else { None };
+        Ok(TargetPage { targets, next })
     }
 
     /// A page of `target`'s parked rows after `after`, ascending, at most
@@ -139,7 +183,7 @@ impl<S: Sql> Outbox<S> {
         self.sql.transaction(|| {
             let stored = self.stored()?;
             let tail = self.tail(stored.os)?;
-            let was_parked = self.parked_set()?.contains(target);
+            let was_parked = self.is_parked(target)?;
             let (rows, bytes) = self.parked_count(target)?;
             let t: SqlValue = target.into();
             // The rows come back below os, maybe above a tombstone, which must
@@ -185,7 +229,7 @@ impl<S: Sql> Outbox<S> {
         self.sql.transaction(|| {
             let stored = self.stored()?;
             let tail = self.tail(stored.os)?;
-            let was_parked = self.parked_set()?.contains(target);
+            let was_parked = self.is_parked(target)?;
             let (rows, bytes) = self.parked_count(target)?;
             let mut written = u64::from(self.sql.run(
                 "UPDATE relay_parked SET discarded_at_ms = ? WHERE target = ? AND discarded_at_ms IS NULL",
@@ -212,9 +256,13 @@ impl<S: Sql> Outbox<S> {
     }
 
     /// Discarded rows still kept (until their horizon).
+    /// Discarded rows still kept, counted up to
+    /// [`STATUS_COUNT_MAX`](crate::core::STATUS_COUNT_MAX).
     pub fn discarded_rows(&self) -> Result<u64, StoreError> {
-        let row =
-            self.sql.first("SELECT COUNT(*) FROM relay_parked WHERE discarded_at_ms IS NOT NULL", vec![])?;
+        let row = self.sql.first(
+            "SELECT COUNT(*) FROM (SELECT 1 FROM relay_parked WHERE discarded_at_ms IS NOT NULL LIMIT ?)",
+            vec![int(u64::from(crate::core::STATUS_COUNT_MAX))],
+        )?;
         row.map_or(Ok(0), |r| r.u64(0))
     }
 }
