@@ -5,8 +5,9 @@
 //! - order and exactly-once: what the target applied (its apply log) is a
 //!   prefix of what was enqueued for it, in sequence order, nothing twice;
 //! - nothing lost: every enqueued row not yet applied is queued or parked;
-//! - the watermark is the last applied sequence, so it is never past an
-//!   undelivered older row;
+//! - the watermark is the last applied sequence (or, before any, the one
+//!   the target held when its source was adopted mid-flight), so it is
+//!   never past an undelivered older row;
 //! - no row was sent to its target before the time it asked for
 //!   (`not_before_ms` or `delay_ms`), judged from the request itself.
 //!
@@ -49,7 +50,8 @@ pub(super) fn audit(world: &World) -> Result<(), String> {
         if let Some(lost) = expected[applied.len()..].iter().find(|s| !waiting.contains(s)) {
             return Err(format!("{}: row {lost} was neither applied nor kept", ctx()));
         }
-        if watermark != all_applied.last().copied().unwrap_or(0) {
+        let adopted = world.adopted_watermarks.borrow().get(&(source.clone(), target.clone())).copied();
+        if watermark != all_applied.last().copied().or(adopted).unwrap_or(0) {
             return Err(format!("{}: watermark {watermark} is not the last applied row", ctx()));
         }
         if let Some(older) = expected.get(applied.len()) {

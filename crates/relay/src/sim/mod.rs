@@ -21,6 +21,7 @@
 //! sim.audit().unwrap();
 //! ```
 
+mod adopt;
 mod audit;
 mod ops;
 mod partitions;

@@ -17,10 +17,11 @@ use super::rng::SimRng;
 use super::sqlite::SqliteSql;
 use super::SimAlarm;
 use crate::core::{Name, RelayBudget, RelayHook, DEFAULT_MAX_IN_FLIGHT};
-use crate::driver::AlarmOptions;
+use crate::driver::{AlarmError, AlarmOptions};
 use crate::source::{Relay, SourceConfig};
 use crate::store::inbox::Inbox;
 use crate::store::outbox::OutboxSettings;
+use crate::store::StoreError;
 use crate::testing::{FaultySql, TestTables};
 
 /// A simulated source's store: the native SQLite behind the fault wrapper.
@@ -99,6 +100,10 @@ pub(crate) struct World {
     pub(crate) not_before: RefCell<BTreeMap<(Name, u64), u64>>,
     /// Rows a target was sent before their time: the audit reports them.
     pub(crate) early: RefCell<Vec<String>>,
+    /// Per (source, target), the watermark the target already held when
+    /// the source was adopted with rows in flight (see `Sim::adopt_source`):
+    /// the apply log starts after it.
+    pub(crate) adopted_watermarks: RefCell<BTreeMap<(Name, Name), u64>>,
 }
 
 /// The simulated clock starts here (Nov 2023), far from zero so that
@@ -121,6 +126,7 @@ impl World {
             total_calls: Cell::new(0),
             not_before: RefCell::new(BTreeMap::new()),
             early: RefCell::new(Vec::new()),
+            adopted_watermarks: RefCell::new(BTreeMap::new()),
         }
     }
 
@@ -137,16 +143,21 @@ impl World {
         if let Some(s) = self.sources.borrow().get(name) {
             return s.clone();
         }
+        let sql = SqliteSql::memory().expect("an in-memory database");
+        self.open_source(name, sql).expect("a valid source")
+    }
+
+    /// Opens the source `name` on `sql` (creating or migrating its tables)
+    /// and adds it to the world.
+    pub(crate) fn open_source(&self, name: &Name, sql: SqliteSql) -> Result<Rc<SimSource>, AlarmError> {
         let settings = self.settings.borrow().get(name).copied().unwrap_or_default();
         let alarm = Rc::new(Cell::new(None));
-        let sql = FaultySql::new(SqliteSql::memory().expect("an in-memory database"));
         let coalesce = self.coalesce.borrow().get(name).copied().unwrap_or(0);
         let config = source_config(RelayBudget::default(), settings, coalesce);
-        let relay =
-            Relay::open(name.clone(), sql, SimAlarm::sharing(alarm.clone()), config).expect("a valid source");
+        let relay = Relay::open(name.clone(), FaultySql::new(sql), SimAlarm::sharing(alarm.clone()), config)?;
         let source = Rc::new(SimSource { relay, alarm, mid_fire: RefCell::default() });
         self.sources.borrow_mut().insert(name.clone(), source.clone());
-        source
+        Ok(source)
     }
 
     /// Makes sure the target `name` exists.
@@ -159,15 +170,22 @@ impl World {
             return;
         }
         let sql = SqliteSql::memory().expect("an in-memory database");
+        self.open_target(name, sql).expect("inbox and test tables");
+    }
+
+    /// Opens the target `name` on `sql` (creating or migrating its inbox,
+    /// then its test tables) and adds it to the world.
+    pub(crate) fn open_target(&self, name: &Name, sql: SqliteSql) -> Result<(), StoreError> {
         let target = SimTarget {
-            inbox: Inbox::open(sql.clone()).expect("inbox tables"),
-            tables: TestTables::open(sql).expect("test tables"),
+            inbox: Inbox::open(sql.clone())?,
+            tables: TestTables::open(sql)?,
             fault: TargetFault::Healthy,
             lose_replies: 0,
             hook: None,
             calls: 0,
         };
         self.targets.borrow_mut().insert(name.clone(), target);
+        Ok(())
     }
 
     /// Records accepted rows for the audit.

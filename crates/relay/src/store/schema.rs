@@ -10,7 +10,7 @@ use super::{int, Sql, SqlValue, StoreError};
 /// migration after the stored one. `migrations[i]` moves version `i` to
 /// `i + 1`. Returns the version now stored.
 pub fn migrate(sql: &impl Sql, component: &str, migrations: &[&[&str]]) -> Result<u32, StoreError> {
-    let newest = u32::try_from(migrations.len()).unwrap_or(u32::MAX);
+    let newest = versions(migrations);
     let stored = stored_version(sql, component)?;
     if stored > newest {
         return Err(StoreError::Sql(format!(
@@ -45,4 +45,21 @@ pub fn stored_version(sql: &impl Sql, component: &str) -> Result<u32, StoreError
     )?;
     let row = sql.first("SELECT version FROM relay_schema WHERE component = ?", vec![component.into()])?;
     row.map_or(Ok(0), |r| r.u32(0))
+}
+
+/// The newest version `migrations` reach.
+pub fn versions(migrations: &[&[&str]]) -> u32 {
+    u32::try_from(migrations.len()).unwrap_or(u32::MAX)
+}
+
+/// The migrations that reach `version` and no further; refuses a version
+/// past the newest.
+pub fn first_versions<'a>(
+    migrations: &'a [&'a [&'a str]],
+    version: u32,
+) -> Result<&'a [&'a [&'a str]], StoreError> {
+    let newest = versions(migrations);
+    migrations.get(..version as usize).ok_or_else(|| {
+        StoreError::Sql(format!("schema version {version} is unknown; this build knows up to {newest}"))
+    })
 }

@@ -13,9 +13,12 @@
 //!   transaction, so tests check order and exactly-once row by row;
 //! - [`MemoryAlarm`]: an alarm kept in memory, for a relay whose alarm is
 //!   not under test;
-//! - [`conformance`]: one storage suite for every [`Sql`] backend.
+//! - [`conformance`]: one storage suite for every [`Sql`] backend;
+//! - [`upgrade`]: a database brought to an older schema version, for the
+//!   upgrade fixtures.
 
 pub mod conformance;
+pub mod upgrade;
 
 use std::cell::Cell;
 
