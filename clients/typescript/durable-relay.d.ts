@@ -117,6 +117,15 @@ export interface ParkedPage {
   next: number | null;
 }
 
+/** What a re-arm check found and did. */
+export interface Rearmed {
+  /** Whether it set the alarm (rows were queued and none was set). */
+  rearmed: boolean;
+  /** The stored alarm afterwards, ms since the epoch. */
+  alarm_at_ms: number | null;
+  queued_rows: number;
+}
+
 /** What a redrive or discard did. */
 export interface ActionOutcome {
   rows: number;
@@ -328,6 +337,7 @@ export interface RelayRpcMethods {
   relayWatermark(source: string): Promise<number>;
   parkedTargets(source: string, page?: { after?: string; limit?: number }): Promise<TargetPage>;
   parkedRows(source: string, target: string, page?: { after?: number; limit?: number }): Promise<ParkedPage>;
+  rearm(source: string): Promise<Rearmed>;
   redrive(source: string, target: string): Promise<ActionOutcome>;
   discard(source: string, target: string): Promise<ActionOutcome>;
 }

@@ -120,6 +120,14 @@ export class Relay {
     for (const f of this.tempFiles) rmSync(f, { force: true });
   }
 
+  /** Runs the Worker's scheduled handler once, as its Cron Trigger would. */
+  async scheduled() {
+    const res = await fetch(`${this.base}/__scheduled?cron=${encodeURIComponent("*/5 * * * *")}`, {
+      signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS),
+    });
+    if (res.status !== 200) throw new Error(`/__scheduled answered ${res.status}: ${await res.text()}`);
+  }
+
   /** An HTTP call with the token (and any extra `headers`); returns { status, body } (body parsed when JSON). */
   async api(method, path, body, { token = TOKEN, raw = false, headers: extra = {} } = {}) {
     this.remember(path, body);
@@ -311,6 +319,8 @@ async function startOnce({ configs, persistDir, ready, vars }) {
   const args = [
     "dev", "--port", String(port), "--ip", "127.0.0.1", "--inspector-port", String(inspector),
     "--persist-to", persistDir, "--show-interactive-dev-session=false",
+    // GET /__scheduled runs the first Worker's scheduled handler (the sweep).
+    "--test-scheduled",
   ];
   for (const config of configs) args.push("--config", config);
   // --var reaches the first config's Worker; multi-Worker sessions set [vars].

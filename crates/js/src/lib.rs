@@ -226,6 +226,17 @@ impl JsSource {
         })
     }
 
+    /// Sets the alarm if rows are queued and none is set: call it from a
+    /// scheduled handler over your sources (the platform drops an alarm
+    /// whose retries failed).
+    pub fn rearm(&self) -> Promise {
+        let source = Rc::clone(&self.source);
+        future_to_promise(async move {
+            let relay = source.relay().map_err(js_error)?;
+            to_js(&relay.rearm(now_ms()).await.map_err(|e| js_error(e.into()))?)
+        })
+    }
+
     /// Puts a parked target's rows back, in their original order.
     pub fn redrive(&self, target: String) -> Promise {
         let source = Rc::clone(&self.source);

@@ -31,7 +31,7 @@ use crate::durable::{StubCall, StubReply};
 use crate::http::HttpError;
 use crate::partition::{self, Partitions, RouteFailure, RoutedEnqueue};
 use crate::routes::SourceOp;
-use crate::source::SourceStatus;
+use crate::source::{Rearmed, SourceStatus};
 use crate::store::outbox::{ActionOutcome, Enqueued, ParkedPage, TargetPage};
 
 /// A refusal or failure, with the relay's code.
@@ -165,6 +165,11 @@ impl SourceClient {
     pub async fn delivered_through(&self, seq: u64) -> Result<bool, RelayError> {
         let reply: DeliveredThrough = self.call(SourceOp::DeliveredThrough(seq), None).await?;
         Ok(reply.delivered)
+    }
+
+    /// Sets the source's alarm if rows are queued and none is set.
+    pub async fn rearm(&self) -> Result<Rearmed, RelayError> {
+        self.call(SourceOp::Rearm, None).await
     }
 
     /// The commit-time lower bound of the rows still owed.

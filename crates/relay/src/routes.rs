@@ -52,6 +52,10 @@ pub enum SourceOp {
     },
     /// `POST /parked/{target}/redrive`.
     Redrive(Name),
+    /// `POST /rearm`: sets the alarm if rows are queued and none is set
+    /// (the platform drops an alarm after its retries fail); a scheduled
+    /// sweep calls it on every source.
+    Rearm,
     /// `POST /parked/{target}/discard`.
     Discard(Name),
     /// `POST /adopt` (routers only, through the DO binding): adopt a
@@ -224,6 +228,7 @@ impl SourceOp {
             }
             ("POST", ["parked", t, "redrive"]) => SourceOp::Redrive(name(t, ErrorCode::InvalidTarget)?),
             ("POST", ["parked", t, "discard"]) => SourceOp::Discard(name(t, ErrorCode::InvalidTarget)?),
+            ("POST", ["rearm"]) => SourceOp::Rearm,
             ("POST", ["adopt"]) => SourceOp::Adopt,
             ("POST", ["claim"]) => SourceOp::Claim,
             ("GET", ["foreign-targets", n, i]) => {
@@ -272,6 +277,7 @@ impl SourceOp {
             }
             SourceOp::Redrive(t) => format!("/parked/{t}/redrive"),
             SourceOp::Discard(t) => format!("/parked/{t}/discard"),
+            SourceOp::Rearm => "/rearm".into(),
             SourceOp::Adopt => "/adopt".into(),
             SourceOp::Claim => "/claim".into(),
             SourceOp::ForeignTargets { partitions, index } => {

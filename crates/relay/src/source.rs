@@ -175,6 +175,17 @@ pub struct SourceStatus {
     pub config: SourceConfig,
 }
 
+/// What a re-arm check found and did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Rearmed {
+    /// Whether it set the alarm (rows were queued and none was set).
+    pub rearmed: bool,
+    /// The stored alarm afterwards, ms since the epoch.
+    pub alarm_at_ms: Option<u64>,
+    /// Rows queued.
+    pub queued_rows: u64,
+}
+
 /// The failing targets passed over at `now_ms`: those an older version
 /// listed in `rs`, and those whose retry is not due yet.
 fn blocked_now(rs: Option<&ScanState>, targets: &[TargetReport], now_ms: u64) -> Vec<Name> {
@@ -298,6 +309,7 @@ impl<S: Sql, A: AlarmStore> Relay<S, A> {
         fence: Fence,
         writes: impl FnMut(&Enqueued) -> Result<R, E>,
     ) -> Result<Option<(R, Enqueued)>, EnqueueFailure<E>> {
+        self.forget_past_alarm(now_ms);
         self.load_alarm().await.map_err(EnqueueFailure::Store)?;
         // No await from here until the alarm is armed: the rows, the new os,
         // the caller's writes and the arming commit together.
@@ -530,13 +542,30 @@ impl<S: Sql, A: AlarmStore> Relay<S, A> {
     /// rolled back an alarm noted by [`enqueue_now`](Relay::enqueue_now)).
     /// Answers the stored alarm as read, and whether it re-armed.
     pub async fn recheck_alarm(&self, now_ms: u64) -> Result<(Option<u64>, bool), StoreError> {
+        let (stored, rearmed, _) = self.recheck(now_ms).await?;
+        Ok((stored, rearmed))
+    }
+
+    /// [`recheck_alarm`](Relay::recheck_alarm), also answering the rows
+    /// queued (one read of the state).
+    async fn recheck(&self, now_ms: u64) -> Result<(Option<u64>, bool, u64), StoreError> {
         let stored = self.alarm.get().await?;
         self.known.set(stored.map_or(AlarmKnown::None, AlarmKnown::At));
-        let rearmed = needs_rearm(self.outbox.state()?.queued_rows, stored);
+        let queued_rows = self.outbox.state()?.queued_rows;
+        let rearmed = needs_rearm(queued_rows, stored);
         if rearmed {
             self.arm_at(now_ms).await?;
         }
-        Ok((stored, rearmed))
+        Ok((stored, rearmed, queued_rows))
+    }
+
+    /// Sets the alarm if rows are queued and none is set: the platform
+    /// drops an alarm whose retries all failed, and a source that then gets
+    /// no traffic would keep its rows. Reads the state row and the alarm;
+    /// call it from a scheduled sweep over your sources.
+    pub async fn rearm(&self, now_ms: u64) -> Result<Rearmed, StoreError> {
+        let (stored, rearmed, queued_rows) = self.recheck(now_ms).await?;
+        Ok(Rearmed { rearmed, alarm_at_ms: if rearmed { Some(now_ms) } else { stored }, queued_rows })
     }
 
     /// Assembles a status from the state row and what status read.
@@ -626,6 +655,7 @@ impl<S: Sql, A: AlarmStore> Relay<S, A> {
     /// Puts `target`'s parked rows back in order and arms the alarm.
     pub async fn redrive(&self, target: &Name, now_ms: u64) -> Result<ActionOutcome, StoreError> {
         // Loaded first, so the redrive and its arming share one turn.
+        self.forget_past_alarm(now_ms);
         self.load_alarm().await?;
         let outcome = self.outbox.redrive(target.as_str())?;
         if outcome.rows > 0 {
@@ -640,11 +670,22 @@ impl<S: Sql, A: AlarmStore> Relay<S, A> {
     }
 
     /// Deletes the stored alarm, as the platform does after too many failed
-    /// retries (a test fault: the next status read or enqueue must re-arm).
+    /// retries: without telling this instance, whose memory of the alarm
+    /// is left as it was (a test fault: the next status read, enqueue or
+    /// re-arm must set it again).
     pub async fn drop_alarm(&self) -> Result<(), StoreError> {
-        self.alarm.delete().await?;
-        self.known.set(AlarmKnown::None);
-        Ok(())
+        self.alarm.delete().await
+    }
+
+    /// Forgets a remembered alarm whose time has passed. An alarm that came
+    /// due runs `alarm()`, which forgets it first; still remembering one
+    /// means the platform dropped it unseen (its retries failed), and
+    /// trusting the memory would leave new rows with no alarm. The next
+    /// use reads the stored alarm again (one read).
+    fn forget_past_alarm(&self, now_ms: u64) {
+        if matches!(self.known.get(), AlarmKnown::At(at) if at < now_ms) {
+            self.known.set(AlarmKnown::Unknown);
+        }
     }
 
     /// Loads what this instance knows of its alarm, if it does not know.

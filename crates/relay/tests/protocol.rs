@@ -29,6 +29,7 @@ fn source_samples() -> Vec<SourceOp> {
         SourceOp::Watermark,
         SourceOp::DeliveredThrough(SEQ_MAX),
         SourceOp::ParkedTargets { after: Some(n("t:1")), limit: 3 },
+        SourceOp::Rearm,
         SourceOp::ParkedRows { target: n("t:1"), after: 7, limit: 3 },
         SourceOp::Redrive(n("t")),
         SourceOp::Discard(n("t")),

@@ -428,3 +428,23 @@ fn a_hook_adds_effects_atomically_and_its_error_rejects_only_that_target() {
     assert_eq!(sim.queued(S), vec![2]);
     sim.audit().unwrap();
 }
+
+#[test]
+fn an_enqueue_after_the_platform_dropped_the_alarm_unseen_sets_it_again() {
+    let mut sim = Sim::new(1);
+    sim.fail_target("down");
+    sim.enqueue(S, vec![row("down", "k", json!(1))]).unwrap();
+    sim.run_alarm(S, RelayBudget::FREE);
+    let backoff = sim.alarm_at(S).expect("a failing target's retry keeps an alarm");
+    // The platform drops it without running alarm(): the instance still
+    // remembers it, and its time passes.
+    sim.drop_alarm(S);
+    sim.advance(backoff.saturating_sub(sim.now_ms()) + 1_000);
+    sim.heal_target("down");
+    sim.enqueue(S, vec![row("down", "k", json!(2))]).unwrap();
+    let at = sim.alarm_at(S).expect("the enqueue set the alarm again");
+    assert!(at <= sim.now_ms() + 1_000, "due now, not at the forgotten time: {at}");
+    sim.run_until_idle(S, RelayBudget::FREE, 10);
+    assert_eq!(sim.queued(S).len(), 0);
+    sim.audit().unwrap();
+}

@@ -21,7 +21,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use durable_relay::core::{Delay, EnqueueRow, Name, RelayBudget, ScanState, Traceparent};
 use durable_relay::partition::{Position, RoutedEnqueue};
 use durable_relay::sim::Sim;
-use durable_relay::{ActionOutcome, Enqueued, ParkedPage, SourceStatus, TargetPage, TargetReport};
+use durable_relay::{ActionOutcome, Enqueued, ParkedPage, Rearmed, SourceStatus, TargetPage, TargetReport};
 use serde_json::{json, Value};
 
 /// The fields each `export interface` of the `.d.ts` declares at its top
@@ -107,6 +107,7 @@ fn samples() -> Vec<(&'static str, Value)> {
         ("TargetPage", to(&TargetPage { next: Some("t".into()), ..targets })),
         ("ParkedPage", to(&page)),
         ("ActionOutcome", to(&ActionOutcome { rows: 1, was_parked: true })),
+        ("Rearmed", to(&Rearmed { rearmed: true, alarm_at_ms: Some(1), queued_rows: 1 })),
         ("RelayBudget", to(&RelayBudget::FREE)),
     ]
 }
@@ -183,6 +184,7 @@ fn every_reply_the_rust_client_reads_decodes_what_the_relay_writes() {
             "TargetReport" => serde_json::from_str::<TargetReport>(&text).map(|_| ()),
             "TargetPage" => serde_json::from_str::<TargetPage>(&text).map(|_| ()),
             "ActionOutcome" => serde_json::from_str::<ActionOutcome>(&text).map(|_| ()),
+            "Rearmed" => serde_json::from_str::<Rearmed>(&text).map(|_| ()),
             _ => Ok(()),
         };
         assert!(decoded.is_ok(), "{name}: {decoded:?}");

@@ -132,6 +132,11 @@ export class RelayRpc extends WorkerEntrypoint {
     return this.#call(source, "GET", `/parked/${encodeURIComponent(target)}?${q}`);
   }
 
+  /** Sets the source's alarm if rows are queued and none is set (a dropped alarm). */
+  async rearm(source) {
+    return this.#call(source, "POST", "/rearm");
+  }
+
   /** Puts a parked target's rows back, in their original order. */
   async redrive(source, target) {
     return this.#call(source, "POST", `/parked/${encodeURIComponent(target)}/redrive`);

@@ -10,11 +10,13 @@
 //! | `POST /sources/{source}` | `{"source","new":bool}` (one row written when new) |
 //! | `GET /sources?after=&limit=` | [`SourcePage`] |
 //! | `DELETE /sources/{source}` | `{"source","removed":bool}` |
+//! | `POST /sweep?limit=` | [`SweepPage`]: the scheduled sweep's next page ([`crate::sweep`]) |
 //!
-//! Schema (component `relay_directory`, version 1):
+//! Schema (component `relay_directory`, version 2):
 //!
 //! ```sql
 //! relay_directory (name TEXT PRIMARY KEY, listed_ms INTEGER) WITHOUT ROWID
+//! relay_directory_sweep (id = 1, after TEXT)  -- version 2: where the sweep's round stands
 //! ```
 
 use durable_relay::core::ErrorCode;
@@ -36,8 +38,12 @@ pub const DIRECTORY_BINDING: &str = "RELAY_DIRECTORY";
 pub const DIRECTORY_OBJECT: &str = "sources";
 
 const COMPONENT: &str = "relay_directory";
-const MIGRATIONS: &[&[&str]] = &[&["CREATE TABLE relay_directory (name TEXT PRIMARY KEY, \
-     listed_ms INTEGER NOT NULL) WITHOUT ROWID"]];
+const MIGRATIONS: &[&[&str]] = &[
+    &["CREATE TABLE relay_directory (name TEXT PRIMARY KEY, listed_ms INTEGER NOT NULL) WITHOUT ROWID"],
+    // Version 2: the scheduled sweep's cursor, so each run takes the next
+    // page and a round covers every source however many there are.
+    &["CREATE TABLE relay_directory_sweep (id INTEGER PRIMARY KEY CHECK (id = 1), after TEXT NOT NULL)"],
+];
 
 /// One listed source.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -55,6 +61,18 @@ pub struct SourcePage {
     pub sources: Vec<Listed>,
     /// Pass as `after` for the next page; none on the last.
     pub next: Option<String>,
+}
+
+/// One run's page of the sweep's round.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SweepPage {
+    /// The sources to check, in name order.
+    pub sources: Vec<String>,
+    /// Whether this page ends the round (the next run starts again from
+    /// the first source).
+    pub round_complete: bool,
+    /// Rows the directory read for this page.
+    pub rows_read: u64,
 }
 
 /// The directory Durable Object.
@@ -105,7 +123,33 @@ impl RelayDirectory {
                 json(&serde_json::json!({"source": name.as_str(), "removed": removed > 0})).map_err(internal)
             }
             DirectoryOp::List { after, limit } => json(&self.page(after.as_ref(), limit)?).map_err(internal),
+            DirectoryOp::Sweep { limit } => json(&self.sweep_page(limit).map_err(store)?).map_err(internal),
         }
+    }
+
+    /// The next `limit` sources after the sweep's cursor, advancing it (to
+    /// the start once the page reaches the end), in one transaction.
+    fn sweep_page(&self, limit: u32) -> Result<SweepPage, StoreError> {
+        self.db.transaction(|| {
+            let cursor = self.db.exec("SELECT after FROM relay_directory_sweep WHERE id = 1", vec![])?;
+            let after = cursor.rows.first().map(|r| r.text(0)).transpose()?.unwrap_or_default();
+            let page = self.db.exec(
+                "SELECT name FROM relay_directory WHERE name > ? ORDER BY name LIMIT ?",
+                vec![after.as_str().into(), int(u64::from(limit) + 1)],
+            )?;
+            let mut sources = page.rows.iter().map(|r| r.text(0)).collect::<Result<Vec<_>, _>>()?;
+            let round_complete = sources.len() <= limit as usize;
+            sources.truncate(limit as usize);
+            let next =
+                if round_complete { String::new() } else { sources.last().cloned().unwrap_or_default() };
+            self.db.run(
+                "INSERT INTO relay_directory_sweep (id, after) VALUES (1, ?) \
+                 ON CONFLICT(id) DO UPDATE SET after = excluded.after",
+                vec![next.into()],
+            )?;
+            let rows_read = u64::from(cursor.read) + u64::from(page.read);
+            Ok(SweepPage { sources, round_complete, rows_read })
+        })
     }
 
     /// Up to `limit` sources after `after`, and whether more follow.

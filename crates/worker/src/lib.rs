@@ -23,11 +23,12 @@ mod metrics;
 pub mod partitioned;
 pub mod routes;
 pub mod source_do;
+pub mod sweep;
 pub mod target_do;
 
 use durable_relay::core::ErrorCode;
 use durable_relay::http::HttpError;
-use worker::{event, Context, Env, Request, Response};
+use worker::{event, Context, Env, Request, Response, ScheduleContext, ScheduledEvent};
 
 /// Binding name of the source class's namespace.
 pub const SOURCE_BINDING: &str = "RELAY_SOURCE";
@@ -50,6 +51,25 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> worker::Result<Response
         return durable_relay::http::respond(bench::front::handle(req, &env).await);
     }
     durable_relay::http::respond(front::handle(req, &env).await)
+}
+
+/// The Cron Trigger: one run of the sweep that re-arms sources holding
+/// rows with no alarm ([`sweep`]), logged as one JSON line.
+#[event(scheduled)]
+async fn scheduled(_event: ScheduledEvent, env: Env, _ctx: ScheduleContext) {
+    match sweep::run(&env).await {
+        Ok(report) => {
+            let mut line = serde_json::to_value(&report).unwrap_or_default();
+            if let Some(fields) = line.as_object_mut() {
+                fields.insert("event".into(), "relay_sweep".into());
+            }
+            worker::console_log!("{line}");
+        }
+        Err(e) => worker::console_error!(
+            "{}",
+            serde_json::json!({"event": "relay_sweep_error", "error": e.message})
+        ),
+    }
 }
 
 /// The relay's configuration from the Worker's variables; a bad value is a

@@ -19,7 +19,9 @@ use durable_relay::partition::Position;
 use durable_relay::routes::SourceOp;
 
 use crate::routes::SourceRoute;
-use durable_relay::{ActionOutcome, RelayClient, RelayError, SourceClient, SourceStatus, TargetReport};
+use durable_relay::{
+    ActionOutcome, Rearmed, RelayClient, RelayError, SourceClient, SourceStatus, TargetReport,
+};
 
 use crate::SOURCE_BINDING;
 
@@ -86,6 +88,21 @@ pub async fn serve(
                 let o = o.map_err(http)?;
                 sum.rows += o.rows;
                 sum.was_parked |= o.was_parked;
+            }
+            json(&sum).map_err(internal)
+        }
+        SourceOp::Rearm => {
+            let each = join_all(parts.iter().map(SourceClient::rearm)).await;
+            let mut sum = Rearmed { rearmed: false, alarm_at_ms: None, queued_rows: 0 };
+            for r in each {
+                let r = r.map_err(http)?;
+                sum.rearmed |= r.rearmed;
+                sum.queued_rows += r.queued_rows;
+                // The soonest alarm any partition holds.
+                sum.alarm_at_ms = match (sum.alarm_at_ms, r.alarm_at_ms) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                };
             }
             json(&sum).map_err(internal)
         }

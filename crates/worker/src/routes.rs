@@ -65,6 +65,13 @@ pub enum DirectoryOp {
     },
     /// `DELETE /sources/{source}`: unlist a source (idempotent).
     Retire(Name),
+    /// `POST /sweep?limit=`: the next page of the scheduled sweep's round,
+    /// after the cursor the directory keeps, which it advances (and wraps
+    /// at the end) in the same call.
+    Sweep {
+        /// At most this many, 1..=[`MAX_SOURCES_PER_PAGE`].
+        limit: u32,
+    },
 }
 
 /// A static file of the operator console (served without the token: it
@@ -202,6 +209,10 @@ impl DirectoryOp {
             }
             ("POST", ["sources", s]) => DirectoryOp::Register(name(s, ErrorCode::InvalidName)?),
             ("DELETE", ["sources", s]) => DirectoryOp::Retire(name(s, ErrorCode::InvalidName)?),
+            ("POST", ["sweep"]) => {
+                let [limit_text] = params(url, ["limit"])?;
+                return Ok(DirectoryOp::Sweep { limit: limit(limit_text, MAX_SOURCES_PER_PAGE)? });
+            }
             _ => return Err(no_route(method, url)),
         };
         no_query(url)?;
@@ -217,6 +228,7 @@ impl DirectoryOp {
                 let after = after.as_ref().map_or("", |a| a.as_str());
                 ("GET", format!("/sources?after={after}&limit={limit}"))
             }
+            DirectoryOp::Sweep { limit } => ("POST", format!("/sweep?limit={limit}")),
         }
     }
 }

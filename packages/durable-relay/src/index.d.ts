@@ -10,6 +10,7 @@ import type {
   ErrorCode,
   JsonValue,
   ParkedPage,
+  Rearmed,
   Row,
   SourceStatus,
   TargetPage,
@@ -23,6 +24,7 @@ export type {
   ErrorCode,
   JsonValue,
   ParkedPage,
+  Rearmed,
   Row,
   SourceStatus,
   TargetPage,
@@ -69,6 +71,8 @@ export declare class RelaySource {
   parkedTargets(page?: { after?: string; limit?: number }): Promise<TargetPage>;
   /** A page of a parked target's rows (`limit` 1..=500). */
   parkedRows(target: string, page?: { after?: number; limit?: number }): Promise<ParkedPage>;
+  /** Sets the alarm if rows are queued and none is set: call it from a scheduled handler (a dropped alarm). */
+  rearm(): Promise<Rearmed>;
   /** Puts a parked target's rows back, in their original order. */
   redrive(target: string): Promise<ActionOutcome>;
   /** Drops a parked target's rows (kept until the discard horizon). */

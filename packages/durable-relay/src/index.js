@@ -163,6 +163,15 @@ export class RelaySource {
     );
   }
 
+  /**
+   * Sets the alarm if rows are queued and none is set. The platform drops an
+   * alarm whose retries all failed; call this from a scheduled handler over
+   * your source objects so none keeps rows with no alarm.
+   */
+  rearm() {
+    return this.#raw.rearm();
+  }
+
   /** Puts a parked target's rows back, in their original order. */
   redrive(target) {
     return rejecting(() => this.#raw.redrive(text(target, "invalid_target", "target")));

@@ -113,6 +113,16 @@ pub async fn serve<S: Sql>(
                 .map_err(internal)
         }
         SourceOp::Status => json(&relay.status(now_ms()).await?).map_err(internal),
+        SourceOp::Rearm => {
+            let rearmed = relay.rearm(now_ms()).await?;
+            if rearmed.rearmed {
+                worker::console_log!(
+                    "{}",
+                    serde_json::json!({"event": "relay_rearmed", "source": relay.name(), "queued_rows": rearmed.queued_rows})
+                );
+            }
+            json(&rearmed).map_err(internal)
+        }
         SourceOp::DeliveredThrough(seq) => {
             json(&DeliveredThrough { seq, delivered: relay.delivered_through(seq)? }).map_err(internal)
         }
