@@ -85,8 +85,10 @@ export class Relay {
   }
 
   /**
-   * Starts the reference Worker. `build` picks the wasm build ("test", with
-   * the fault routes and apply log; "prod", exactly as deployed); `vars`
+   * Starts the reference Worker. `build` picks the wasm build, a directory
+   * under build/ ("test", with the fault routes and apply log; "prod",
+   * exactly as deployed; "previous/test", the previous release's test
+   * build, from scripts/build-previous); `vars`
    * are merged over the test defaults (a value of `undefined` removes one);
    * `extraToml` is appended to the config; `before` lists configs of other
    * Workers to run in the same session ahead of the relay (the first one is
