@@ -724,3 +724,55 @@ fn a_held_row_a_target_already_applied_leaves_with_its_size() {
     let bytes: u64 = rows.iter().map(|r| r.body.len() as u64).sum();
     assert_eq!(s.checkpoint.deletes.iter().map(|d| d.bytes).sum::<u64>(), bytes);
 }
+
+#[test]
+fn an_interrupted_or_overloaded_target_backs_off_but_is_never_parked_for_it() {
+    let policy = RelayPolicy { park_after_failed_cycles: Some(1) };
+    for failure in
+        [Failure::Interrupted("Network connection lost.".into()), Failure::Overloaded("busy".into())]
+    {
+        let s = park_case(failure.clone(), 5, policy);
+        assert!(s.report.parked.is_empty(), "{failure:?} parked a target");
+        assert_eq!(s.report.target_changes().failed.len(), 1, "{failure:?}: a failed cycle, so it backs off");
+        assert_eq!(s.report.rows_delivered, 1, "the healthy row is delivered");
+    }
+    let s = park_case(Failure::Transient("down".into()), 0, policy);
+    assert_eq!(s.report.parked.len(), 1, "a failure of the target's own still parks it");
+}
+
+#[test]
+fn an_interrupted_call_is_sent_again_at_once_and_a_second_interruption_backs_off() {
+    let rows = [stored(1, "t"), stored(2, "t")];
+    let interrupted =
+        || CallOutcome::Failed(Failure::Interrupted("reset because its code was updated".into()));
+    // Interrupted once: the same batch goes again in the same fire, and lands.
+    let mut f = fire(&rows, budget(4, 2));
+    let mut first = true;
+    let calls = drive(&mut f, |c| if std::mem::take(&mut first) { interrupted() } else { ok(c) });
+    assert_eq!(calls.iter().map(|c| c.seqs.clone()).collect::<Vec<_>>(), vec![vec![1, 2], vec![1, 2]]);
+    let s = f.settle();
+    assert_eq!(deleted(&s), vec![1, 2]);
+    assert!(s.report.target_changes().failed.is_empty(), "no failure recorded");
+    // Interrupted twice: no third call, a failed cycle.
+    let mut f = fire(&rows, budget(4, 4));
+    let calls = drive(&mut f, |_| interrupted());
+    assert_eq!(calls.len(), 2, "one retry at once, no more");
+    assert_eq!(f.settle().report.target_changes().failed.len(), 1);
+    // With one call per target there is no retry at once.
+    let mut f = fire(&rows, budget(4, 1));
+    assert_eq!(drive(&mut f, |_| interrupted()).len(), 1);
+}
+
+#[test]
+fn an_overloaded_target_gets_no_second_call_in_the_fire() {
+    let rows = [stored(1, "busy"), stored(2, "ok")];
+    let mut f = fire(&rows, budget(4, 4));
+    let calls = drive(&mut f, |c| {
+        if c.target.as_str() == "busy" {
+            CallOutcome::Failed(Failure::Overloaded("Durable Object is overloaded.".into()))
+        } else {
+            ok(c)
+        }
+    });
+    assert_eq!(calls.iter().filter(|c| c.target.as_str() == "busy").count(), 1);
+}

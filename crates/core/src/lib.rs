@@ -46,7 +46,8 @@ pub use enqueue::{
     EnqueueRefusal, EnqueueRow,
 };
 pub use fire::{
-    begin, Begun, CallOutcome, Failing, Failure, Fire, FireStart, RelayPolicy, TargetCall, WindowQuery,
+    begin, classify_thrown, Begun, CallOutcome, Failing, Failure, Fire, FireStart, RelayPolicy, TargetCall,
+    ThrownBy, WindowQuery,
 };
 pub use json::ValueError;
 pub use limits::*;

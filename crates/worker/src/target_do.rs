@@ -5,7 +5,7 @@
 //! to it).
 //!
 //! Test builds (feature `testing`, and only with `RELAY_TEST_FAULTS=on`)
-//! add the fault switch (`POST /faults`: `{"reject","permanent","delay_ms"}`),
+//! add the fault switch (`POST /faults`: `{"reject","permanent","delay_ms","throw","times","after_apply"}`),
 //! the apply log (`GET /log?source=`, written by a hook inside every apply)
 //! and `GET /audit` (every watermark equals the last sequence its apply
 //! log holds). Bench builds add `/bench/...` (see `crate::bench::target`).
@@ -48,6 +48,9 @@ struct TestPlumbing {
     /// The benchmark's arrival log.
     #[cfg(feature = "bench")]
     bench: OnceCell<crate::bench::target::Arrivals>,
+    /// A platform failure this request throws from `fetch` (see
+    /// `testing::Thrown`), set by the apply that took it.
+    throw: std::cell::Cell<Option<durable_relay::testing::Thrown>>,
 }
 
 impl DurableObject for RelayTarget {
@@ -62,7 +65,13 @@ impl DurableObject for RelayTarget {
     }
 
     async fn fetch(&self, mut req: Request) -> worker::Result<Response> {
-        respond(self.route(&mut req).await)
+        let resp = respond(self.route(&mut req).await);
+        #[cfg(feature = "testing")]
+        if let Some(thrown) = self.test.throw.take() {
+            // Thrown, not answered: the caller's call fails as the platform's would.
+            return Err(worker::Error::RustError(thrown.message().into()));
+        }
+        resp
     }
 }
 
@@ -170,6 +179,12 @@ impl RelayTarget {
         tables: &durable_relay::testing::TestTables<DoSql>,
         req: &mut Request,
     ) -> Result<Response, HttpError> {
+        if let Some((thrown, after_apply)) = tables.take_throw()? {
+            self.test.throw.set(Some(thrown));
+            if !after_apply {
+                return Err(HttpError::internal("thrown before the apply"));
+            }
+        }
         let faults = tables.faults()?;
         if faults.delay_ms > 0 {
             worker::Delay::from(std::time::Duration::from_millis(faults.delay_ms)).await;

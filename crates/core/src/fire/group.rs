@@ -49,6 +49,9 @@ pub(crate) struct Group {
     /// Calls made to this target in this fire.
     /// Invariant: `calls <= budget.calls_per_target`.
     pub(crate) calls: u32,
+    /// Whether a call to it was interrupted in this fire (and sent again at
+    /// once); a second interruption backs off.
+    pub(crate) interrupted: bool,
     /// Whether the group currently holds one of the fire's target slots.
     pub(crate) holds_slot: bool,
     /// The batch in flight, as an end position in `rows`.
@@ -85,6 +88,7 @@ pub(crate) fn group_rows(
                 state,
                 next: 0,
                 calls: 0,
+                interrupted: false,
                 holds_slot: false,
                 in_flight: None,
                 applied_once: false,

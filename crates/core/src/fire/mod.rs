@@ -32,7 +32,7 @@ mod group;
 pub mod retry;
 
 pub use begin::{begin, Begun, FireStart, RelayPolicy, WindowQuery};
-pub use call::{CallOutcome, Failure, TargetCall};
+pub use call::{classify_thrown, CallOutcome, Failure, TargetCall, ThrownBy};
 pub(crate) use group::{Group, GroupState};
 pub use retry::Failing;
 use retry::Retries;
@@ -282,6 +282,10 @@ impl Fire {
                 ));
                 self.groups[g].state = self.failed_state(g, f);
             }
+            CallOutcome::Failed(Failure::Interrupted(_)) if self.retry_at_once(g) => {
+                // The group stays active: its next call re-sends the batch.
+                self.groups[g].interrupted = true;
+            }
             CallOutcome::Failed(f) => self.groups[g].state = self.failed_state(g, f),
         }
         if self.groups[g].calls > 0 && matches!(self.groups[g].state, GroupState::Active) {
@@ -289,12 +293,22 @@ impl Fire {
         }
     }
 
-    /// Blocked, or parked: at once for a permanent error, or when this
-    /// failure completes the policy's run of failed cycles.
+    /// Whether an interrupted call to group `g` is sent again at once: the
+    /// first interruption in this fire, while the target's call budget
+    /// lasts. A second one backs off like any failure.
+    fn retry_at_once(&self, g: usize) -> bool {
+        let group = &self.groups[g];
+        !group.interrupted && group.calls < self.budget().calls_per_target
+    }
+
+    /// Blocked, or parked: at once for a permanent error, or when a
+    /// failure of the target's own completes the policy's run of failed
+    /// cycles (an interruption or an overload never parks it).
     fn failed_state(&self, g: usize, failure: Failure) -> GroupState {
         let target = &self.groups[g].target;
         match failure {
             Failure::Permanent(m) => GroupState::Parked(format!("permanent error: {m}")),
+            f @ (Failure::Interrupted(_) | Failure::Overloaded(_)) => GroupState::Failed(f),
             Failure::Transient(m) => {
                 let cycles = self.begun.start.failing.get(target).map_or(0, |f| f.cycles) + 1;
                 match self.begun.start.policy.park_after_failed_cycles {

@@ -23,7 +23,7 @@ use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 use worker::{ObjectNamespace, SqlStorage, SqlStorageValue, State};
 
-use crate::core::{ApplyReply, CallOutcome, Failure, Name};
+use crate::core::{ApplyReply, CallOutcome, Failure, Name, ThrownBy};
 use crate::driver::{AlarmError, Targets};
 use crate::http::HttpError;
 use crate::routes::TargetOp;
@@ -219,9 +219,7 @@ impl Targets for DoTargets {
         let timeout = std::pin::pin!(worker::Delay::from(std::time::Duration::from_millis(self.timeout_ms)));
         match futures::future::select(call, timeout).await {
             futures::future::Either::Left((Ok(outcome), _)) => outcome,
-            futures::future::Either::Left((Err(e), _)) => {
-                CallOutcome::Failed(Failure::Transient(e.to_string()))
-            }
+            futures::future::Either::Left((Err(e), _)) => CallOutcome::Failed(classified(&e)),
             futures::future::Either::Right(_) => {
                 CallOutcome::Failed(Failure::Transient(format!("no answer within {} ms", self.timeout_ms)))
             }
@@ -245,6 +243,26 @@ impl DoTargets {
             _ => CallOutcome::Failed(Failure::Transient(format!("{status}: {text}"))),
         })
     }
+}
+
+/// A call's exception as the platform describes it (see
+/// [`classify_thrown`](crate::core::classify_thrown)): the error's
+/// `overloaded`, `retryable` and `remote` properties when it is a JS error.
+fn classified(e: &worker::Error) -> Failure {
+    let message = e.to_string();
+    let flag = |v: &JsValue, name: &str| {
+        worker::js_sys::Reflect::get(v, &JsValue::from_str(name)).is_ok_and(|f| f.is_truthy())
+    };
+    let thrown = match e {
+        worker::Error::UnknownJsError { original, .. } | worker::Error::Internal(original) => ThrownBy {
+            message: &message,
+            overloaded: flag(original, "overloaded"),
+            retryable: flag(original, "retryable"),
+            remote: flag(original, "remote"),
+        },
+        _ => ThrownBy { message: &message, ..ThrownBy::default() },
+    };
+    crate::core::classify_thrown(thrown)
 }
 
 /// The message of a JS error value.

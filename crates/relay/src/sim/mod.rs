@@ -36,7 +36,7 @@ use std::rc::Rc;
 pub use ops::{Enqueued, SourcePolicy, TargetRecord};
 pub use rng::SimRng;
 pub use sqlite::SqliteSql;
-pub use world::{SimRelay, SimSql, TargetFault};
+pub use world::{PlatformFault, SimRelay, SimSql, TargetFault};
 
 use crate::core::{
     AlarmTotals, Checkpoint, EnqueueError, EnqueueRow, FireReport, Name, RelayBudget, RelayHook, ScanState,
@@ -409,6 +409,16 @@ impl Sim {
         self.world.ensure_target(&t);
         if let Some(t) = self.world.targets.borrow_mut().get_mut(&t) {
             t.lose_replies = n;
+        }
+    }
+
+    /// Makes `target`'s next calls meet `faults`, in order (then it answers
+    /// as its [`TargetFault`] says).
+    pub fn platform_faults(&mut self, target: &str, faults: &[PlatformFault]) {
+        let t = name(target);
+        self.world.ensure_target(&t);
+        if let Some(t) = self.world.targets.borrow_mut().get_mut(&t) {
+            t.platform.extend(faults.iter().copied());
         }
     }
 

@@ -14,7 +14,7 @@ use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll};
 
-use super::world::{SimSource, TargetFault, World};
+use super::world::{PlatformFault, SimSource, TargetFault, World};
 use crate::core::{ApplyReply, ApplyRow, CallOutcome, Effects, Failure, Name, RelayHook, ScanState};
 use crate::driver::{self, AlarmOptions, Targets};
 use crate::store::inbox::ApplyFailure;
@@ -152,6 +152,14 @@ pub(crate) fn call(world: &World, target: &Name, body: &str) -> CallOutcome {
             return CallOutcome::Failed(Failure::Permanent("injected permanent rejection".into()))
         }
     }
+    let platform = t.platform.pop_front();
+    let failed = |f: PlatformFault| {
+        let thrown = crate::core::ThrownBy { message: f.message(), ..Default::default() };
+        CallOutcome::Failed(crate::core::classify_thrown(thrown))
+    };
+    if let Some(f) = platform.filter(|f| !f.applies()) {
+        return failed(f);
+    }
     let log = t.tables.log_hook();
     let hooks = Hooks { user: t.hook.as_deref(), log: &log };
     let reply: Result<ApplyReply, ApplyFailure> = t.inbox.apply_body(body, &hooks);
@@ -161,6 +169,9 @@ pub(crate) fn call(world: &World, target: &Name, body: &str) -> CallOutcome {
         Err(ApplyFailure::Hook(e)) => CallOutcome::Failed(Failure::Transient(format!("hook refused: {e}"))),
         Err(ApplyFailure::Unavailable(e)) => CallOutcome::Failed(Failure::Transient(e)),
     };
+    if let Some(f) = platform {
+        return failed(f);
+    }
     if t.lose_replies > 0 && matches!(outcome, CallOutcome::Applied { .. }) {
         t.lose_replies -= 1;
         return CallOutcome::Failed(Failure::Transient("injected lost reply".into()));

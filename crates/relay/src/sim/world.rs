@@ -62,6 +62,49 @@ pub enum TargetFault {
     RejectPermanently,
 }
 
+/// One of the platform's named failures of a call, injected at a target:
+/// the call fails with the platform's own message, classified by the
+/// shipped [`classify_thrown`](crate::core::classify_thrown).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PlatformFault {
+    /// "Durable Object reset because its code was updated", before or
+    /// after the target applied the batch.
+    CodeUpdated {
+        /// Whether the target applied the batch first.
+        applied: bool,
+    },
+    /// "Network connection lost", before or after the apply.
+    NetworkLost {
+        /// Whether the target applied the batch first.
+        applied: bool,
+    },
+    /// "Durable Object is overloaded": the call never ran.
+    Overloaded,
+    /// The caller's timeout ran out while the target applied the batch.
+    TimeoutAfterApply,
+}
+
+impl PlatformFault {
+    /// Whether the target applies the batch before the call fails.
+    pub fn applies(self) -> bool {
+        match self {
+            PlatformFault::CodeUpdated { applied } | PlatformFault::NetworkLost { applied } => applied,
+            PlatformFault::Overloaded => false,
+            PlatformFault::TimeoutAfterApply => true,
+        }
+    }
+
+    /// The error the caller sees.
+    pub fn message(self) -> &'static str {
+        match self {
+            PlatformFault::CodeUpdated { .. } => "Durable Object reset because its code was updated.",
+            PlatformFault::NetworkLost { .. } => "Network connection lost.",
+            PlatformFault::Overloaded => "Durable Object is overloaded. Too many requests queued.",
+            PlatformFault::TimeoutAfterApply => "no answer within 15000 ms",
+        }
+    }
+}
+
 /// One simulated target.
 pub(crate) struct SimTarget {
     pub(crate) inbox: Inbox<SqliteSql>,
@@ -69,6 +112,8 @@ pub(crate) struct SimTarget {
     pub(crate) fault: TargetFault,
     /// Replies to lose after applying (the apply stands).
     pub(crate) lose_replies: u32,
+    /// The platform's failures its next calls meet, in order.
+    pub(crate) platform: std::collections::VecDeque<PlatformFault>,
     pub(crate) hook: Option<Box<dyn RelayHook>>,
     /// Calls received, failed ones included.
     pub(crate) calls: u64,
@@ -181,6 +226,7 @@ impl World {
             tables: TestTables::open(sql)?,
             fault: TargetFault::Healthy,
             lose_replies: 0,
+            platform: std::collections::VecDeque::new(),
             hook: None,
             calls: 0,
         };

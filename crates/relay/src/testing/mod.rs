@@ -133,7 +133,54 @@ pub struct TargetFaults {
     /// Wait this long before applying (so a source's call times out while
     /// the apply still happens, as with a lost reply).
     pub delay_ms: u64,
+    /// The platform failure the next calls throw (see [`Thrown`]), and how
+    /// many calls still throw it.
+    pub throw: Option<Thrown>,
+    /// Calls still to throw `throw`.
+    pub throw_times: u32,
+    /// Whether a throwing call applies its batch first.
+    pub throw_after_apply: bool,
 }
+
+/// A platform failure a test target throws from its `fetch`, with the
+/// platform's own message, so the source's call fails the way it would
+/// in production and is classified by the shipped code.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Thrown {
+    /// "Durable Object reset because its code was updated."
+    CodeUpdated,
+    /// "Network connection lost."
+    NetworkLost,
+    /// "Durable Object is overloaded."
+    Overloaded,
+}
+
+impl Thrown {
+    /// The platform's message.
+    pub fn message(self) -> &'static str {
+        match self {
+            Thrown::CodeUpdated => "Durable Object reset because its code was updated.",
+            Thrown::NetworkLost => "Network connection lost.",
+            Thrown::Overloaded => "Durable Object is overloaded. Too many requests queued.",
+        }
+    }
+
+    fn code(self) -> u32 {
+        match self {
+            Thrown::CodeUpdated => 1,
+            Thrown::NetworkLost => 2,
+            Thrown::Overloaded => 3,
+        }
+    }
+
+    fn from_code(code: u32) -> Option<Thrown> {
+        [Thrown::CodeUpdated, Thrown::NetworkLost, Thrown::Overloaded].into_iter().find(|t| t.code() == code)
+    }
+}
+
+/// Most calls one fault request makes throw.
+pub const MAX_THROW_TIMES: u32 = 100;
 
 /// Longest injectable apply delay.
 pub const MAX_FAULT_DELAY_MS: u64 = 60_000;
@@ -151,6 +198,15 @@ pub struct TargetFaultsBody {
     /// Wait this long before applying, at most [`MAX_FAULT_DELAY_MS`].
     #[serde(default)]
     pub delay_ms: u64,
+    /// Throw this platform failure from the next `times` calls.
+    #[serde(default)]
+    pub throw: Option<Thrown>,
+    /// How many calls throw (default 1), at most [`MAX_THROW_TIMES`].
+    #[serde(default)]
+    pub times: Option<u32>,
+    /// Whether a throwing call applies its batch first.
+    #[serde(default)]
+    pub after_apply: bool,
 }
 
 impl TargetFaultsBody {
@@ -164,7 +220,17 @@ impl TargetFaultsBody {
             (true, false) => 1,
             (true, true) => 2,
         };
-        Ok(TargetFaults { reject, delay_ms: self.delay_ms })
+        let throw_times = if self.throw.is_some() { self.times.unwrap_or(1) } else { 0 };
+        if throw_times > MAX_THROW_TIMES {
+            return Err(format!("times above {MAX_THROW_TIMES}"));
+        }
+        Ok(TargetFaults {
+            reject,
+            delay_ms: self.delay_ms,
+            throw: self.throw,
+            throw_times,
+            throw_after_apply: self.after_apply,
+        })
     }
 }
 
@@ -224,11 +290,19 @@ pub const MAX_RETIRE_DELAY_MS: u32 = 10_000;
 
 const COMPONENT: &str = "relay_testing";
 
-const MIGRATIONS: &[&[&str]] = &[&[
-    "CREATE TABLE relay_test_faults (id INTEGER PRIMARY KEY CHECK (id = 1), reject INTEGER NOT NULL, \
-     delay_ms INTEGER NOT NULL)",
-    "CREATE TABLE relay_apply_log (source TEXT NOT NULL, seq INTEGER NOT NULL)",
-]];
+const MIGRATIONS: &[&[&str]] = &[
+    &[
+        "CREATE TABLE relay_test_faults (id INTEGER PRIMARY KEY CHECK (id = 1), reject INTEGER NOT NULL, \
+         delay_ms INTEGER NOT NULL)",
+        "CREATE TABLE relay_apply_log (source TEXT NOT NULL, seq INTEGER NOT NULL)",
+    ],
+    // Version 2: the platform failures a target throws.
+    &[
+        "ALTER TABLE relay_test_faults ADD COLUMN throw INTEGER NOT NULL DEFAULT 0",
+        "ALTER TABLE relay_test_faults ADD COLUMN throw_times INTEGER NOT NULL DEFAULT 0",
+        "ALTER TABLE relay_test_faults ADD COLUMN throw_after_apply INTEGER NOT NULL DEFAULT 0",
+    ],
+];
 
 /// A target's test tables.
 pub struct TestTables<S> {
@@ -244,20 +318,46 @@ impl<S: Sql> TestTables<S> {
 
     /// The fault switch.
     pub fn faults(&self) -> Result<TargetFaults, StoreError> {
-        let row = self.sql.first("SELECT reject, delay_ms FROM relay_test_faults WHERE id = 1", vec![])?;
+        let row = self.sql.first(
+            "SELECT reject, delay_ms, throw, throw_times, throw_after_apply FROM relay_test_faults WHERE id = 1",
+            vec![],
+        )?;
         row.map_or(Ok(TargetFaults::default()), |r| {
-            Ok(TargetFaults { reject: r.u32(0)?, delay_ms: r.u64(1)? })
+            Ok(TargetFaults {
+                reject: r.u32(0)?,
+                delay_ms: r.u64(1)?,
+                throw: Thrown::from_code(r.u32(2)?),
+                throw_times: r.u32(3)?,
+                throw_after_apply: r.u64(4)? != 0,
+            })
         })
     }
 
     /// Sets the fault switch.
     pub fn set_faults(&self, f: TargetFaults) -> Result<(), StoreError> {
         self.sql.run(
-            "INSERT INTO relay_test_faults (id, reject, delay_ms) VALUES (1, ?, ?) ON CONFLICT(id) \
-             DO UPDATE SET reject = excluded.reject, delay_ms = excluded.delay_ms",
-            vec![int(u64::from(f.reject)), int(f.delay_ms)],
+            "INSERT INTO relay_test_faults (id, reject, delay_ms, throw, throw_times, throw_after_apply) \
+             VALUES (1, ?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET reject = excluded.reject, \
+             delay_ms = excluded.delay_ms, throw = excluded.throw, throw_times = excluded.throw_times, \
+             throw_after_apply = excluded.throw_after_apply",
+            vec![
+                int(u64::from(f.reject)),
+                int(f.delay_ms),
+                int(u64::from(f.throw.map_or(0, Thrown::code))),
+                int(u64::from(f.throw_times)),
+                int(u64::from(f.throw_after_apply)),
+            ],
         )?;
         Ok(())
+    }
+
+    /// Takes one throw of the armed platform failure, if any is left: the
+    /// failure and whether to apply first.
+    pub fn take_throw(&self) -> Result<Option<(Thrown, bool)>, StoreError> {
+        let f = self.faults()?;
+        let Some(thrown) = f.throw.filter(|_| f.throw_times > 0) else { return Ok(None) };
+        self.sql.run("UPDATE relay_test_faults SET throw_times = throw_times - 1 WHERE id = 1", vec![])?;
+        Ok(Some((thrown, f.throw_after_apply)))
     }
 
     /// The sequences from `source` in the apply log, in application order.
