@@ -48,14 +48,22 @@ use crate::{SOURCE_BINDING, TARGET_BINDING, TOKEN_SECRET};
 /// compare-against-all stays a few thousand byte operations.
 pub const MAX_TOKENS_PER_SCOPE: u32 = 8;
 
-/// The front door's bearer tokens, as configured.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// The front door's bearer tokens, as configured. Its `Debug` shows only
+/// how many there are, so no log or test failure prints a secret.
+#[derive(Clone, PartialEq, Eq)]
 pub struct Tokens {
     /// `RELAY_TOKEN`, the all-scopes token, when set (empty means unset, as
     /// before scopes existed).
     all: Vec<String>,
     /// Each scope's tokens, in [`Scope::ALL`]'s order.
     scoped: [Vec<String>; 3],
+}
+
+impl std::fmt::Debug for Tokens {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let counts = self.scoped.each_ref().map(Vec::len);
+        f.debug_struct("Tokens").field("all", &self.all.len()).field("scoped", &counts).finish()
+    }
 }
 
 /// The scopes a request's token holds.
