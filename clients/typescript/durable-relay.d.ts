@@ -307,7 +307,8 @@ export type ErrorCode =
   | "queue_send_failed"
   | "epoch_not_adopted"
   | "unsettled_layout"
-  | "misrouted_row";
+  | "misrouted_row"
+  | "forbidden_scope";
 
 /**
  * What `RelayRpc` throws. Over Workers RPC the error arrives as an `Error`

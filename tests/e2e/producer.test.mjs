@@ -119,7 +119,7 @@ test("parked targets are listed, read and redriven over RPC", async () => {
     rows: [{ target: "park-t", puts: [["k", { deep: [1, "two", null] }]] }],
   });
   assert.equal(r.status, 200, r.text);
-  await until(async () => (await app.api("GET", "/rpc/parked/park-src")).body.some((t) => t.parked), "parking");
+  await until(async () => (await app.api("GET", "/rpc/parked/park-src")).body.targets.some((t) => t.parked), "parking");
   const page = await app.api("GET", "/rpc/parked/park-src/park-t");
   assert.equal(page.body.rows.length, 1);
   assert.deepEqual(page.body.rows[0].effects, { puts: [["k", { deep: [1, "two", null] }]], deletes: [] }, "values cross RPC as JSON");
@@ -158,7 +158,7 @@ test("RelayRpc operator calls reach a target whose name has ':' and the front do
   await relayApi("POST", "/v1/targets/cust:9/faults", { reject: true, permanent: true });
   const r = await app.api("POST", "/rpc/enqueue/colon-src", { rows: [{ target: "cust:9", puts: [["k", 1]] }] });
   assert.equal(r.status, 200, r.text);
-  await until(async () => (await app.api("GET", "/rpc/parked/colon-src")).body.some((t) => t.target === "cust:9" && t.parked), "parking");
+  await until(async () => (await app.api("GET", "/rpc/parked/colon-src")).body.targets.some((t) => t.target === "cust:9" && t.parked), "parking");
   const page = await app.api("GET", "/rpc/parked/colon-src/cust:9");
   assert.equal(page.status, 200, page.text);
   assert.equal(page.body.rows.length, 1);

@@ -109,6 +109,7 @@ codes! {
     EpochNotAdopted => "epoch_not_adopted": "A partition has not adopted the router's partition map (409; the router adopts it and retries).",
     UnsettledLayout => "unsettled_layout": "A partition map would strand rows a partition holds (409; keep every count not yet settled in from).",
     MisroutedRow => "misrouted_row": "A routed row for a target the partition is no home of (400; a router's bug).",
+    ForbiddenScope => "forbidden_scope": "A valid bearer token whose scope does not cover the route (403; the message names the scope needed).",
 }
 
 impl PartialEq<&str> for ErrorCode {

@@ -174,6 +174,11 @@ pub const DEFAULT_DISCARD_HORIZON_MS: u64 = 7 * 24 * 60 * 60 * 1_000;
 /// Largest request body the relay reads, in bytes. An enqueue of
 /// [`MAX_ENQUEUE_BYTES`] of rows fits with room for JSON spacing and escapes.
 pub const MAX_REQUEST_BYTES: u32 = 2 * 1024 * 1024;
+/// Longest bearer token, in bytes, a front door compares (configured or
+/// presented). Every comparison runs over exactly this many bytes, so its
+/// time depends on neither token's length; 256 bytes leaves room for any
+/// generated secret (a 32-byte key is 64 hex characters).
+pub const MAX_BEARER_TOKEN_BYTES: u32 = 256;
 /// Deepest nesting a control body (test faults, operator options) may
 /// have: they are flat objects.
 pub const MAX_CONTROL_BODY_DEPTH: u32 = 4;

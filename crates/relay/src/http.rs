@@ -11,7 +11,7 @@ use worker::{Request, Response};
 
 use crate::core::{
     ApplyError, EnqueueError, EnqueueRefusal, ErrorCode, RequestError, BACKPRESSURE_RETRY_AFTER_S,
-    MAX_CONTROL_BODY_DEPTH, MAX_REQUEST_BYTES,
+    MAX_BEARER_TOKEN_BYTES, MAX_CONTROL_BODY_DEPTH, MAX_REQUEST_BYTES,
 };
 use crate::store::inbox::ApplyFailure;
 use crate::store::outbox::EnqueueFailure;
@@ -215,19 +215,60 @@ pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-/// Checks `Authorization: Bearer <token>` against `expected`.
-pub fn check_bearer(header: Option<&str>, expected: &str) -> Result<(), HttpError> {
-    let unauthorized = |m: &str| HttpError::new(401, ErrorCode::Unauthorized, m);
-    let Some(value) = header else {
-        return Err(unauthorized("missing Authorization: Bearer <token>"));
+/// Whether two bearer tokens are equal, reading exactly
+/// [`MAX_BEARER_TOKEN_BYTES`] bytes of each (zeros past its end) whatever
+/// their lengths, so the time reveals neither length; a token longer than
+/// that equals nothing.
+pub fn constant_time_eq_token(a: &[u8], b: &[u8]) -> bool {
+    let width = MAX_BEARER_TOKEN_BYTES as usize;
+    let byte = |s: &[u8], i: usize| s.get(i).copied().unwrap_or(0);
+    let diff = (0..width).fold(a.len() ^ b.len(), |acc, i| acc | usize::from(byte(a, i) ^ byte(b, i)));
+    diff == 0 && a.len() <= width
+}
+
+/// The 401 every bearer refusal is.
+fn unauthorized(message: &str) -> HttpError {
+    HttpError::new(401, ErrorCode::Unauthorized, message)
+}
+
+/// The token of `Authorization: Bearer <token>`, trimmed; 401 for a
+/// missing or malformed header.
+fn presented_token(header: Option<&str>) -> Result<&str, HttpError> {
+    let value = header.ok_or_else(|| unauthorized("missing Authorization: Bearer <token>"))?;
+    let token = value
+        .strip_prefix("Bearer ")
+        .ok_or_else(|| unauthorized("Authorization must be 'Bearer <token>'"))?;
+    Ok(token.trim())
+}
+
+/// Which of `lists` hold the request's bearer token: 401 when none does.
+/// The token is compared with every entry of every list, each over the
+/// same [`MAX_BEARER_TOKEN_BYTES`], without stopping at a match, so the
+/// time reveals neither which list nor which position matched. An empty
+/// entry matches nothing, so an unset secret admits nobody.
+pub fn match_bearer<S: AsRef<[u8]>, const N: usize>(
+    header: Option<&str>,
+    lists: [&[S]; N],
+) -> Result<[bool; N], HttpError> {
+    let token = presented_token(header)?.as_bytes();
+    let holds = |list: &[S]| {
+        list.iter().fold(false, |found, entry| {
+            let entry = entry.as_ref();
+            found | std::hint::black_box(!entry.is_empty() & constant_time_eq_token(token, entry))
+        })
     };
-    let Some(token) = value.strip_prefix("Bearer ") else {
-        return Err(unauthorized("Authorization must be 'Bearer <token>'"));
-    };
-    if expected.is_empty() || !constant_time_eq(token.trim().as_bytes(), expected.as_bytes()) {
-        return Err(unauthorized("wrong token"));
+    let found = lists.map(holds);
+    if found.contains(&true) {
+        Ok(found)
+    } else {
+        Err(unauthorized("wrong token"))
     }
-    Ok(())
+}
+
+/// Checks `Authorization: Bearer <token>` against `expected` (one token;
+/// [`match_bearer`] checks several).
+pub fn check_bearer(header: Option<&str>, expected: &str) -> Result<(), HttpError> {
+    match_bearer(header, [&[expected]]).map(|_| ())
 }
 
 #[cfg(test)]
@@ -245,6 +286,48 @@ mod tests {
             401,
             "an unset secret admits nobody"
         );
+    }
+
+    #[test]
+    fn bearer_tokens_match_any_list_and_name_every_list_holding_them() {
+        let producers = ["p1".to_owned(), "p2".to_owned()];
+        let readers = ["r".to_owned()];
+        let operators = ["r".to_owned(), "o".to_owned()];
+        let lists = [&producers[..], &readers[..], &operators[..]];
+        assert_eq!(match_bearer(Some("Bearer p2"), lists), Ok([true, false, false]), "the second of two");
+        assert_eq!(match_bearer(Some("Bearer p1"), lists), Ok([true, false, false]), "the first of two");
+        assert_eq!(match_bearer(Some("Bearer  o "), lists), Ok([false, false, true]), "trimmed");
+        assert_eq!(match_bearer(Some("Bearer r"), lists), Ok([false, true, true]), "every list holding it");
+        for header in
+            [None, Some("Bearer p3"), Some("Bearer "), Some("p1"), Some("Bearer p"), Some("Bearer p1x")]
+        {
+            assert_eq!(match_bearer(header, lists).unwrap_err().status, 401, "{header:?}");
+        }
+        let none: [&[String]; 0] = [];
+        assert_eq!(match_bearer(Some("Bearer p1"), none).unwrap_err().code, ErrorCode::Unauthorized);
+    }
+
+    #[test]
+    fn an_empty_entry_admits_nobody_not_even_an_empty_token() {
+        let lists: [&[&str]; 2] = [&[""], &["", " "]];
+        assert_eq!(match_bearer(Some("Bearer "), lists).unwrap_err().status, 401);
+        assert_eq!(match_bearer(Some("Bearer  "), lists).unwrap_err().status, 401);
+        assert_eq!(check_bearer(Some("Bearer"), "").unwrap_err().status, 401);
+    }
+
+    #[test]
+    fn tokens_compare_equal_up_to_the_longest_token_and_never_past_it() {
+        let max = MAX_BEARER_TOKEN_BYTES as usize;
+        let at = "a".repeat(max);
+        let past = "a".repeat(max + 1);
+        assert!(constant_time_eq_token(at.as_bytes(), at.as_bytes()), "at the limit");
+        assert!(!constant_time_eq_token(past.as_bytes(), past.as_bytes()), "past the limit");
+        assert!(!constant_time_eq_token(at.as_bytes(), past.as_bytes()));
+        assert!(!constant_time_eq_token(b"abc", b"abc\0"), "a zero byte is not padding");
+        assert!(!constant_time_eq_token(b"abc", b"abd"));
+        assert!(constant_time_eq_token(b"", b""));
+        assert!(check_bearer(Some(&format!("Bearer {at}")), &at).is_ok());
+        assert_eq!(check_bearer(Some(&format!("Bearer {past}")), &past).unwrap_err().status, 401);
     }
 
     #[test]

@@ -63,9 +63,11 @@ pub struct Operation {
     pub codes: &'static [ErrorCode],
 }
 
-/// Codes any operation can answer: a bad request line or name, no token,
-/// a configuration or storage failure, a per-partition operation at a
-/// partitioned logical source.
+/// Codes any operation can answer: a bad request line or name, no token
+/// or a token whose scope does not cover the operation (the reference
+/// Worker's front door, which RPC also passes through for a partitioned
+/// source), a configuration or storage failure, a per-partition operation
+/// at a partitioned logical source.
 pub const EVERY_OPERATION: &[ErrorCode] = &[
     ErrorCode::BadUrl,
     ErrorCode::NoRoute,
@@ -74,6 +76,7 @@ pub const EVERY_OPERATION: &[ErrorCode] = &[
     ErrorCode::InvalidSource,
     ErrorCode::UnnamedSource,
     ErrorCode::Unauthorized,
+    ErrorCode::ForbiddenScope,
     ErrorCode::BadConfiguration,
     ErrorCode::Internal,
     ErrorCode::PartitionedSource,

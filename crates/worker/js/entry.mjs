@@ -21,6 +21,29 @@ export { default } from "./worker/shim.mjs";
 /** RELAY_PARTITIONS as last parsed: { text, names }. */
 let partitioned = { text: undefined, names: new Set() };
 
+/**
+ * The bearer token RelayRpc hands the front door for a call that needs
+ * `scope` (at a partitioned source, the only calls that pass through it):
+ * RELAY_TOKEN, the all-scopes token, when set; otherwise the first token of
+ * the scope's list (RELAY_PRODUCER_TOKENS for enqueue, RELAY_READER_TOKENS
+ * or else RELAY_OPERATOR_TOKENS for reads, RELAY_OPERATOR_TOKENS for
+ * redrive and discard). The scopes mirror FrontRoute::scope
+ * (crates/worker/src/routes.rs); a caller reaching RelayRpc holds a service
+ * binding, which is its authority.
+ */
+function frontToken(env, scope) {
+  if (env.RELAY_TOKEN) return env.RELAY_TOKEN;
+  const lists = { producer: ["RELAY_PRODUCER_TOKENS"], reader: ["RELAY_READER_TOKENS", "RELAY_OPERATOR_TOKENS"], operator: ["RELAY_OPERATOR_TOKENS"] };
+  for (const name of lists[scope]) {
+    const first = String(env[name] ?? "").split(",")[0].trim();
+    if (first) return first;
+  }
+  return "";
+}
+
+/** The front door's scope for a RelayRpc call: enqueue, a read, or an operator's action. */
+const scopeOf = (method, path) => (path === "/enqueue" ? "producer" : method === "GET" ? "reader" : "operator");
+
 /** Whether `source` is a partitioned logical source of this deployment. */
 function isPartitioned(env, source) {
   const text = env.RELAY_PARTITIONS;
@@ -71,7 +94,7 @@ export class RelayRpc extends WorkerEntrypoint {
     if (body !== undefined) init.body = JSON.stringify(body);
     let res;
     if (isPartitioned(this.env, source)) {
-      init.headers = { ...init.headers, authorization: `Bearer ${this.env.RELAY_TOKEN ?? ""}` };
+      init.headers = { ...init.headers, authorization: `Bearer ${frontToken(this.env, scopeOf(method, path))}` };
       const url = `https://relay/v1/sources/${encodeURIComponent(source)}${path}`;
       res = await FrontDoor.prototype.fetch.call(this, new Request(url, init));
     } else {

@@ -248,7 +248,102 @@ impl ConsoleAsset {
     }
 }
 
+/// What a bearer token may do at the front door. Each route needs exactly
+/// one scope ([`FrontRoute::scope`]); a token holds the scopes of the
+/// variables that list it (`RELAY_TOKEN` holds all three).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scope {
+    /// Enqueue only: what a producing Worker or service needs.
+    Producer,
+    /// Read-only routes: status, watermarks, parked lists, keys, the
+    /// directory, health, the alarm history.
+    Reader,
+    /// Everything a reader may, plus the actions that change what the
+    /// relay holds without enqueueing (redrive, discard, retire, forgetting
+    /// a watermark) and the test-only routes. Not enqueue: an operator's
+    /// token leaking must not let anyone write rows.
+    Operator,
+}
+
+impl Scope {
+    /// Every scope, in the order the variables are read and compared.
+    pub const ALL: [Scope; 3] = [Scope::Producer, Scope::Reader, Scope::Operator];
+
+    /// The scope's name, as a 403 names it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scope::Producer => "producer",
+            Scope::Reader => "reader",
+            Scope::Operator => "operator",
+        }
+    }
+
+    /// The variable (secret) listing this scope's tokens, comma-separated.
+    pub fn variable(self) -> &'static str {
+        match self {
+            Scope::Producer => "RELAY_PRODUCER_TOKENS",
+            Scope::Reader => "RELAY_READER_TOKENS",
+            Scope::Operator => "RELAY_OPERATOR_TOKENS",
+        }
+    }
+
+    /// Whether a token holding this scope may call a route that needs
+    /// `needed`: the same scope, or an operator reading.
+    pub fn covers(self, needed: Scope) -> bool {
+        self == needed || (self == Scope::Operator && needed == Scope::Reader)
+    }
+}
+
+/// The scope the front door needs for a source operation. The router-only
+/// steps never reach the front door (it answers 404); they need the
+/// strictest scope should that ever change.
+fn source_op_scope(op: &SourceOp) -> Scope {
+    match op {
+        SourceOp::Enqueue => Scope::Producer,
+        SourceOp::Status
+        | SourceOp::Watermark
+        | SourceOp::DeliveredThrough(_)
+        | SourceOp::ParkedTargets { .. }
+        | SourceOp::ParkedRows { .. } => Scope::Reader,
+        SourceOp::Redrive(_)
+        | SourceOp::Discard(_)
+        | SourceOp::Rearm
+        | SourceOp::Adopt
+        | SourceOp::Claim
+        | SourceOp::ForeignTargets { .. } => Scope::Operator,
+    }
+}
+
+/// The scope the front door needs for a target operation (a source's
+/// `apply` never reaches it: 404; the strictest scope all the same).
+fn target_op_scope(op: &TargetOp) -> Scope {
+    match op {
+        TargetOp::Status | TargetOp::Keys { .. } | TargetOp::Watermarks => Scope::Reader,
+        TargetOp::ForgetWatermark(_) | TargetOp::Apply => Scope::Operator,
+    }
+}
+
 impl FrontRoute {
+    /// The scope this route needs: the one place that decides it. Every
+    /// match is exhaustive, so a new route cannot compile without a scope.
+    /// The test-only routes (faults, audits, the apply log, conformance)
+    /// need an operator, as does anything that drops or moves rows.
+    pub fn scope(&self) -> Scope {
+        match self {
+            FrontRoute::Health | FrontRoute::Sources { .. } => Scope::Reader,
+            FrontRoute::Source(_, SourceRoute::Relay(op)) => source_op_scope(op),
+            FrontRoute::Source(_, SourceRoute::Alarms) => Scope::Reader,
+            FrontRoute::Source(
+                _,
+                SourceRoute::Retire | SourceRoute::Faults | SourceRoute::Audit | SourceRoute::Conformance,
+            ) => Scope::Operator,
+            FrontRoute::Target(_, TargetRoute::Relay(op)) => target_op_scope(op),
+            FrontRoute::Target(_, TargetRoute::Faults | TargetRoute::Log(_) | TargetRoute::Audit) => {
+                Scope::Operator
+            }
+        }
+    }
+
     /// Parses a front-door request.
     pub fn parse(method: &str, url: &Url) -> Result<FrontRoute, HttpError> {
         let owned = segments(url);
@@ -372,6 +467,88 @@ mod tests {
             let url = Url::parse(&format!("https://d{path}")).unwrap();
             assert_eq!(DirectoryOp::from_url(method, &url).unwrap(), op);
         }
+    }
+
+    /// Every front-door route, by request line, with the scope it needs.
+    const SCOPES: &[(&str, &str, Scope)] = &[
+        ("POST", "/v1/sources/a/enqueue", Scope::Producer),
+        ("GET", "/v1/health", Scope::Reader),
+        ("GET", "/v1/sources?limit=5", Scope::Reader),
+        ("GET", "/v1/sources/a/status", Scope::Reader),
+        ("GET", "/v1/sources/a/watermark", Scope::Reader),
+        ("GET", "/v1/sources/a/delivered-through/7", Scope::Reader),
+        ("GET", "/v1/sources/a/parked", Scope::Reader),
+        ("GET", "/v1/sources/a/parked/t?after=3", Scope::Reader),
+        ("GET", "/v1/sources/a/alarms", Scope::Reader),
+        ("GET", "/v1/targets/t/status", Scope::Reader),
+        ("GET", "/v1/targets/t/keys?prefix=k", Scope::Reader),
+        ("GET", "/v1/targets/t/watermarks", Scope::Reader),
+        ("POST", "/v1/sources/a/parked/t/redrive", Scope::Operator),
+        ("POST", "/v1/sources/a/parked/t/discard", Scope::Operator),
+        ("POST", "/v1/sources/a/rearm", Scope::Operator),
+        ("POST", "/v1/sources/a/retire", Scope::Operator),
+        ("DELETE", "/v1/targets/t/watermarks/a", Scope::Operator),
+        ("POST", "/v1/sources/a/faults", Scope::Operator),
+        ("GET", "/v1/sources/a/audit", Scope::Operator),
+        ("POST", "/v1/sources/a/conformance", Scope::Operator),
+        ("POST", "/v1/targets/t/faults", Scope::Operator),
+        ("GET", "/v1/targets/t/log?source=a", Scope::Operator),
+        ("GET", "/v1/targets/t/audit", Scope::Operator),
+    ];
+
+    #[test]
+    fn every_front_route_needs_its_scope() {
+        for (method, path, scope) in SCOPES {
+            assert_eq!(front(method, path).unwrap().scope(), *scope, "{method} {path}");
+        }
+    }
+
+    #[test]
+    fn the_scope_table_covers_every_route_variant() {
+        // One request line per variant: a variant added without a line here
+        // leaves its name out of this set.
+        use std::mem::discriminant as d;
+        let variant = |route: FrontRoute| match route {
+            FrontRoute::Source(_, SourceRoute::Relay(op)) => format!("source op {:?}", d(&op)),
+            FrontRoute::Source(_, route) => format!("source route {:?}", d(&route)),
+            FrontRoute::Target(_, TargetRoute::Relay(op)) => format!("target op {:?}", d(&op)),
+            FrontRoute::Target(_, route) => format!("target route {:?}", d(&route)),
+            other => format!("{:?}", d(&other)),
+        };
+        let variants: std::collections::BTreeSet<String> =
+            SCOPES.iter().map(|(m, p, _)| variant(front(m, p).unwrap())).collect();
+        assert_eq!(variants.len(), SCOPES.len(), "each line a different route: {variants:?}");
+        let sources = SCOPES.iter().filter(|(_, p, _)| p.starts_with("/v1/sources/a/")).count();
+        let targets = SCOPES.iter().filter(|(_, p, _)| p.starts_with("/v1/targets/")).count();
+        let public = |table: &[durable_relay::protocol::Operation]| {
+            table.iter().filter(|o| o.reach == Reach::Public).count()
+        };
+        // The source's own routes beyond the protocol: alarms, retire, faults, audit, conformance.
+        assert_eq!(sources, public(durable_relay::protocol::SOURCE_OPERATIONS) + 5);
+        // The target's own: faults, log, audit.
+        assert_eq!(targets, public(durable_relay::protocol::TARGET_OPERATIONS) + 3);
+    }
+
+    #[test]
+    fn the_steps_the_front_door_refuses_still_need_an_operator() {
+        for op in [SourceOp::Adopt, SourceOp::Claim, SourceOp::ForeignTargets { partitions: 2, index: 1 }] {
+            assert_eq!(FrontRoute::Source(s("a"), relay(op)).scope(), Scope::Operator);
+        }
+        assert_eq!(FrontRoute::Target(s("t"), TargetRoute::Relay(TargetOp::Apply)).scope(), Scope::Operator);
+    }
+
+    #[test]
+    fn an_operator_reads_but_neither_enqueues_nor_lends_its_rights() {
+        use Scope::{Operator, Producer, Reader};
+        let covered: Vec<(Scope, Scope)> = Scope::ALL
+            .iter()
+            .flat_map(|held| Scope::ALL.iter().map(move |needed| (*held, *needed)))
+            .filter(|(held, needed)| held.covers(*needed))
+            .collect();
+        assert_eq!(
+            covered,
+            vec![(Producer, Producer), (Reader, Reader), (Operator, Reader), (Operator, Operator)]
+        );
     }
 
     #[test]

@@ -1,5 +1,6 @@
-//! The front door's `/v1/bench/...` routes. Like every route they need the
-//! bearer token; they answer 403 `bench_disabled` unless `RELAY_BENCH=on`.
+//! The front door's `/v1/bench/...` routes. Like the test-only routes
+//! they need an operator's bearer token; they answer 403 `bench_disabled`
+//! unless `RELAY_BENCH=on`.
 //!
 //! | method and path | what |
 //! | --- | --- |
@@ -23,7 +24,8 @@ pub fn is_bench_path(path: &str) -> bool {
 
 /// Routes one bench request.
 pub async fn handle(mut req: Request, env: &Env) -> Result<Response, HttpError> {
-    crate::front::authorize(&req, env)?;
+    // Benchmark plumbing: an operator's, like the test-only routes.
+    crate::front::authorize(&req, env)?.allows(crate::routes::Scope::Operator)?;
     flag::require(env)?;
     let url = req.url().map_err(|e| HttpError::bad_request(ErrorCode::BadUrl, e.to_string()))?;
     let method = req.method();
