@@ -200,7 +200,11 @@ impl<S: Sql> Outbox<S> {
 
     /// The distinct targets with queued or parked (not discarded) rows.
     /// Scans: an operator's question while a resize settles, and a new
-    /// map's adoption.
+    /// map's adoption, which must see every held target. Not paged: the
+    /// outbox has no index on target (one would cost every enqueue a write),
+    /// so each page would scan it all again; the scan is bounded by the
+    /// source's capacity (`max_rows`) and runs only while a resize settles,
+    /// never on status, enqueue or the alarm.
     pub fn targets_held(&self) -> Result<Vec<String>, StoreError> {
         let rows = self.sql.rows(
             "SELECT target FROM relay_outbox WHERE target != '' UNION \
