@@ -20,11 +20,12 @@ const PREVIOUS = JSON.parse(readFileSync(join(ROOT, "tests", "e2e", "previous-re
 /** The previous release's test build, as `Relay.start`'s `build`. */
 const PREVIOUS_BUILD = "previous/test";
 
-// Park after 5 failed cycles (1 s back-off doubling: parked about 15 s
-// after the first failure), so one rejecting target can be parked and
-// another still failing when the relay is killed; one target per alarm, so
+// Park after 6 failed cycles (1 s back-off doubling to 10 s: parked about
+// 25 s after the first failure), so one rejecting target can be parked and
+// another still failing when the relay is killed, with room for a slow
+// machine; one target per alarm, so
 // the bulk rows drain over hundreds of alarms and the kill lands mid-drain.
-const VARS = { RELAY_PARK_AFTER_FAILED_CYCLES: "5", RELAY_TARGETS_PER_FIRE: "1", RELAY_FIRES_PER_ALARM: "1" };
+const VARS = { RELAY_PARK_AFTER_FAILED_CYCLES: "6", RELAY_TARGETS_PER_FIRE: "1", RELAY_FIRES_PER_ALARM: "1" };
 const SRC = "upg";
 const CRASH_SRC = "upg-crash";
 const DELAY_MS = 30_000;
