@@ -23,7 +23,7 @@ const RS_VERSION: u32 = 1;
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ScanState {
-    /// Encoding version; always [`RS_VERSION`].
+    /// Encoding version; always `RS_VERSION` (the one this build writes).
     pub v: u32,
     /// Incremented by every checkpoint, so a guard on the encoded value sees
     /// any checkpoint that happened since it was read, even one that left

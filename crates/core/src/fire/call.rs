@@ -102,7 +102,7 @@ pub fn classify_thrown(e: ThrownBy<'_>) -> Failure {
 /// One call to one target: a batch of that target's rows, ascending.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TargetCall {
-    /// Which group (target) this is, for [`Fire::record`].
+    /// Which group (target) this is, for [`Fire::record`](crate::fire::Fire::record).
     pub group: u32,
     /// The target: the name of the Durable Object the row is delivered to.
     pub target: Name,

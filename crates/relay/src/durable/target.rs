@@ -4,7 +4,7 @@
 //!
 //! | method and path | reply |
 //! | --- | --- |
-//! | `POST /apply` | [`ApplyReply`](crate::core::ApplyReply); 422 permanent, 503 transient (sources only) |
+//! | `POST /apply` | [`ApplyReply`]; 422 permanent, 503 transient (sources only) |
 //! | `GET /keys?prefix=&after=&limit=` | a [`KeysPage`](crate::KeysPage): values as JSON, verbatim |
 //! | `GET /watermarks` | `{"watermarks":[{"source","watermark",..}..]}` |
 //! | `DELETE /watermarks/{source}` | forgets that source's watermark (an operator act) |

@@ -90,7 +90,7 @@ impl<S: Sql> Outbox<S> {
     /// otherwise the fence is checked first, then, for a gated enqueue,
     /// whether this partition still holds rows for the one target
     /// (`Ok(None)` when not: the target has moved). A routed key is
-    /// recorded per router `call` (see [`RecordKey`]). Run it inside a
+    /// recorded per router `call` (see `RecordKey` in `enqueue.rs`). Run it inside a
     /// transaction, like `enqueue`.
     pub fn enqueue_fenced(
         &self,
