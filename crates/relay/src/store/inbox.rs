@@ -67,19 +67,9 @@ const MIGRATIONS: &[&[&str]] = &[
     ],
 ];
 
-/// Brings `sql` to version `version` of the inbox's schema and no
-/// further, as an object written by an older release would be; refuses a
-/// version this build does not know. For upgrade tests.
+/// The inbox's stored name and migrations, for upgrade tests.
 #[cfg(feature = "testing")]
-pub(crate) fn migrate_to(sql: &impl Sql, version: u32) -> Result<u32, StoreError> {
-    schema::migrate(sql, COMPONENT, schema::first_versions(MIGRATIONS, version)?)
-}
-
-/// Versions of the inbox's schema this build knows.
-#[cfg(feature = "testing")]
-pub(crate) fn schema_versions() -> u32 {
-    schema::versions(MIGRATIONS)
-}
+pub(crate) const SCHEMA: (&str, &[&[&str]]) = (COMPONENT, MIGRATIONS);
 
 /// Key-value pairs per multi-row upsert (two parameters each).
 const UPSERT_KEYS_PER_STATEMENT: usize = 50;

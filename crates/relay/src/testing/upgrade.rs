@@ -4,7 +4,7 @@
 //! The fixtures under `tests/fixtures/upgrade/` hold one such object per
 //! version; `tests/upgrades.rs` drives them.
 
-use crate::store::{inbox, outbox, Sql, StoreError};
+use crate::store::{inbox, outbox, schema, Sql, StoreError};
 
 /// A component whose schema migrates forward.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -27,20 +27,22 @@ impl Component {
         }
     }
 
+    /// Its stored name and migrations.
+    fn schema(self) -> (&'static str, &'static [&'static [&'static str]]) {
+        match self {
+            Component::Source => outbox::SCHEMA,
+            Component::Target => inbox::SCHEMA,
+        }
+    }
+
     /// The name its version is stored under in `relay_schema`.
     pub fn schema_name(self) -> &'static str {
-        match self {
-            Component::Source => "relay_source",
-            Component::Target => "relay_target",
-        }
+        self.schema().0
     }
 
     /// The newest schema version this build knows.
     pub fn newest(self) -> u32 {
-        match self {
-            Component::Source => outbox::schema_versions(),
-            Component::Target => inbox::schema_versions(),
-        }
+        schema::versions(self.schema().1)
     }
 }
 
@@ -48,8 +50,6 @@ impl Component {
 /// (0 creates nothing but the version table). Refuses a version past the
 /// newest, and a database already past `version`.
 pub fn migrate_to(sql: &impl Sql, component: Component, version: u32) -> Result<u32, StoreError> {
-    match component {
-        Component::Source => outbox::migrate_to(sql, version),
-        Component::Target => inbox::migrate_to(sql, version),
-    }
+    let (name, migrations) = component.schema();
+    schema::migrate(sql, name, schema::first_versions(migrations, version)?)
 }

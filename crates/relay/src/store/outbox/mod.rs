@@ -160,19 +160,9 @@ const MIGRATIONS: &[&[&str]] = &[
     ],
 ];
 
-/// Brings `sql` to version `version` of the outbox's schema and no
-/// further, as an object written by an older release would be; refuses a
-/// version this build does not know. For upgrade tests.
+/// The outbox's stored name and migrations, for upgrade tests.
 #[cfg(feature = "testing")]
-pub(crate) fn migrate_to(sql: &impl Sql, version: u32) -> Result<u32, StoreError> {
-    schema::migrate(sql, COMPONENT, schema::first_versions(MIGRATIONS, version)?)
-}
-
-/// Versions of the outbox's schema this build knows.
-#[cfg(feature = "testing")]
-pub(crate) fn schema_versions() -> u32 {
-    schema::versions(MIGRATIONS)
-}
+pub(crate) const SCHEMA: (&str, &[&[&str]]) = (COMPONENT, MIGRATIONS);
 
 /// The `SET` fragment that adds the pending counts (see [`Pending`]); binds
 /// eight parameters. A macro so statements can be built with `concat!`.
