@@ -265,3 +265,51 @@ fn a_status_of_a_few_target_records_lists_them_all() {
     let status = sim.with_relay(S, |r| futures::executor::block_on(r.status(now))).unwrap();
     assert!(status.targets_truncated, "one past the page is");
 }
+
+#[test]
+fn status_counts_dedup_records_up_to_its_bound() {
+    use durable_relay::core::STATUS_COUNT_MAX;
+    let mut sim = Sim::new(1);
+    let dedup = |sim: &Sim| {
+        let now = sim.now_ms();
+        sim.with_relay(S, |r| futures::executor::block_on(r.status(now))).unwrap().dedup_records
+    };
+    for i in 0..STATUS_COUNT_MAX - 1 {
+        sim.enqueue_keyed(S, Some(&format!("key-{i}")), vec![row("t", "k", json!(i))]).unwrap();
+    }
+    assert_eq!(dedup(&sim), u64::from(STATUS_COUNT_MAX) - 1, "below the bound: the count");
+    sim.enqueue_keyed(S, Some("key-at"), vec![row("t", "k", json!(0))]).unwrap();
+    assert_eq!(dedup(&sim), u64::from(STATUS_COUNT_MAX), "at the bound");
+    sim.enqueue_keyed(S, Some("key-past"), vec![row("t", "k", json!(0))]).unwrap();
+    assert_eq!(dedup(&sim), u64::from(STATUS_COUNT_MAX), "past it: the bound, meaning at least");
+    let kept = sim.with_relay(S, |r| {
+        use durable_relay::store::Sql;
+        r.sql().first("SELECT COUNT(*) FROM relay_dedup", vec![]).unwrap().unwrap().u64(0).unwrap()
+    });
+    assert_eq!(kept, u64::from(STATUS_COUNT_MAX) + 1, "every record is kept");
+}
+
+#[test]
+fn seeded_target_records_are_bounded_and_a_refused_seed_writes_nothing() {
+    use durable_relay::testing::{seed_target_records, MAX_SEEDED_TARGETS};
+    let mut sim = Sim::new(1);
+    sim.enqueue(S, vec![row("t", "k", json!(1))]).unwrap();
+    let now = sim.now_ms();
+    sim.with_relay(S, |r| seed_target_records(r.sql(), MAX_SEEDED_TARGETS, 0, now)).unwrap();
+    let refused = sim.with_relay(S, |r| seed_target_records(r.sql(), 0, MAX_SEEDED_TARGETS + 1, now));
+    assert!(refused.is_err(), "one past the bound");
+    let page = sim.with_relay(S, |r| r.targets("seeded-o", 1)).unwrap();
+    assert!(page.targets.is_empty(), "no parked record was written");
+}
+
+#[test]
+fn a_target_fault_throws_at_most_its_bounded_number_of_times() {
+    use durable_relay::testing::{TargetFaultsBody, MAX_THROW_TIMES};
+    let body = |times: u32| {
+        serde_json::from_value::<TargetFaultsBody>(json!({"throw": "overloaded", "times": times})).unwrap()
+    };
+    assert_eq!(body(MAX_THROW_TIMES).faults().unwrap().throw_times, MAX_THROW_TIMES);
+    assert!(body(MAX_THROW_TIMES + 1).faults().is_err());
+    let once = serde_json::from_value::<TargetFaultsBody>(json!({"throw": "network_lost"})).unwrap();
+    assert_eq!(once.faults().unwrap().throw_times, 1, "one throw unless told");
+}
