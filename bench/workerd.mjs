@@ -32,13 +32,13 @@ function events(text) {
 }
 
 /**
- * Starts an instance with `vars` on top of bench/wrangler.toml's. Returns
+ * Starts an instance with `vars` on top of bench/wrangler.toml's (or of
+ * `config`, a variant of it such as the profile's). Returns
  * the harness `Relay` (api, stop) with `listener`, a settable callback
  * receiving every logged event.
  */
-export async function startBenchWorker({ vars = {} } = {}) {
+export async function startBenchWorker({ vars = {}, config = join(ROOT, "bench", "wrangler.toml") } = {}) {
   const persistDir = mkdtempSync(join(tmpdir(), "relay-bench-"));
-  const config = join(ROOT, "bench", "wrangler.toml");
   let worker;
   try {
     worker = await startWrangler({ configs: [config], vars: { RELAY_TOKEN: TOKEN, ...vars }, persistDir });

@@ -337,6 +337,8 @@ async function startOnce({ configs, persistDir, ready, vars }) {
     stdio: ["ignore", "pipe", "pipe"],
   });
   const relay = new Relay(child, port, persistDir);
+  /** The Chrome DevTools Protocol port of the Worker (the CPU profile in bench/profile.mjs). */
+  relay.inspectorPort = inspector;
   const deadline = Date.now() + READY_TIMEOUT_MS;
   while (Date.now() < deadline) {
     if (child.exitCode !== null) throw new Error(`wrangler exited:\n${relay.output}`);

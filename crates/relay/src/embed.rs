@@ -30,6 +30,7 @@
 #![deny(clippy::unreachable, clippy::todo, clippy::unimplemented)]
 
 use crate::core::ErrorCode;
+use crate::work::{self, Level};
 use std::borrow::Cow;
 use std::cell::OnceCell;
 
@@ -210,9 +211,9 @@ impl<S: Sql> Source<S> {
                     .retry_at_ms
                     .map_or_else(|| "no retry armed".to_owned(), |at| format!("retry armed at {at}"));
                 let error = format!("{} ({retry})", f.error);
-                worker::console_error!(
-                    "{}",
-                    serde_json::json!({"event": "relay_alarm_error", "error": error})
+                work::log_json(
+                    Level::Error,
+                    &serde_json::json!({"event": "relay_alarm_error", "error": error}),
                 );
                 Err(error)
             }
@@ -255,25 +256,25 @@ pub fn log_alarm(summary: &AlarmSummary) {
 /// `relay_alarm` line's `alarm` object beside the relay's.
 pub fn log_alarm_with(summary: &AlarmSummary, figures: serde_json::Map<String, serde_json::Value>) {
     if figures.is_empty() {
-        worker::console_log!("{}", serde_json::json!({"event": "relay_alarm", "alarm": summary}));
+        work::log_json(Level::Info, &serde_json::json!({"event": "relay_alarm", "alarm": summary}));
     } else {
         let mut alarm = serde_json::to_value(summary).unwrap_or(serde_json::Value::Null);
         if let Some(fields) = alarm.as_object_mut() {
             fields.extend(figures);
         }
-        worker::console_log!("{}", serde_json::json!({"event": "relay_alarm", "alarm": alarm}));
+        work::log_json(Level::Info, &serde_json::json!({"event": "relay_alarm", "alarm": alarm}));
     }
     for (target, rows, reason) in &summary.parked {
-        worker::console_warn!(
-            "{}",
-            serde_json::json!({"event": "relay_target_parked", "source": summary.source, "target": target,
-                "rows": rows, "reason": reason})
+        work::log_json(
+            Level::Warn,
+            &serde_json::json!({"event": "relay_target_parked", "source": summary.source, "target": target,
+                "rows": rows, "reason": reason}),
         );
     }
     if summary.lag_exceeded {
-        worker::console_warn!(
-            "{}",
-            serde_json::json!({"event": "relay_lag_exceeded", "source": summary.source, "bound_ms": RELAY_LAG_BOUND_MS})
+        work::log_json(
+            Level::Warn,
+            &serde_json::json!({"event": "relay_lag_exceeded", "source": summary.source, "bound_ms": RELAY_LAG_BOUND_MS}),
         );
     }
 }

@@ -67,7 +67,8 @@ impl HttpError {
     }
 }
 
-fn json_headers() -> worker::Headers {
+/// Headers of a JSON reply.
+pub fn json_headers() -> worker::Headers {
     let headers = worker::Headers::new();
     let _ = headers.set("content-type", "application/json");
     headers
@@ -76,6 +77,7 @@ fn json_headers() -> worker::Headers {
 /// A 200 JSON response.
 pub fn json<T: Serialize>(value: &T) -> worker::Result<Response> {
     let text = serde_json::to_string(value).map_err(|e| worker::Error::RustError(e.to_string()))?;
+    crate::work::body_out(text.len());
     Ok(Response::ok(text)?.with_headers(json_headers()))
 }
 
@@ -113,6 +115,7 @@ pub async fn read_body(req: &mut Request) -> Result<String, HttpError> {
     if bytes.len() as u64 > u64::from(MAX_REQUEST_BYTES) {
         return Err(too_large(bytes.len() as u64));
     }
+    crate::work::body_in(bytes.len());
     String::from_utf8(bytes).map_err(|_| HttpError::bad_request(ErrorCode::InvalidUtf8, "body is not UTF-8"))
 }
 

@@ -18,6 +18,7 @@
 //! - [`partition`]: the router of partitioned sources, over any sink.
 //! - [`protocol`]: every operation of the objects' protocols, defined once.
 //! - [`http`], [`routes`], [`codes`], [`config`]: the wire.
+//! - [`work`]: what the relay asked of the platform, counted (the profile).
 //! - `testing` (feature `testing`) and `sim` (feature `sim`).
 //!
 //! See ARCHITECTURE.md for the layers and the data flow.
@@ -42,6 +43,7 @@ pub mod source;
 pub mod store;
 #[cfg(feature = "testing")]
 pub mod testing;
+pub mod work;
 
 pub use client::{RelayClient, RelayError, SourceClient};
 pub use codes::ErrorCode;

@@ -28,6 +28,7 @@ pub mod target_do;
 
 use durable_relay::core::ErrorCode;
 use durable_relay::http::HttpError;
+use durable_relay::work::{self, Level};
 use worker::{event, Context, Env, Request, Response, ScheduleContext, ScheduledEvent};
 
 /// Binding name of the source class's namespace.
@@ -63,11 +64,11 @@ async fn scheduled(_event: ScheduledEvent, env: Env, _ctx: ScheduleContext) {
             if let Some(fields) = line.as_object_mut() {
                 fields.insert("event".into(), "relay_sweep".into());
             }
-            worker::console_log!("{line}");
+            work::log(Level::Info, &line.to_string());
         }
-        Err(e) => worker::console_error!(
-            "{}",
-            serde_json::json!({"event": "relay_sweep_error", "error": e.message})
+        Err(e) => work::log_json(
+            Level::Error,
+            &serde_json::json!({"event": "relay_sweep_error", "error": e.message}),
         ),
     }
 }

@@ -7,6 +7,7 @@
 //! duration ms).
 
 use durable_relay::store::Sql;
+use durable_relay::work::{self, Level};
 use durable_relay::{AlarmStore, AlarmSummary, Relay};
 use worker::Env;
 
@@ -46,7 +47,7 @@ pub fn write<S: Sql, A: AlarmStore>(env: &Env, relay: &Relay<S, A>, s: &AlarmSum
         Ok(()) => true,
         Err(e) => {
             let error = e.to_string();
-            worker::console_warn!("{}", serde_json::json!({"event": "relay_metrics_error", "error": error}));
+            work::log_json(Level::Warn, &serde_json::json!({"event": "relay_metrics_error", "error": error}));
             false
         }
     }

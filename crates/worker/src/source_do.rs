@@ -17,6 +17,7 @@
 //! and `GET /audit` (the outbox's invariants on its tables).
 
 use durable_relay::core::ErrorCode;
+use durable_relay::work::{self, Level};
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 
@@ -173,9 +174,9 @@ impl RelaySource {
                     // The rows are committed: a directory failure must not
                     // turn into an error the caller would retry.
                     if let Err(e) = self.list(relay.name()).await {
-                        worker::console_warn!(
-                            "{}",
-                            serde_json::json!({"event": "relay_directory_error", "source": relay.name(), "error": e.message})
+                        work::log_json(
+                            Level::Warn,
+                            &serde_json::json!({"event": "relay_directory_error", "source": relay.name(), "error": e.message}),
                         );
                     }
                 }

@@ -12,6 +12,7 @@
 //! plan's 50 subrequests; a round over N sources takes
 //! `ceil(N / SWEEP_SOURCES_PER_RUN)` runs.
 
+use durable_relay::work::{self, Level};
 use futures::future::join_all;
 use serde::Serialize;
 use worker::{Env, ObjectNamespace};
@@ -109,7 +110,7 @@ impl SweepReport {
             }
             Err(e) => {
                 self.failed += 1;
-                worker::console_warn!("{}", serde_json::json!({"event": "relay_sweep_error", "error": e}));
+                work::log_json(Level::Warn, &serde_json::json!({"event": "relay_sweep_error", "error": e}));
             }
         }
     }

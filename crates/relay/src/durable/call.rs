@@ -76,6 +76,8 @@ impl StubCall {
 
     /// Sends the call to `stub`.
     pub async fn send(self, stub: &Stub) -> worker::Result<Response> {
+        crate::work::stub_call();
+        crate::work::body_out(self.body.as_ref().map_or(0, String::len));
         let mut init = RequestInit::new();
         init.with_method(self.method).with_body(self.body.map(Into::into));
         if !self.headers.is_empty() {
@@ -116,6 +118,7 @@ impl StubReply {
         let retry_after_s =
             resp.headers().get("retry-after").ok().flatten().and_then(|v| v.trim().parse().ok());
         let text = resp.text().await?;
+        crate::work::body_in(text.len());
         Ok(StubReply { status, retry_after_s, text })
     }
 }

@@ -117,7 +117,11 @@ impl Sql for DoSql {
             rows.push(Row(row.map_err(sql_error)?.into_iter().map(from_storage).collect()));
         }
         let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
-        Ok(Rows { rows, written: count(cursor.rows_written()), read: count(cursor.rows_read()) })
+        let (read, written) = (count(cursor.rows_read()), count(cursor.rows_written()));
+        crate::work::statement(read, written, count(rows.len()));
+        #[cfg(feature = "testing")]
+        crate::work::statement_text(query);
+        Ok(Rows { rows, written, read })
     }
 
     fn transaction<T>(&self, mut body: impl FnMut() -> Result<T, StoreError>) -> Result<T, StoreError> {

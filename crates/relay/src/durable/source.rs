@@ -27,6 +27,7 @@
 #![deny(clippy::unreachable, clippy::todo, clippy::unimplemented)]
 
 use crate::core::ErrorCode;
+use crate::work::{self, Level};
 use serde::{Deserialize, Serialize};
 use worker::{Request, Response};
 
@@ -116,9 +117,9 @@ pub async fn serve<S: Sql>(
         SourceOp::Rearm => {
             let rearmed = relay.rearm(now_ms()).await?;
             if rearmed.rearmed {
-                worker::console_log!(
-                    "{}",
-                    serde_json::json!({"event": "relay_rearmed", "source": relay.name(), "queued_rows": rearmed.queued_rows})
+                work::log_json(
+                    Level::Info,
+                    &serde_json::json!({"event": "relay_rearmed", "source": relay.name(), "queued_rows": rearmed.queued_rows}),
                 );
             }
             json(&rearmed).map_err(internal)
@@ -266,9 +267,9 @@ fn log_operator<S: Sql>(
     rows: u64,
     was: bool,
 ) {
-    worker::console_log!(
-        "{}",
-        serde_json::json!({"event": "relay_operator", "action": action, "source": relay.name().as_str(),
-            "target": target.as_str(), "rows": rows, "was_parked": was})
+    work::log_json(
+        Level::Info,
+        &serde_json::json!({"event": "relay_operator", "action": action, "source": relay.name().as_str(),
+            "target": target.as_str(), "rows": rows, "was_parked": was}),
     );
 }

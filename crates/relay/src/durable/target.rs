@@ -17,6 +17,7 @@
 #![deny(clippy::unreachable, clippy::todo, clippy::unimplemented)]
 
 use crate::core::ErrorCode;
+use crate::work::{self, Level};
 use worker::{Request, Response};
 
 use crate::core::{decode_request, ApplyReply, ApplyRequest, RelayHook, MAX_TRACES_PER_LOG};
@@ -69,10 +70,10 @@ pub async fn serve<S: Sql>(
         }
         TargetOp::ForgetWatermark(source) => {
             let forgotten = inbox.forget_watermark(source.as_str())?;
-            worker::console_log!(
-                "{}",
-                serde_json::json!({"event": "relay_operator", "action": "forget_watermark",
-                    "source": source.as_str(), "existed": forgotten})
+            work::log_json(
+                Level::Info,
+                &serde_json::json!({"event": "relay_operator", "action": "forget_watermark",
+                    "source": source.as_str(), "existed": forgotten}),
             );
             json(&serde_json::json!({"source": source, "forgotten": forgotten})).map_err(internal)
         }
@@ -95,9 +96,9 @@ fn log_traced(request: &ApplyRequest, reply: &ApplyReply) {
     if traces.is_empty() {
         return;
     }
-    worker::console_log!(
-        "{}",
-        serde_json::json!({"event": "relay_apply", "source": request.source.as_str(), "rows": rows.len(),
-            "first_seq": rows.first().map(|r| r.seq), "last_seq": rows.last().map(|r| r.seq), "at_ms": super::now_ms(), "traces": traces})
+    work::log_json(
+        Level::Info,
+        &serde_json::json!({"event": "relay_apply", "source": request.source.as_str(), "rows": rows.len(),
+            "first_seq": rows.first().map(|r| r.seq), "last_seq": rows.last().map(|r| r.seq), "at_ms": super::now_ms(), "traces": traces}),
     );
 }

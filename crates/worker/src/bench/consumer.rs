@@ -15,6 +15,7 @@
 //! The handler never returns an error: workers-rs turns one into a panic,
 //! and with `panic = "abort"` that would take the isolate down.
 
+use durable_relay::work::{self, Level};
 use futures::stream::{self, StreamExt};
 use serde::Serialize;
 use worker::{event, Context, Env, MessageBatch, MessageExt};
@@ -48,7 +49,7 @@ async fn queue(batch: MessageBatch<QueueRow>, env: Env, _ctx: Context) -> worker
         batch.retry_all();
     }
     log.at_ms = worker::Date::now().as_millis();
-    worker::console_log!("{}", serde_json::to_string(&log).unwrap_or_else(|_| "{}".into()));
+    work::log(Level::Info, &serde_json::to_string(&log).unwrap_or_else(|_| "{}".into()));
     Ok(())
 }
 

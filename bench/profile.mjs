@@ -1,0 +1,246 @@
+// The profile: where one row's work goes, in local workerd.
+//
+// A lone row on an idle source costs one enqueue (the front door's fetch
+// and the source's), one alarm and one apply (the target's fetch). The
+// profile sends rows one at a time and, for each, reads the isolate's work
+// counts (GET /v1/bench/work: SQL statements and rows, JSON bytes in and
+// out, target calls, log lines and bytes, and calls across the JS/wasm
+// boundary) before the enqueue, after its reply and after its delivery.
+// Each row is delayed by SPLIT_DELAY_MS so the enqueue and the delivery
+// are counted apart; a second pass without the delay checks that the
+// delay changed nothing but the timing.
+//
+// Then, on a Worker without the boundary counter (its wrappers cost time),
+// it records a V8 CPU profile over the same lone rows through the inspector
+// and splits the sampled time into wasm, JavaScript (the Worker's glue) and
+// the runtime (its built-in functions, garbage collection, the rest).
+//
+// Counts do not move with the machine's load; the milliseconds do, so they
+// are read as shares, not as absolute costs.
+
+import { join } from "node:path";
+import { readFileSync, writeFileSync, mkdirSync } from "node:fs";
+import { ROOT, sleep } from "../tests/e2e/harness.mjs";
+import { startBenchWorker } from "./workerd.mjs";
+import { getOk } from "./measure.mjs";
+
+/** How long each row of the split pass waits before it is due, ms: long enough that its alarm runs after the enqueue's reply was counted. */
+export const SPLIT_DELAY_MS = 400;
+/** How long after a row was due the pass waits before counting its delivery, ms. */
+const SETTLE_MS = 250;
+/** Targets the rows go round, so each apply finds a target that has one source. */
+const PROFILE_TARGETS = 4;
+/** The V8 sampling interval, µs. */
+const SAMPLE_US = 100;
+/** Functions named in the report, by self time. */
+const TOP_FUNCTIONS = 12;
+
+/** The difference `b - a` of two flat count objects. */
+function minus(b, a) {
+  return Object.fromEntries(Object.keys(b).map((k) => [k, b[k] - (a?.[k] ?? 0)]));
+}
+
+/** One reading of the work counts, flattened: work fields plus boundary_imports/boundary_exports. */
+async function counts(worker) {
+  const r = await getOk(worker, "/v1/bench/work");
+  const statements = Object.fromEntries(Object.entries(r.statements ?? {}).map(([sql, n]) => [`sql: ${sql}`, n]));
+  return { ...r.work, boundary_imports: r.boundary?.imports ?? 0, boundary_exports: r.boundary?.exports ?? 0, ...statements };
+}
+
+/**
+ * The cost of a reading itself (the route answers with JSON and crosses the
+ * boundary), measured as the difference of two back-to-back readings and
+ * subtracted from every difference.
+ */
+async function readingCost(worker) {
+  const a = await counts(worker);
+  const b = await counts(worker);
+  return minus(b, a);
+}
+
+/** Enqueues one row of `source`; `delayMs` makes it due later. */
+async function enqueue(worker, source, i, delayMs) {
+  const row = { target: `${source}-t${i % PROFILE_TARGETS}`, puts: [[`k${i}`, { i }]] };
+  if (delayMs) row.delay_ms = delayMs;
+  const r = await worker.api("POST", `/v1/sources/${source}/enqueue`, { rows: [row] });
+  if (r.status !== 200) throw new Error(`profile enqueue: ${r.status} ${JSON.stringify(r.body)}`);
+}
+
+/** Averages per row of a list of count objects. */
+function mean(list) {
+  const out = {};
+  for (const k of Object.keys(list[0] ?? {})) out[k] = list.reduce((a, x) => a + x[k], 0) / list.length;
+  return out;
+}
+
+/** The counting passes: per-row counts of the enqueue, the delivery and the whole cycle. */
+async function countPasses(worker, rows) {
+  // Open every object first: a first call migrates its schema, which is
+  // not the steady cost of a row.
+  for (const source of ["prof-split", "prof-cycle"]) {
+    for (let i = 0; i < PROFILE_TARGETS; i++) await enqueue(worker, source, rows + i, 0);
+  }
+  await sleep(SETTLE_MS);
+  const cost = await readingCost(worker);
+  const less = (b, a) => minus(minus(b, a), cost);
+  const enqueues = [];
+  const deliveries = [];
+  const cycles = [];
+  for (let i = 0; i < rows; i++) {
+    const before = await counts(worker);
+    await enqueue(worker, "prof-split", i, SPLIT_DELAY_MS);
+    const queued = await counts(worker);
+    await sleep(SPLIT_DELAY_MS + SETTLE_MS);
+    const after = await counts(worker);
+    enqueues.push(less(queued, before));
+    deliveries.push(less(after, queued));
+  }
+  for (let i = 0; i < rows; i++) {
+    const before = await counts(worker);
+    await enqueue(worker, "prof-cycle", i, 0);
+    await sleep(SETTLE_MS);
+    cycles.push(less(await counts(worker), before));
+  }
+  for (const source of ["prof-split", "prof-cycle"]) {
+    const st = await getOk(worker, `/v1/sources/${source}/status`);
+    const sent = rows + PROFILE_TARGETS;
+    if (st.queued_rows !== 0 || st.delivered_rows !== sent) {
+      throw new Error(`profile: ${source} delivered ${st.delivered_rows} of ${sent}, ${st.queued_rows} still queued`);
+    }
+  }
+  return { enqueue: mean(enqueues), delivery: mean(deliveries), cycle: mean(cycles) };
+}
+
+/** A Chrome DevTools Protocol session with the Worker's inspector. */
+async function inspector(port) {
+  const list = await (await fetch(`http://127.0.0.1:${port}/json`)).json();
+  // The inspector admits local origins only.
+  const ws = new WebSocket(list[0].webSocketDebuggerUrl, { headers: { Origin: "http://127.0.0.1" } });
+  await new Promise((resolve, reject) => {
+    ws.onopen = resolve;
+    ws.onerror = () => reject(new Error("the inspector refused the connection"));
+  });
+  let id = 0;
+  const pending = new Map();
+  ws.onmessage = (m) => {
+    const d = JSON.parse(m.data);
+    if (d.id && pending.has(d.id)) {
+      pending.get(d.id)(d);
+      pending.delete(d.id);
+    }
+  };
+  const call = (method, params = {}) =>
+    new Promise((resolve, reject) => {
+      const n = ++id;
+      pending.set(n, (d) => (d.error ? reject(new Error(`${method}: ${d.error.message}`)) : resolve(d.result)));
+      ws.send(JSON.stringify({ id: n, method, params }));
+    });
+  return { call, close: () => ws.close() };
+}
+
+/** Which part of the isolate a profile node's frame belongs to. */
+function category(frame) {
+  if (frame.url.startsWith("wasm://")) return "wasm";
+  if (frame.functionName === "(garbage collector)") return "gc";
+  if (frame.functionName === "(idle)" || frame.functionName === "(root)") return "idle";
+  if (frame.functionName === "(program)") return "program";
+  if (frame.url) return "js";
+  return "runtime";
+}
+
+/**
+ * Self time per category and per wasm function from a V8 CPU profile. A
+ * sample's weight is the gap to the next sample, capped at 4 intervals so
+ * a sample that ends an idle stretch is not charged for it.
+ */
+function splitProfile(profile) {
+  const byId = new Map(profile.nodes.map((n) => [n.id, n]));
+  const cap = 4 * SAMPLE_US;
+  const us = { wasm: 0, js: 0, runtime: 0, gc: 0, program: 0, idle: 0 };
+  const functions = new Map();
+  for (let i = 0; i < profile.samples.length; i++) {
+    const frame = byId.get(profile.samples[i]).callFrame;
+    const weight = Math.min(cap, profile.timeDeltas[i + 1] ?? SAMPLE_US);
+    const cat = category(frame);
+    us[cat] += weight;
+    if (cat === "wasm" || cat === "js" || cat === "runtime") {
+      const where = cat === "js" ? ` ${frame.url.split("/").pop()}:${frame.lineNumber}:${frame.columnNumber}` : "";
+      const key = `${cat} ${frame.functionName || "(anonymous)"}${where}`;
+      functions.set(key, (functions.get(key) ?? 0) + weight);
+    }
+  }
+  const top = [...functions].sort((a, b) => b[1] - a[1]).slice(0, TOP_FUNCTIONS);
+  return { us, top };
+}
+
+/** The CPU pass: a sampled profile over `rows` lone rows. */
+async function cpuPass(worker, rows) {
+  const session = await inspector(worker.inspectorPort);
+  try {
+    await session.call("Profiler.enable");
+    await session.call("Profiler.setSamplingInterval", { interval: SAMPLE_US });
+    await session.call("Profiler.start");
+    for (let i = 0; i < rows; i++) {
+      await enqueue(worker, "prof-cpu", i, 0);
+      await sleep(SETTLE_MS);
+    }
+    const { profile } = await session.call("Profiler.stop");
+    const { us, top } = splitProfile(profile);
+    const perRow = (x) => x / 1000 / rows;
+    const busy = us.wasm + us.js + us.runtime + us.gc + us.program;
+    return {
+      rows,
+      ms_per_row: Object.fromEntries(Object.entries(us).filter(([k]) => k !== "idle").map(([k, v]) => [k, perRow(v)])),
+      wasm_share: busy ? us.wasm / busy : null,
+      top_functions: top.map(([name, v]) => ({ name: shortName(name), ms_per_row: perRow(v) })),
+    };
+  } finally {
+    session.close();
+  }
+}
+
+/** A Rust symbol without its hash and crate paths, for the report. */
+function shortName(name) {
+  return name.replace(/::h[0-9a-f]{16}/g, "").replace(/\[[0-9a-f]+\]/g, "").slice(0, 120);
+}
+
+/** A config that serves the benchmark build through the boundary counter. */
+function countingConfig() {
+  const text = readFileSync(join(ROOT, "bench", "wrangler.toml"), "utf8").replace(
+    /^main = .*$/m,
+    'main = "../bench/profile/entry.mjs"',
+  );
+  mkdirSync(join(ROOT, ".e2e"), { recursive: true });
+  const path = join(ROOT, ".e2e", `profile-${process.pid}.toml`);
+  writeFileSync(path, text);
+  return path;
+}
+
+/**
+ * Runs the profile with `rows` lone rows per pass on the relay's Free
+ * preset; returns { counts: {enqueue, delivery, cycle}, cpu }.
+ */
+export async function runProfile({ rows, vars = { RELAY_PLAN: "free" }, log = console.error }) {
+  log(`profile: counting ${rows} lone rows, split and whole`);
+  const counting = await startBenchWorker({ vars, config: countingConfig() });
+  let result;
+  try {
+    result = { rows, split_delay_ms: SPLIT_DELAY_MS, counts: await countPasses(counting, rows) };
+  } finally {
+    await counting.stop();
+  }
+  log(`profile: sampling CPU over ${rows} lone rows`);
+  const plain = await startBenchWorker({ vars });
+  try {
+    result.cpu = await cpuPass(plain, rows);
+  } finally {
+    await plain.stop();
+  }
+  return result;
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) {
+  const rows = Number(process.argv[2] ?? 20);
+  const out = await runProfile({ rows });
+  console.log(JSON.stringify(out, null, 2));
+}
