@@ -77,6 +77,8 @@ pub struct SqlIo {
     pub read: u64,
     /// Rows written.
     pub written: u64,
+    /// Statements run.
+    pub statements: u64,
 }
 
 impl<S: Sql> FaultySql<S> {
@@ -116,6 +118,7 @@ impl<S: Sql> Sql for FaultySql<S> {
         self.io.set(SqlIo {
             read: io.read + u64::from(rows.read),
             written: io.written + u64::from(rows.written),
+            statements: io.statements + 1,
         });
         Ok(rows)
     }
@@ -307,17 +310,30 @@ const MIGRATIONS: &[&[&str]] = &[
 /// A target's test tables.
 pub struct TestTables<S> {
     sql: S,
+    /// The fault switch as last read or written. Only this object writes
+    /// it, so after the first read every apply can skip the statement, as
+    /// a target without test plumbing would.
+    faults: Cell<Option<TargetFaults>>,
 }
 
 impl<S: Sql> TestTables<S> {
     /// Opens the test tables, creating them on first use.
     pub fn open(sql: S) -> Result<TestTables<S>, StoreError> {
         schema::migrate(&sql, COMPONENT, MIGRATIONS)?;
-        Ok(TestTables { sql })
+        Ok(TestTables { sql, faults: Cell::new(None) })
     }
 
     /// The fault switch.
     pub fn faults(&self) -> Result<TargetFaults, StoreError> {
+        if let Some(f) = self.faults.get() {
+            return Ok(f);
+        }
+        let f = self.read_faults()?;
+        self.faults.set(Some(f));
+        Ok(f)
+    }
+
+    fn read_faults(&self) -> Result<TargetFaults, StoreError> {
         let row = self.sql.first(
             "SELECT reject, delay_ms, throw, throw_times, throw_after_apply FROM relay_test_faults WHERE id = 1",
             vec![],
@@ -348,6 +364,7 @@ impl<S: Sql> TestTables<S> {
                 int(u64::from(f.throw_after_apply)),
             ],
         )?;
+        self.faults.set(Some(f));
         Ok(())
     }
 
@@ -357,6 +374,7 @@ impl<S: Sql> TestTables<S> {
         let f = self.faults()?;
         let Some(thrown) = f.throw.filter(|_| f.throw_times > 0) else { return Ok(None) };
         self.sql.run("UPDATE relay_test_faults SET throw_times = throw_times - 1 WHERE id = 1", vec![])?;
+        self.faults.set(Some(TargetFaults { throw_times: f.throw_times - 1, ..f }));
         Ok(Some((thrown, f.throw_after_apply)))
     }
 

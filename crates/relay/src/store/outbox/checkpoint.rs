@@ -13,7 +13,7 @@
 
 use serde::Serialize;
 
-use super::ledger::{StateWrite, Stored, Tail};
+use super::ledger::StateWrite;
 use super::{int, Outbox, Pending, Sql, SqlValue, StoreError};
 use crate::core::{Checkpoint, FireReport, Name, ScanState, TargetChanges};
 
@@ -103,8 +103,7 @@ impl<S: Sql> Outbox<S> {
         now_ms: u64,
         last_alarm: Option<&str>,
     ) -> Result<Vec<(Name, u64, String)>, StoreError> {
-        let stored: Stored = self.stored()?;
-        let tail: Tail = self.tail(stored.os)?;
+        let (_, tail) = self.stored_and_tail()?;
         let (deleted, deleted_bytes) = self.delete_delivered(cp)?;
         let moved = self.park_targets(changes, now_ms)?;
         let counted = self.count_failures(changes, now_ms)?;

@@ -30,6 +30,7 @@
 //! the outbox's newest row; F is at most the effective `os`.
 
 use super::{int, pending_set, Outbox, Sql, SqlValue, StoreError};
+use crate::store::Row;
 
 /// The state row as stored.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -57,6 +58,48 @@ pub(crate) struct Stored {
 const STORED_COLUMNS: &str = "os, rs, queued_rows, queued_bytes, parked_rows, parked_bytes, discarded_total, \
      sql_rows_written, alarms, fires, calls, conflicts, dedup_hits, rejected_full, lag_breaches, last_prune_ms, \
      last_alarm";
+
+/// Columns in [`STORED_COLUMNS`].
+const STORED_COLUMN_COUNT: usize = 17;
+
+/// The state row, then the rows past its folded `os` (queued count and
+/// bytes, parked count and bytes, not discarded) and the highest stored
+/// sequence. Each derived table is one row, so the join is one row.
+static STORED_AND_TAIL_SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!(
+        "SELECT {STORED_COLUMNS}, q.n, q.b, p.n, p.b, m.m FROM relay_state, \
+         (SELECT COUNT(*) AS n, COALESCE(SUM(bytes), 0) AS b FROM relay_outbox \
+          WHERE seq > (SELECT os FROM relay_state WHERE id = 1) AND target != '') AS q, \
+         (SELECT COUNT(*) AS n, COALESCE(SUM(bytes), 0) AS b FROM relay_parked \
+          WHERE seq > (SELECT os FROM relay_state WHERE id = 1) AND discarded_at_ms IS NULL) AS p, \
+         (SELECT MAX(x) AS m FROM (SELECT MAX(seq) AS x FROM relay_outbox UNION ALL \
+          SELECT MAX(seq) FROM relay_parked)) AS m \
+         WHERE relay_state.id = 1"
+    )
+});
+
+/// The [`Stored`] fields of a row that starts with [`STORED_COLUMNS`].
+fn stored_from(r: &Row) -> Result<Stored, StoreError> {
+    Ok(Stored {
+        os: r.u64(0)?,
+        rs: r.opt_text(1)?,
+        queued_rows: r.u64(2)?,
+        queued_bytes: r.u64(3)?,
+        parked_rows: r.u64(4)?,
+        parked_bytes: r.u64(5)?,
+        discarded_total: r.u64(6)?,
+        sql_rows_written: r.u64(7)?,
+        alarms: r.u64(8)?,
+        fires: r.u64(9)?,
+        calls: r.u64(10)?,
+        conflicts: r.u64(11)?,
+        dedup_hits: r.u64(12)?,
+        rejected_full: r.u64(13)?,
+        lag_breaches: r.u64(14)?,
+        last_prune_ms: r.u64(15)?,
+        last_alarm: r.opt_text(16)?,
+    })
+}
 
 /// What the tail adds to the folded state, and the effective `os`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -164,45 +207,26 @@ impl<S: Sql> Outbox<S> {
     pub(crate) fn stored(&self) -> Result<Stored, StoreError> {
         let row =
             self.sql.first(&format!("SELECT {STORED_COLUMNS} FROM relay_state WHERE id = 1"), vec![])?;
-        let r = row.ok_or(StoreError::Corrupt("relay_state row is missing".into()))?;
-        Ok(Stored {
-            os: r.u64(0)?,
-            rs: r.opt_text(1)?,
-            queued_rows: r.u64(2)?,
-            queued_bytes: r.u64(3)?,
-            parked_rows: r.u64(4)?,
-            parked_bytes: r.u64(5)?,
-            discarded_total: r.u64(6)?,
-            sql_rows_written: r.u64(7)?,
-            alarms: r.u64(8)?,
-            fires: r.u64(9)?,
-            calls: r.u64(10)?,
-            conflicts: r.u64(11)?,
-            dedup_hits: r.u64(12)?,
-            rejected_full: r.u64(13)?,
-            lag_breaches: r.u64(14)?,
-            last_prune_ms: r.u64(15)?,
-            last_alarm: r.opt_text(16)?,
-        })
+        stored_from(&row.ok_or(StoreError::Corrupt("relay_state row is missing".into()))?)
     }
 
-    /// What the rows past the folded `os` add, and the effective `os`.
-    pub(crate) fn tail(&self, folded_os: u64) -> Result<Tail, StoreError> {
-        let f = int(folded_os);
-        let (queued_rows, queued_bytes) = self.count(
-            "SELECT COUNT(*), COALESCE(SUM(bytes), 0) FROM relay_outbox WHERE seq > ? AND target != ''",
-            vec![f.clone()],
-        )?;
-        let (parked_rows, parked_bytes) = self.count(
-            "SELECT COUNT(*), COALESCE(SUM(bytes), 0) FROM relay_parked WHERE seq > ? AND discarded_at_ms IS NULL",
-            vec![f],
-        )?;
-        let row = self.sql.first(
-            "SELECT MAX(m) FROM (SELECT MAX(seq) AS m FROM relay_outbox UNION ALL SELECT MAX(seq) FROM relay_parked)",
-            vec![],
-        )?;
-        let stored_max = row.map(|r| r.opt_u64(0)).transpose()?.flatten().unwrap_or(0);
-        Ok(Tail { os: stored_max.max(folded_os), queued_rows, queued_bytes, parked_rows, parked_bytes })
+    /// The state row as stored and what the rows past its folded `os` add,
+    /// read in one statement: every read of the state needs both, and each
+    /// statement is a call into the runtime.
+    pub(crate) fn stored_and_tail(&self) -> Result<(Stored, Tail), StoreError> {
+        let row = self.sql.first(&STORED_AND_TAIL_SQL, vec![])?;
+        let r = row.ok_or(StoreError::Corrupt("relay_state row is missing".into()))?;
+        let stored = stored_from(&r)?;
+        let base = STORED_COLUMN_COUNT;
+        let stored_max = r.opt_u64(base + 4)?.unwrap_or(0);
+        let tail = Tail {
+            os: stored_max.max(stored.os),
+            queued_rows: r.u64(base)?,
+            queued_bytes: r.u64(base + 1)?,
+            parked_rows: r.u64(base + 2)?,
+            parked_bytes: r.u64(base + 3)?,
+        };
+        Ok((stored, tail))
     }
 
     /// Writes the state row: folds `tail`, applies `w` and every pending

@@ -292,8 +292,7 @@ impl<S: Sql> Outbox<S> {
     /// The source's state: the state row with the tail folded in, the
     /// derived counts, and the counts not yet written.
     pub fn state(&self) -> Result<SourceState, StoreError> {
-        let st = self.stored()?;
-        let t = self.tail(st.os)?;
+        let (st, t) = self.stored_and_tail()?;
         let p = self.pending.get();
         let queued_rows = st.queued_rows + t.queued_rows;
         let parked_rows = st.parked_rows + t.parked_rows;
@@ -321,26 +320,27 @@ impl<S: Sql> Outbox<S> {
         })
     }
 
-    /// The oldest queued row, if any (tombstones are not rows).
-    pub fn head(&self) -> Result<Option<Head>, StoreError> {
-        self.head_of("SELECT seq, at_ms, due_ms FROM relay_outbox WHERE target != '' ORDER BY seq LIMIT 1")
-    }
-
-    /// The oldest parked row that was not discarded, if any.
-    pub fn parked_head(&self) -> Result<Option<Head>, StoreError> {
-        self.head_of(
-            "SELECT seq, at_ms, due_ms FROM relay_parked WHERE discarded_at_ms IS NULL ORDER BY seq LIMIT 1",
-        )
-    }
-
-    /// The oldest row still owed to a target (queued or parked).
+    /// The oldest row still owed to a target (queued or parked), in one
+    /// statement: the head of each table (tombstones and discarded rows are
+    /// not rows), tagged 0 for queued and 1 for parked.
     pub fn owed_head(&self) -> Result<Option<Head>, StoreError> {
-        Ok(crate::core::owed_head(self.head()?, self.parked_head()?))
-    }
-
-    fn head_of(&self, query: &str) -> Result<Option<Head>, StoreError> {
-        let row = self.sql.first(query, vec![])?;
-        row.map(|r| Ok(Head { seq: r.u64(0)?, at_ms: r.u64(1)?, due_ms: r.u64(2)? })).transpose()
+        let rows = self.sql.rows(
+            "SELECT 0, seq, at_ms, due_ms FROM (SELECT seq, at_ms, due_ms FROM relay_outbox \
+             WHERE target != '' ORDER BY seq LIMIT 1) \
+             UNION ALL SELECT 1, seq, at_ms, due_ms FROM (SELECT seq, at_ms, due_ms FROM relay_parked \
+             WHERE discarded_at_ms IS NULL ORDER BY seq LIMIT 1)",
+            vec![],
+        )?;
+        let (mut queued, mut parked) = (None, None);
+        for r in rows {
+            let head = Head { seq: r.u64(1)?, at_ms: r.u64(2)?, due_ms: r.u64(3)? };
+            if r.u64(0)? == 0 {
+                queued = Some(head);
+            } else {
+                parked = Some(head);
+            }
+        }
+        Ok(crate::core::owed_head(queued, parked))
     }
 
     /// Occupancy under the backpressure bounds.

@@ -181,8 +181,7 @@ impl<S: Sql> Outbox<S> {
     /// an active cursor) and any fire in flight loses its checkpoint guard.
     pub fn redrive(&self, target: &str) -> Result<ActionOutcome, StoreError> {
         self.sql.transaction(|| {
-            let stored = self.stored()?;
-            let tail = self.tail(stored.os)?;
+            let (stored, tail) = self.stored_and_tail()?;
             let was_parked = self.is_parked(target)?;
             let (rows, bytes) = self.parked_count(target)?;
             let t: SqlValue = target.into();
@@ -227,8 +226,7 @@ impl<S: Sql> Outbox<S> {
     /// it over for the rest of the cycle; it has nothing to discard.
     pub fn discard(&self, target: &str, now_ms: u64) -> Result<ActionOutcome, StoreError> {
         self.sql.transaction(|| {
-            let stored = self.stored()?;
-            let tail = self.tail(stored.os)?;
+            let (_, tail) = self.stored_and_tail()?;
             let was_parked = self.is_parked(target)?;
             let (rows, bytes) = self.parked_count(target)?;
             let mut written = u64::from(self.sql.run(

@@ -17,6 +17,17 @@ impl<S: Sql> Outbox<S> {
         let batch = int(u64::from(plan.batch_rows));
         // Holds past their grace hold nothing back any more.
         let expired = now_ms.saturating_sub(crate::core::HOLD_GRACE_MS);
+        // Most alarms find nothing expired: one read of the oldest times
+        // spares them the four deletes.
+        let oldest = self.oldest()?;
+        let due = |t: Option<u64>, before: u64| t.is_some_and(|t| t <= before);
+        if !(due(oldest.hold_due_ms, expired)
+            || due(oldest.dedup_at_ms, plan.dedup_before_ms)
+            || due(oldest.claim_at_ms, plan.dedup_before_ms.saturating_sub(CLAIM_GRACE_MS))
+            || due(oldest.discarded_at_ms, plan.discard_before_ms))
+        {
+            return Ok(0);
+        }
         let mut pruned =
             u64::from(self.sql.run("DELETE FROM relay_holds WHERE due_ms <= ?", vec![int(expired)])?);
         for step in 0..plan.steps_max {
@@ -45,28 +56,54 @@ impl<S: Sql> Outbox<S> {
         if records_prune(pruned) {
             // Discarded rows were folded when they were discarded, so the
             // folded os covers them: pruning them cannot lower os.
-            let tail = self.tail(self.stored()?.os)?;
+            let (_, tail) = self.stored_and_tail()?;
             let write = StateWrite { last_prune_ms: Some(now_ms), writes: pruned, ..StateWrite::default() };
             self.write_state(&tail, &write)?;
         }
         Ok(pruned)
     }
 
-    /// When an idle source should wake to prune, if it keeps anything that
-    /// will expire.
-    pub fn idle_prune_at(&self, last_prune_ms: u64) -> Result<Option<u64>, StoreError> {
+    /// The oldest time of each kind of record that expires, in one read
+    /// (each `MIN` is an index or primary-key lookup).
+    fn oldest(&self) -> Result<Oldest, StoreError> {
         let row = self.sql.first(
             "SELECT (SELECT MIN(at_ms) FROM relay_dedup), \
              (SELECT MIN(discarded_at_ms) FROM relay_parked WHERE discarded_at_ms IS NOT NULL), \
-             (SELECT MIN(at_ms) FROM relay_claims)",
+             (SELECT MIN(at_ms) FROM relay_claims), (SELECT MIN(due_ms) FROM relay_holds)",
             vec![],
         )?;
-        let Some(row) = row else { return Ok(None) };
+        let Some(r) = row else { return Ok(Oldest::default()) };
+        Ok(Oldest {
+            dedup_at_ms: r.opt_u64(0)?,
+            discarded_at_ms: r.opt_u64(1)?,
+            claim_at_ms: r.opt_u64(2)?,
+            hold_due_ms: r.opt_u64(3)?,
+        })
+    }
+
+    /// When an idle source should wake to prune, if it keeps anything that
+    /// will expire.
+    pub fn idle_prune_at(&self, last_prune_ms: u64) -> Result<Option<u64>, StoreError> {
+        let oldest = self.oldest()?;
         let s = self.settings();
-        let dedup = row.opt_u64(0)?.map(|d| d.saturating_add(s.dedup_horizon_ms));
-        let discard = row.opt_u64(1)?.map(|p| p.saturating_add(s.discard_horizon_ms));
-        let claims = row.opt_u64(2)?.map(|c| c.saturating_add(s.dedup_horizon_ms + CLAIM_GRACE_MS));
+        let dedup = oldest.dedup_at_ms.map(|d| d.saturating_add(s.dedup_horizon_ms));
+        let discard = oldest.discarded_at_ms.map(|p| p.saturating_add(s.discard_horizon_ms));
+        let claims = oldest.claim_at_ms.map(|c| c.saturating_add(s.dedup_horizon_ms + CLAIM_GRACE_MS));
         let first_expiry = dedup.into_iter().chain(discard).chain(claims).min();
         Ok(idle_prune_at(first_expiry, last_prune_ms))
     }
+}
+
+/// The oldest time of each kind of record that expires; `None` where there
+/// is none.
+#[derive(Clone, Copy, Debug, Default)]
+struct Oldest {
+    /// The oldest dedup record's `at_ms`.
+    dedup_at_ms: Option<u64>,
+    /// The oldest discarded row's `discarded_at_ms`.
+    discarded_at_ms: Option<u64>,
+    /// The oldest key claim's `at_ms`.
+    claim_at_ms: Option<u64>,
+    /// The earliest hold's `due_ms`.
+    hold_due_ms: Option<u64>,
 }
