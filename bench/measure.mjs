@@ -10,6 +10,7 @@
 
 import { names, requestsFor, totalRows } from "./workloads.mjs";
 import { sleep } from "../tests/e2e/harness.mjs";
+import { workDelta } from "./cost.mjs";
 
 /** Concurrent requests when reading figures after a drain. */
 const READ_CONCURRENCY = 16;
@@ -40,6 +41,12 @@ export async function getOk(worker, path) {
   const r = await worker.api("GET", path);
   if (r.status !== 200) throw new Error(`GET ${path}: ${r.status} ${JSON.stringify(r.body)}`);
   return r.body;
+}
+
+/** The isolate's work counts (GET /v1/bench/work), or null where the build has no such route. */
+export async function workReading(worker) {
+  const r = await worker.api("GET", "/v1/bench/work");
+  return r.status === 200 ? r.body : null;
 }
 
 export const ROUTES = {
@@ -225,6 +232,7 @@ export async function runWorkload({ worker, system, workload, healAfterMs, progr
     if (r.status !== 200) throw new Error(`fault switch on ${t}: ${r.status} ${JSON.stringify(r.body)}`);
   }
   const plans = sources.map((s) => ({ source: s, requests: requestsFor(s, targets, workload.rowsPerPair) }));
+  const workBefore = await workReading(worker);
   let healedAtMs = null;
   let healTimer = null;
   const t0 = Date.now();
@@ -248,7 +256,10 @@ export async function runWorkload({ worker, system, workload, healAfterMs, progr
 
   await waitForDrain({ worker, system, sources, total, seen, t0, run, label, progress });
   clearTimeout(healTimer);
+  const workAfter = await workReading(worker);
   const { m } = await readFigures({ worker, system, workload, sources, targets, total, seen, t0 });
+  m.work = workDelta(workBefore, workAfter);
+  m.requests = plans.reduce((a, p) => a + p.requests.length, 0);
   m.enqueue_ms = run.enqueueMs;
   if (failing.length) {
     const failed = new Set(failing);

@@ -122,8 +122,10 @@ async function inspector(port) {
   });
   let id = 0;
   const pending = new Map();
+  const session = { onEvent: () => {} };
   ws.onmessage = (m) => {
     const d = JSON.parse(m.data);
+    if (d.method) session.onEvent(d);
     if (d.id && pending.has(d.id)) {
       pending.get(d.id)(d);
       pending.delete(d.id);
@@ -135,7 +137,7 @@ async function inspector(port) {
       pending.set(n, (d) => (d.error ? reject(new Error(`${method}: ${d.error.message}`)) : resolve(d.result)));
       ws.send(JSON.stringify({ id: n, method, params }));
     });
-  return { call, close: () => ws.close() };
+  return Object.assign(session, { call, close: () => ws.close() });
 }
 
 /** Which part of the isolate a profile node's frame belongs to. */
@@ -153,7 +155,7 @@ function category(frame) {
  * sample's weight is the gap to the next sample, capped at 4 intervals so
  * a sample that ends an idle stretch is not charged for it.
  */
-function splitProfile(profile) {
+function splitProfile(profile, sources) {
   const byId = new Map(profile.nodes.map((n) => [n.id, n]));
   const cap = 4 * SAMPLE_US;
   const us = { wasm: 0, js: 0, runtime: 0, gc: 0, program: 0, idle: 0 };
@@ -164,8 +166,7 @@ function splitProfile(profile) {
     const cat = category(frame);
     us[cat] += weight;
     if (cat === "wasm" || cat === "js" || cat === "runtime") {
-      const where = cat === "js" ? ` ${frame.url.split("/").pop()}:${frame.lineNumber}:${frame.columnNumber}` : "";
-      const key = `${cat} ${frame.functionName || "(anonymous)"}${where}`;
+      const key = `${cat} ${frame.functionName || importName(frame, sources) || "(anonymous)"}`;
       functions.set(key, (functions.get(key) ?? 0) + weight);
     }
   }
@@ -177,6 +178,7 @@ function splitProfile(profile) {
 async function cpuPass(worker, rows) {
   const session = await inspector(worker.inspectorPort);
   try {
+    const sources = await scriptSources(session);
     await session.call("Profiler.enable");
     await session.call("Profiler.setSamplingInterval", { interval: SAMPLE_US });
     await session.call("Profiler.start");
@@ -185,7 +187,7 @@ async function cpuPass(worker, rows) {
       await sleep(SETTLE_MS);
     }
     const { profile } = await session.call("Profiler.stop");
-    const { us, top } = splitProfile(profile);
+    const { us, top } = splitProfile(profile, sources);
     const perRow = (x) => x / 1000 / rows;
     const busy = us.wasm + us.js + us.runtime + us.gc + us.program;
     return {
@@ -197,6 +199,31 @@ async function cpuPass(worker, rows) {
   } finally {
     session.close();
   }
+}
+
+/** The Worker's scripts by id, as the inspector announces them when its debugger is enabled. */
+async function scriptSources(session) {
+  const ids = [];
+  session.onEvent = (e) => {
+    if (e.method === "Debugger.scriptParsed" && e.params.url.endsWith("entry.js")) ids.push(e.params.scriptId);
+  };
+  await session.call("Debugger.enable");
+  const sources = new Map();
+  for (const id of ids) sources.set(id, (await session.call("Debugger.getScriptSource", { scriptId: id })).scriptSource.split("\n"));
+  await session.call("Debugger.disable");
+  return sources;
+}
+
+/**
+ * The wasm-bindgen import an anonymous JS frame belongs to: the bundle
+ * names each import's function after the import (`__wbg_exec_…`), so the
+ * last such name before the frame's column on its line is the import.
+ */
+function importName(frame, sources) {
+  const line = sources.get(frame.scriptId)?.[frame.lineNumber];
+  if (!line) return null;
+  const names = [...line.slice(0, frame.columnNumber + 1).matchAll(/__wbg_([A-Za-z]+)_[0-9a-f]+/g)];
+  return names.length ? `import ${names[names.length - 1][1]}` : null;
 }
 
 /** A Rust symbol without its hash and crate paths, for the report. */

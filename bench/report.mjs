@@ -3,6 +3,7 @@
 // Markdown report. Absolute times stay in the JSON; the report's headline
 // figures are ratios and per-row counts.
 
+import { costTable, priceNote, profileSection, workTable } from "./cost.mjs";
 import { totalRows } from "./workloads.mjs";
 
 const fmt = (v, digits = 2) => (v === null || v === undefined || Number.isNaN(v) ? "—" : Number(v).toFixed(digits));
@@ -246,7 +247,7 @@ function delayTable(delays) {
 }
 
 export function renderReport(run) {
-  const { meta, workloads, systems, bySystem, healthy, aims, core, upload, delays, partitions } = run;
+  const { meta, workloads, systems, bySystem, healthy, aims, core, upload, delays, partitions, profile } = run;
   const sys = systems.map((s) => `- \`${s.id}\`: ${s.label}${s.kind === "relay" ? `; vars ${Object.entries(s.vars).map(([k, v]) => `${k}=${v}`).join(" ")}` : ""}`).join("\n");
   const wl = workloads.map((w) => `- ${w.id}: ${w.title} (${int(totalRows(w))} rows)`).join("\n");
   const missed = aims.filter((a) => !a.met);
@@ -277,6 +278,22 @@ Every request enqueues one row. Accepted req/s: rows ÷ (last reply − first re
 
 ${streamTable(bySystem, workloads)}
 ` : ""}
+### Work per row
+
+What each system asked of the platform per row, counted by the isolate between the first request and the drain (\`GET /v1/bench/work\`; the driver's own status reads are in it). Counts do not move with the machine's load, so they show what a change did where the milliseconds cannot.
+
+${workTable(bySystem, workloads)}
+
+### Cost per million rows
+
+${costTable(bySystem, workloads)}
+
+${priceNote()}
+
+### Profile: a lone row
+
+${profileSection(profile)}
+
 ${partitions ? `### W7: partitioned sources
 
 Single-row enqueues from concurrent producers to one logical source (\`RELAY_PARTITIONS\`), each configuration on a fresh workerd; \`plain\` is an unpartitioned source for reference. Accepted enqueues/s: rows ÷ (last reply − first request). Order: each target's apply log at its home partition against the order its producer's enqueues were accepted. All partitions run in one local workerd process on this machine, so the ratios show the router's cost and the local contention, not production, where each partition is its own object with its own throughput.

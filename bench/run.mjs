@@ -4,7 +4,8 @@
 //
 //   npm run bench -- [--quick] [--plan free|paid|all] [--out DIR] [--no-build]
 //                    [--systems a,b] [--workloads W1,W3,W5-lone] (W5: every streaming workload;
-//                    W6: delay accuracy; W7: partitioned sources)
+//                    W6: delay accuracy; W7: partitioned sources;
+//                    profile: where a lone row's work goes)
 //   npm run bench -- --render DIR   (redraw report.md and chart.svg from DIR/results.json)
 //
 // Builds the benchmark variant of the Worker (cargo feature "bench", into
@@ -26,6 +27,7 @@ import { runWorkload, Progress } from "./measure.mjs";
 import { runStream } from "./stream.mjs";
 import { runDelays } from "./delays.mjs";
 import { runPartitions } from "./partitions.mjs";
+import { runProfile } from "./profile.mjs";
 import { FULL, QUICK, STREAM_FULL, STREAM_QUICK, SYSTEMS, runsOn, totalRows } from "./workloads.mjs";
 import { renderChart } from "./chart.mjs";
 import { addRatios, evaluateAims, healthyComparison, renderReport } from "./report.mjs";
@@ -58,6 +60,11 @@ function parseArgs(argv) {
   if (!["free", "paid", "all"].includes(opts.plan)) throw new Error("--plan is free, paid or all");
   return opts;
 }
+
+/** Lone rows per pass of the profile (bench/profile.mjs)... */
+const PROFILE_ROWS = 40;
+/** ...and in quick mode. */
+const PROFILE_ROWS_QUICK = 5;
 
 /** A run during which other processes used more than this share of the CPUs is measured again... */
 const FOREIGN_MAX = 0.1;
@@ -177,7 +184,7 @@ async function main() {
   const workloads = (opts.quick ? [...QUICK, ...STREAM_QUICK] : [...FULL, ...STREAM_FULL]).filter(selected);
   const systems = SYSTEMS.filter((s) => (opts.plan === "all" || s.plans.includes(opts.plan)) && (!opts.systems || opts.systems.includes(s.id)));
   const extra = (id) => !opts.workloads || opts.workloads.includes(id);
-  if (!systems.length || (!workloads.length && !extra("W6") && !extra("W7"))) throw new Error("nothing selected");
+  if (!systems.length || (!workloads.length && !extra("W6") && !extra("W7") && !extra("profile"))) throw new Error("nothing selected");
 
   if (opts.build) {
     say("building the test Worker (scripts/build-worker test: features testing and bench, into build/test)");
@@ -241,6 +248,12 @@ async function main() {
     partitions = await runPartitions({ quick: opts.quick, say });
   }
 
+  let profile = null;
+  if (extra("profile")) {
+    say("profile: the work and CPU of a lone row (bench/profile.mjs)");
+    profile = await runProfile({ rows: opts.quick ? PROFILE_ROWS_QUICK : PROFILE_ROWS, log: say });
+  }
+
   addRatios(bySystem);
   const healthy = healthyComparison(bySystem);
   const aims = opts.quick ? [] : evaluateAims(bySystem, healthy, core?.backlog ?? []);
@@ -256,7 +269,7 @@ async function main() {
     wrangler: wranglerVersion(),
     heal_fraction_of_w3: HEAL_FRACTION,
   };
-  const run = { meta, workloads, systems, bySystem, healthy, aims, core, upload, delays, partitions };
+  const run = { meta, workloads, systems, bySystem, healthy, aims, core, upload, delays, partitions, profile };
   writeOutputs(run, outDir);
   say(`wrote ${relative(ROOT, outDir)}/{report.md,results.json,chart.svg}`);
   const missed = aims.filter((a) => !a.met);

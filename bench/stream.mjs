@@ -17,7 +17,8 @@
 
 import { sleep } from "../tests/e2e/harness.mjs";
 import { snapshot, workerCpuMs } from "./cpu.mjs";
-import { ROUTES, readFigures, summary, waitForDrain, watch } from "./measure.mjs";
+import { ROUTES, readFigures, summary, waitForDrain, watch, workReading } from "./measure.mjs";
+import { workDelta } from "./cost.mjs";
 import { names } from "./workloads.mjs";
 
 /** The value at quantile `q` (0..1) of `xs` (nearest rank), null when empty. */
@@ -103,6 +104,7 @@ export async function runStream({ worker, system, workload, progress }) {
   if (workload.slowTargetMs) await delayTargets(worker, targets, workload.slowTargetMs);
   const replies = [];
   const run = { sent: 0, error: null, enqueueMs: null };
+  const workBefore = await workReading(worker);
   const cpuBefore = snapshot();
   const t0 = Date.now();
   produce({ worker, system, workload, sources, targets, run, replies }).then(
@@ -121,9 +123,12 @@ export async function runStream({ worker, system, workload, progress }) {
     await waitForDrain({ worker, system, sources, total, seen, t0, run, label, progress });
   }
   const cpuMs = workerCpuMs(cpuBefore, snapshot());
+  const workAfter = await workReading(worker);
   if (workload.slowTargetMs) await delayTargets(worker, targets, 0);
   const { m, stats } = await readFigures({ worker, system, workload, sources, targets, total, seen, t0 });
   m.enqueue_ms = run.enqueueMs;
+  m.work = workDelta(workBefore, workAfter);
+  m.requests = total;
   Object.assign(m, latencies(replies, stats));
   m.invocations_per_row = m.invocations / total;
   m.worker_cpu_ms = cpuMs;
