@@ -198,7 +198,7 @@ impl RelayConfig {
     /// Reads the configuration from a Worker's variables (`[vars]`, or
     /// `--var`).
     pub fn from_env(env: &worker::Env) -> Result<RelayConfig, ConfigError> {
-        RelayConfig::from_vars(|k| env.var(k).ok().map(|v| v.to_string()))
+        RelayConfig::from_vars(|k| crate::vars::text(env, k))
     }
 
     /// Reads the configuration through `get` (a variable lookup).

@@ -18,6 +18,7 @@
 //! - [`partition`]: the router of partitioned sources, over any sink.
 //! - [`protocol`]: every operation of the objects' protocols, defined once.
 //! - [`http`], [`routes`], [`codes`], [`config`]: the wire.
+//! - [`vars`]: the Worker's variables, read once per isolate.
 //! - [`work`]: what the relay asked of the platform, counted (the profile).
 //! - `testing` (feature `testing`) and `sim` (feature `sim`).
 //!
@@ -43,6 +44,7 @@ pub mod source;
 pub mod store;
 #[cfg(feature = "testing")]
 pub mod testing;
+pub mod vars;
 pub mod work;
 
 pub use client::{RelayClient, RelayError, SourceClient};

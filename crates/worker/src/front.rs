@@ -159,7 +159,7 @@ impl Grant {
 
 /// The variable `name`, as a secret or else a plain variable.
 fn secret_or_var(env: &Env, name: &str) -> Option<String> {
-    env.secret(name).map(|s| s.to_string()).or_else(|_| env.var(name).map(|v| v.to_string())).ok()
+    durable_relay::vars::text(env, name)
 }
 
 /// The scopes the request's bearer token holds, from the configured tokens
