@@ -159,12 +159,20 @@ export function profileSection(profile) {
     `| --- | ${phases.map(() => "---:").join(" | ")} |`,
     ...keys.map(([k, label, d]) => `| ${label} | ${phases.map((p) => fmt(profile.counts[p]?.[k], d)).join(" | ")} |`),
   ];
+  const calls = Object.entries(profile.counts.cycle ?? {})
+    .filter(([k, v]) => k.startsWith("call: ") && v)
+    .sort((a, b) => b[1] - a[1])
+    .slice(0, 10)
+    .map(([k, v]) => `${k.slice(6)} ${fmt(v, 0)}`)
+    .join(", ");
   const cpu = profile.cpu;
   const shares = Object.entries(cpu.ms_per_row).map(([k, v]) => `${k} ${fmt(v, 2)} ms`).join(", ");
   const top = cpu.top_functions.map((f) => `| ${f.name.replaceAll("|", "\\|")} | ${fmt(f.ms_per_row, 3)} |`);
   return `${profile.rows} lone rows on a warm source (Free preset): the enqueue is counted apart from its delivery by delaying each row ${profile.split_delay_ms} ms; \`cycle\` is the same row undelayed. Counts are per row and include the front door, the source and the target in one isolate; the statements each phase ran are in \`results.json\` (\`profile.counts\`).
 
 ${counts.join("\n")}
+
+The most frequent boundary calls of a cycle, by name: ${calls || "—"}.
 
 CPU, sampled by V8 through the inspector over ${cpu.rows} undelayed rows (sampling inflates the absolute figures; read them as shares): ${shares}; wasm ${fmt(100 * cpu.wasm_share, 0)}% of the busy time. JS time is mostly the runtime's work inside the imports the wasm calls (the SQL \`exec\` above all), which the profiler charges to the JS function that made the call.
 

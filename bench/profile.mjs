@@ -44,7 +44,13 @@ function minus(b, a) {
 async function counts(worker) {
   const r = await getOk(worker, "/v1/bench/work");
   const statements = Object.fromEntries(Object.entries(r.statements ?? {}).map(([sql, n]) => [`sql: ${sql}`, n]));
-  return { ...r.work, boundary_imports: r.boundary?.imports ?? 0, boundary_exports: r.boundary?.exports ?? 0, ...statements };
+  // wasm-bindgen names an import `__wbg_<name>_<hash>`: keep the name.
+  const calls = {};
+  for (const [name, n] of Object.entries(r.boundary?.by_name ?? {})) {
+    const key = `call: ${name.replace(/^__wbg_/, "").replace(/_[0-9a-f]{16}$/, "")}`;
+    calls[key] = (calls[key] ?? 0) + n;
+  }
+  return { ...r.work, boundary_imports: r.boundary?.imports ?? 0, boundary_exports: r.boundary?.exports ?? 0, ...statements, ...calls };
 }
 
 /**

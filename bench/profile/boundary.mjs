@@ -9,7 +9,7 @@
 // `GET /v1/bench/work` reads. The wrappers cost time of their own, so the
 // profile's CPU figures come from a run without them.
 
-const counts = { imports: 0, exports: 0 };
+const counts = { imports: 0, exports: 0, by_name: {} };
 globalThis.__relayBoundary = counts;
 
 const Instance = WebAssembly.Instance;
@@ -22,6 +22,7 @@ function counted(fns, field) {
       typeof f === "function"
         ? function (...args) {
             counts[field] += 1;
+            counts.by_name[name] = (counts.by_name[name] ?? 0) + 1;
             return f.apply(this, args);
           }
         : f;

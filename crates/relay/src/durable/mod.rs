@@ -21,6 +21,7 @@ pub use call::{StubCall, StubReply};
 use crate::core::ErrorCode;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
+use worker::worker_sys::types::SqlStorage as SqlStorageSys;
 use worker::{ObjectNamespace, SqlStorage, SqlStorageValue, State};
 
 use crate::core::{ApplyReply, CallOutcome, Failure, Name, ThrownBy};
@@ -91,6 +92,37 @@ fn to_storage(v: SqlValue) -> SqlStorageValue {
     }
 }
 
+/// A bound parameter as JavaScript. An integer is a number: the relay binds
+/// only `0..=SEQ_MAX`, which a number carries exactly.
+fn to_js(v: SqlValue) -> JsValue {
+    match v {
+        SqlValue::Null => JsValue::NULL,
+        SqlValue::Int(i) => JsValue::from_f64(i as f64),
+        SqlValue::Real(f) => JsValue::from_f64(f),
+        SqlValue::Text(s) => JsValue::from_str(&s),
+        SqlValue::Blob(b) => worker::js_sys::Uint8Array::from(b.as_slice()).into(),
+    }
+}
+
+/// A result value from JavaScript, asking the cheapest question first:
+/// most values are numbers (one call across the boundary) or text (two),
+/// where a general conversion asks five or six. An integral number within
+/// the safe range is an integer, as SQLite returned it; anything else
+/// (null, a blob) takes the general conversion.
+fn from_js(v: JsValue) -> Result<SqlValue, StoreError> {
+    /// 2^53 - 1: the largest integer a JavaScript number holds exactly.
+    const SAFE_INTEGER_MAX: f64 = 9_007_199_254_740_991.0;
+    if let Some(n) = v.as_f64() {
+        let integral = n.fract() == 0.0 && n.abs() <= SAFE_INTEGER_MAX;
+        return Ok(if integral { SqlValue::Int(n as i64) } else { SqlValue::Real(n) });
+    }
+    if let Some(text) = v.as_string() {
+        return Ok(SqlValue::Text(text));
+    }
+    let value = SqlStorageValue::try_from(v).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+    Ok(from_storage(value))
+}
+
 fn from_storage(v: SqlStorageValue) -> SqlValue {
     match v {
         SqlStorageValue::Null => SqlValue::Null,
@@ -107,18 +139,31 @@ const ABORT: &str = "durable-relay: transaction aborted";
 
 impl Sql for DoSql {
     fn exec(&self, query: &str, params: Vec<SqlValue>) -> Result<Rows, StoreError> {
-        let sql_error = |e: worker::Error| StoreError::Sql(e.to_string());
-        let cursor = self
-            .sql
-            .exec(query, params.into_iter().map(to_storage).collect::<Vec<_>>())
-            .map_err(sql_error)?;
-        let mut rows = Vec::new();
-        for row in cursor.raw() {
-            rows.push(Row(row.map_err(sql_error)?.into_iter().map(from_storage).collect()));
+        let sql_error = |e: JsValue| StoreError::Sql(js_error_text(&e));
+        let bindings = worker::js_sys::Array::new();
+        for p in params {
+            bindings.push(&to_js(p));
         }
-        let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+        let storage: &SqlStorageSys = self.sql.as_ref().unchecked_ref();
+        let cursor = storage.exec(query, bindings).map_err(sql_error)?;
+        let mut rows = Vec::new();
+        let raw = cursor.raw();
+        loop {
+            let next = raw.next().map_err(sql_error)?;
+            if next.done() {
+                break;
+            }
+            // A raw row is an array of the row's values, in column order.
+            let values: worker::js_sys::Array = next.value().unchecked_into();
+            let mut row = Vec::with_capacity(values.length() as usize);
+            for value in values.iter() {
+                row.push(from_js(value)?);
+            }
+            rows.push(Row(row));
+        }
+        let count = |n: f64| if n >= f64::from(u32::MAX) { u32::MAX } else { n as u32 };
         let (read, written) = (count(cursor.rows_read()), count(cursor.rows_written()));
-        crate::work::statement(read, written, count(rows.len()));
+        crate::work::statement(read, written, u32::try_from(rows.len()).unwrap_or(u32::MAX));
         #[cfg(feature = "testing")]
         crate::work::statement_text(query);
         Ok(Rows { rows, written, read })
