@@ -117,12 +117,18 @@ export function watch(worker, system, sources) {
  * `run.enqueueMs` (set once every request was answered) are updated by the
  * sender. Shows progress; throws on a send error or a stall.
  */
-export async function waitForDrain({ worker, system, sources, total, seen, t0, run, label, progress }) {
+export async function waitForDrain({ worker, system, sources, total, seen, t0, run, label, progress, workBase = null }) {
   let polls = 0;
   let last = -1;
   let lastChange = Date.now();
   for (;;) {
     if (run.error) throw run.error;
+    if (workBase && system.kind === "relay") {
+      // Alarms that log only when notable say nothing of routine progress:
+      // the isolate's count of rows applied does.
+      const now = await workReading(worker);
+      if (now) seen.applied = Math.max(seen.applied, now.work.rows_applied - workBase.work.rows_applied);
+    }
     const secs = ((Date.now() - t0) / 1000).toFixed(1);
     const extra = system.kind === "relay" ? `, ${seen.alarms} alarms` : system.kind === "queue" ? `, ${seen.batches} consumer batches` : "";
     const applied = Math.min(seen.applied, total);

@@ -274,7 +274,7 @@ ${mainTable(bySystem, workloads.filter((w) => !w.stream))}
 ${workloads.some((w) => w.stream) ? `
 ### W5: streaming single-row enqueues
 
-Every request enqueues one row. Accepted req/s: rows ÷ (last reply − first request), seen by the driver. Enqueue latency: request to reply, seen by the driver. End-to-end latency: from the \`at_ms\` the source stamped on the accepted row (the relay's commit time, the bench source's allocation time) to the row's first arrival, stamped by its target, so both ends are server clocks. Worker CPU: wrangler and workerd processes from the first request to the drain. Direct writes apply before they answer, so their end-to-end time is inside their enqueue time.
+Every request enqueues one row. Accepted req/s: rows ÷ (last reply − first request), seen by the driver. Enqueue latency: request to reply, seen by the driver. End-to-end latency: from the \`at_ms\` the source stamped on the accepted row (the relay's commit time, the bench source's allocation time) to the row's first arrival, stamped by its target, so both ends are server clocks. Worker CPU: wrangler and workerd processes from the first request to the drain. Direct writes apply before they answer, so their end-to-end time is inside their enqueue time. The relay's systems run W5 with \`RELAY_ALARM_LOG=notable\` (a routine alarm writes no log line); the batch workloads keep one line per alarm.
 
 ${streamTable(bySystem, workloads)}
 ` : ""}

@@ -28,7 +28,7 @@ import { runStream } from "./stream.mjs";
 import { runDelays } from "./delays.mjs";
 import { runPartitions } from "./partitions.mjs";
 import { runProfile } from "./profile.mjs";
-import { FULL, QUICK, STREAM_FULL, STREAM_QUICK, SYSTEMS, runsOn, totalRows } from "./workloads.mjs";
+import { FULL, QUICK, STREAM_FULL, STREAM_QUICK, SYSTEMS, runsOn, totalRows, varsFor } from "./workloads.mjs";
 import { renderChart } from "./chart.mjs";
 import { addRatios, evaluateAims, healthyComparison, renderReport } from "./report.mjs";
 
@@ -207,7 +207,7 @@ async function main() {
       for (let attempt = 1; attempt <= (opts.quick ? 1 : 1 + MAX_RERUNS); attempt++) {
         const quiet = opts.quick ? null : await waitForQuiet();
         say(`starting workerd for ${system.id} ${workload.id} (${system.label})${attempt > 1 ? `, attempt ${attempt}` : ""}`);
-        const worker = await startBenchWorker({ vars: system.vars });
+        const worker = await startBenchWorker({ vars: varsFor(system, workload) });
         const stopOnSignal = async () => {
           await worker.stop();
           process.exit(130);

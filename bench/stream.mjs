@@ -115,12 +115,12 @@ export async function runStream({ worker, system, workload, progress }) {
     // A direct write has applied its row when the reply arrives.
     const tick = setInterval(() => (seen.applied = run.sent), 50);
     try {
-      await waitForDrain({ worker, system, sources, total, seen, t0, run, label, progress });
+      await waitForDrain({ worker, system, sources, total, seen, t0, run, label, progress, workBase: workBefore });
     } finally {
       clearInterval(tick);
     }
   } else {
-    await waitForDrain({ worker, system, sources, total, seen, t0, run, label, progress });
+    await waitForDrain({ worker, system, sources, total, seen, t0, run, label, progress, workBase: workBefore });
   }
   const cpuMs = workerCpuMs(cpuBefore, snapshot());
   const workAfter = await workReading(worker);

@@ -76,6 +76,20 @@ export const SYSTEMS = [
   { id: "relay-coalesce", code: "rc", kind: "relay", label: "relay, Free preset, RELAY_COALESCE_MS=50", vars: { RELAY_PLAN: "free", RELAY_COALESCE_MS: "50" }, plans: ["free"], optIn: "coalesce" },
 ];
 
+/**
+ * Variables the relay's systems add in the streaming workloads: every
+ * alarm delivers one or a few rows there, and a log line per alarm is a
+ * log line per row, which is what `RELAY_ALARM_LOG=notable` is for. The
+ * batch workloads keep every alarm's line (they read calls per alarm from
+ * it).
+ */
+export const STREAM_RELAY_VARS = { RELAY_ALARM_LOG: "notable" };
+
+/** The variables `system` runs `workload` with. */
+export function varsFor(system, workload) {
+  return workload.stream && system.kind === "relay" ? { ...system.vars, ...STREAM_RELAY_VARS } : system.vars;
+}
+
 /** Whether `system` runs `workload`: a workload may name its systems, and an opt-in system runs only where a workload asks for it. */
 export function runsOn(system, workload) {
   if (workload.systems) return workload.systems.includes(system.id);

@@ -18,6 +18,7 @@
 //! | `RELAY_MAX_QUEUED_BYTES` | 128 MiB | backpressure: body bytes waiting |
 //! | `RELAY_DEDUP_HORIZON_MS` | 24 h | how long idempotency keys are remembered |
 //! | `RELAY_DISCARD_HORIZON_MS` | 7 days | how long discarded parked rows are kept |
+//! | `RELAY_ALARM_LOG` | `every` | `every`: one `relay_alarm` line per alarm; `notable`: only alarms that parked, conflicted, saw lag, delivered traced rows or called targets and delivered nothing |
 //! | `RELAY_PARTITIONS` | none | JSON: logical source name to its [`PartitionMap`], e.g. `{"orders":{"partitions":4,"epoch":1}}` |
 
 use std::collections::BTreeMap;
@@ -78,6 +79,24 @@ pub struct RelayConfig {
     pub coalesce_ms: u64,
     /// Partitioned logical sources and their maps (each validated).
     pub partitions: BTreeMap<Name, PartitionMap>,
+    /// Which alarms log their `relay_alarm` line.
+    pub alarm_log: AlarmLog,
+}
+
+/// Which alarms log a `relay_alarm` line (`RELAY_ALARM_LOG`). The warnings
+/// (a target parked, lag past the bound, an alarm that failed) are logged
+/// either way.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum AlarmLog {
+    /// Every alarm: one line per alarm, its figures in full.
+    #[default]
+    Every,
+    /// Only alarms worth a look: one that parked a target, lost its
+    /// checkpoint guard, saw a row past the lag bound, delivered traced
+    /// rows, or called targets and delivered nothing. A busy source's
+    /// routine alarms then write no log line (a log line per row at one
+    /// row per alarm); its figures stay in its status and metrics.
+    Notable,
 }
 
 /// A variable with a bad value.
@@ -250,6 +269,16 @@ impl RelayConfig {
             ranged(&get, "RELAY_CALL_TIMEOUT_MS", MIN_CALL_TIMEOUT_MS, MAX_CALL_TIMEOUT_MS)?
                 .unwrap_or(DEFAULT_CALL_TIMEOUT_MS);
         let coalesce_ms = ranged(&get, "RELAY_COALESCE_MS", 0, MAX_COALESCE_MS)?.unwrap_or(0);
+        let alarm_log = match get("RELAY_ALARM_LOG").as_deref().map(str::trim) {
+            None | Some("every") => AlarmLog::Every,
+            Some("notable") => AlarmLog::Notable,
+            Some(other) => {
+                return Err(ConfigError {
+                    var: "RELAY_ALARM_LOG",
+                    message: format!("must be `every` or `notable`, got {other:?}"),
+                })
+            }
+        };
         Ok(RelayConfig {
             plan,
             budget,
@@ -258,6 +287,7 @@ impl RelayConfig {
             settings: settings(&get)?,
             partitions: partitions(&get)?,
             coalesce_ms,
+            alarm_log,
         })
     }
 }
@@ -341,6 +371,10 @@ mod tests {
 
     #[test]
     fn coalescing_is_off_by_default_and_bounded() {
+        assert_eq!(parse(&[]).unwrap().alarm_log, AlarmLog::Every, "every alarm logs unless told");
+        assert_eq!(parse(&[("RELAY_ALARM_LOG", "notable")]).unwrap().alarm_log, AlarmLog::Notable);
+        assert_eq!(parse(&[("RELAY_ALARM_LOG", "every")]).unwrap().alarm_log, AlarmLog::Every);
+        assert_eq!(parse(&[("RELAY_ALARM_LOG", "some")]).unwrap_err().var, "RELAY_ALARM_LOG");
         assert_eq!(parse(&[]).unwrap().coalesce_ms, 0);
         assert_eq!(parse(&[("RELAY_COALESCE_MS", "1000")]).unwrap().coalesce_ms, 1_000);
         assert_eq!(parse(&[("RELAY_COALESCE_MS", "1001")]).unwrap_err().var, "RELAY_COALESCE_MS");

@@ -36,7 +36,7 @@ use std::cell::OnceCell;
 
 use worker::{Env, Request, Response, State};
 
-use crate::config::RelayConfig;
+use crate::config::{AlarmLog, RelayConfig};
 use crate::core::{ApplyRow, Effects, EnqueueRow, Name, RelayHook, Traceparent, RELAY_LAG_BOUND_MS};
 use crate::driver::{AlarmSummary, NoObserver};
 use crate::durable::{now_ms, open_error, source_name, DoAlarm, DoSql, DoTargets};
@@ -192,7 +192,8 @@ impl<S: Sql> Source<S> {
     /// (after the relay armed its own retry) lets the platform retry too.
     pub async fn alarm(&self) -> worker::Result<Response> {
         let summary = self.run_alarm().await.map_err(worker::Error::RustError)?;
-        log_alarm(&summary);
+        let mode = config(&self.env).map(|c| c.alarm_log).unwrap_or_default();
+        log_alarm_as(&summary, serde_json::Map::new(), mode);
         Response::ok("relayed")
     }
 
@@ -255,6 +256,32 @@ pub fn log_alarm(summary: &AlarmSummary) {
 /// [`log_alarm`], with figures of your own (`figures`) added to the
 /// `relay_alarm` line's `alarm` object beside the relay's.
 pub fn log_alarm_with(summary: &AlarmSummary, figures: serde_json::Map<String, serde_json::Value>) {
+    log_alarm_as(summary, figures, AlarmLog::Every);
+}
+
+/// Whether an alarm is worth its `relay_alarm` line under `mode` (see
+/// [`AlarmLog`]).
+pub fn alarm_is_logged(summary: &AlarmSummary, mode: AlarmLog) -> bool {
+    let failing = summary.subrequests > 0 && summary.rows_delivered == 0;
+    mode == AlarmLog::Every
+        || !summary.parked.is_empty()
+        || summary.conflicts > 0
+        || summary.lag_exceeded
+        || summary.traced_rows > 0
+        || failing
+}
+
+/// [`log_alarm_with`] under `mode` (`RELAY_ALARM_LOG`): the `relay_alarm`
+/// line only when [`alarm_is_logged`]; the warnings always.
+pub fn log_alarm_as(
+    summary: &AlarmSummary,
+    figures: serde_json::Map<String, serde_json::Value>,
+    mode: AlarmLog,
+) {
+    if !alarm_is_logged(summary, mode) {
+        log_warnings(summary);
+        return;
+    }
     if figures.is_empty() {
         work::log_json(Level::Info, &serde_json::json!({"event": "relay_alarm", "alarm": summary}));
     } else {
@@ -264,6 +291,11 @@ pub fn log_alarm_with(summary: &AlarmSummary, figures: serde_json::Map<String, s
         }
         work::log_json(Level::Info, &serde_json::json!({"event": "relay_alarm", "alarm": alarm}));
     }
+    log_warnings(summary);
+}
+
+/// The warnings of an alarm: a target it parked, a row past the lag bound.
+fn log_warnings(summary: &AlarmSummary) {
     for (target, rows, reason) in &summary.parked {
         work::log_json(
             Level::Warn,

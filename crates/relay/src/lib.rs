@@ -49,7 +49,7 @@ pub mod work;
 
 pub use client::{RelayClient, RelayError, SourceClient};
 pub use codes::ErrorCode;
-pub use config::{Plan, RelayConfig};
+pub use config::{AlarmLog, Plan, RelayConfig};
 pub use driver::{AlarmError, AlarmOptions, AlarmSummary, FireObserver, FireRecord, NoObserver, Targets};
 pub use durable::{DoAlarm, DoRelay, DoSql, DoTargets, StubCall, StubReply};
 pub use embed::{row, Enqueue, Migrations, OnApply, Source, Target};

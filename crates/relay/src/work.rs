@@ -33,6 +33,8 @@ pub struct Work {
     pub json_bytes_out: u64,
     /// Calls to another Durable Object (target calls, forwarded requests).
     pub stub_calls: u64,
+    /// Rows targets applied for the first time (duplicates are not counted).
+    pub rows_applied: u64,
     /// Log lines written.
     pub log_lines: u64,
     /// Log bytes written.
@@ -42,7 +44,7 @@ pub struct Work {
 thread_local! {
     static WORK: Cell<Work> = const { Cell::new(Work {
         sql_statements: 0, sql_rows_read: 0, sql_rows_written: 0, sql_rows_returned: 0,
-        json_bytes_in: 0, json_bytes_out: 0, stub_calls: 0, log_lines: 0, log_bytes: 0,
+        json_bytes_in: 0, json_bytes_out: 0, stub_calls: 0, rows_applied: 0, log_lines: 0, log_bytes: 0,
     }) };
 }
 
@@ -97,6 +99,11 @@ pub fn body_in(bytes: usize) {
 /// A body of `bytes` was written from wasm.
 pub fn body_out(bytes: usize) {
     add(|w| w.json_bytes_out += bytes as u64);
+}
+
+/// A target applied `rows` rows for the first time.
+pub fn applied(rows: u32) {
+    add(|w| w.rows_applied += u64::from(rows));
 }
 
 /// A call to another Durable Object was sent.

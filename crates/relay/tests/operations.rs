@@ -313,3 +313,27 @@ fn a_target_fault_throws_at_most_its_bounded_number_of_times() {
     let once = serde_json::from_value::<TargetFaultsBody>(json!({"throw": "network_lost"})).unwrap();
     assert_eq!(once.faults().unwrap().throw_times, 1, "one throw unless told");
 }
+
+#[test]
+fn notable_alarm_logging_keeps_every_alarm_worth_a_look_and_drops_the_routine_ones() {
+    use durable_relay::embed::alarm_is_logged;
+    use durable_relay::{AlarmLog, AlarmSummary};
+    let routine =
+        AlarmSummary { subrequests: 1, rows_applied: 1, rows_delivered: 1, ..AlarmSummary::default() };
+    assert!(alarm_is_logged(&routine, AlarmLog::Every), "every alarm logs by default");
+    assert!(!alarm_is_logged(&routine, AlarmLog::Notable), "a routine delivery is not notable");
+    assert!(!alarm_is_logged(&AlarmSummary::default(), AlarmLog::Notable), "nor an idle prune");
+    let notable = [
+        AlarmSummary { conflicts: 1, ..routine.clone() },
+        AlarmSummary { lag_exceeded: true, ..routine.clone() },
+        AlarmSummary { traced_rows: 1, ..routine.clone() },
+        AlarmSummary { rows_delivered: 0, ..routine.clone() },
+        AlarmSummary {
+            parked: vec![(durable_relay::core::Name::new("t").unwrap(), 2, "422".into())],
+            ..routine.clone()
+        },
+    ];
+    for (i, summary) in notable.iter().enumerate() {
+        assert!(alarm_is_logged(summary, AlarmLog::Notable), "case {i} is notable: {summary:?}");
+    }
+}

@@ -25,7 +25,7 @@ use serde::Serialize;
 
 use durable_relay::core::Name;
 use durable_relay::durable::{now_ms, DoAlarm, DoSql};
-use durable_relay::embed::log_alarm_with;
+use durable_relay::embed::log_alarm_as;
 use durable_relay::http::{json, respond, HttpError};
 use durable_relay::routes::SourceOp;
 use durable_relay::store::{int, schema, Sql};
@@ -126,7 +126,8 @@ impl DurableObject for RelaySource {
         self.remember(&summary);
         let mut figures = serde_json::Map::new();
         figures.insert("metrics_written".into(), metrics_written.into());
-        log_alarm_with(&summary, figures);
+        let mode = crate::config(self.env()).map(|c| c.alarm_log).unwrap_or_default();
+        log_alarm_as(&summary, figures, mode);
         Response::ok("ok")
     }
 }

@@ -50,6 +50,7 @@ pub async fn serve<S: Sql>(
             let body = read_body(req).await?;
             let request = decode_request(&body).map_err(ApplyFailure::Rejected)?;
             let reply = inbox.apply(&request, hook)?;
+            crate::work::applied(reply.applied);
             log_traced(&request, &reply);
             json(&reply).map_err(internal)
         }
