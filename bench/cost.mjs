@@ -137,6 +137,14 @@ export function priceNote() {
   return `Prices (Workers Paid, past the monthly allowance, looked up ${p.checked_on}): Worker requests $${p.worker_request_per_m}/M, CPU $${p.cpu_ms_per_m}/M ms, Durable Object requests (fetches, RPC sessions and alarm invocations) $${p.do_request_per_m}/M, duration $${p.do_gb_s_per_m}/M GB-s at 128 MB, SQLite rows read $${p.sqlite_read_per_m}/M, written $${p.sqlite_written_per_m}/M, Queues $${p.queue_op_per_m}/M operations (a write, a read and a delete per message). What each row is charged comes from the counters this run measured: requests sent, target calls, alarms or consumer batches, the SQLite rows the relay's and the bench's own counters saw written, the rows SQLite read (isolate count, including the driver's status reads), and CPU (the wrangler and workerd processes, W5 only: an upper bound on billed CPU, which counts the isolate alone). Duration is priced for the relay's alarms only (their wall time is logged); local workerd reports no wall time for the other requests, so every system's request duration is left out.`;
 }
 
+/** The profile's full Free alarm, as the report states it. */
+function freeAlarmNote(a) {
+  if (!a) return "";
+  const s = a.sampled_ms;
+  return `
+A Free alarm that fills its budget (${a.rows} rows to ${a.targets} targets, ${a.subrequests} calls, all due at once; warm targets), sampled the same way: the source's alarm **${fmt(s.alarm, 1)} ms**, the ${a.targets} target applies ${fmt(s.target, 1)} ms, runtime work not attributable to either ${fmt(s.other, 1)} ms; the alarm's wall time ${a.duration_ms} ms. Unprofiled, the wrangler and workerd processes spent ${fmt(a.process_cpu_ms, 0)} ms per such alarm with its applies (/proc, 10 ms ticks, less an idle window). The Free plan allows 10 ms of CPU per invocation.`;
+}
+
 /** The profile's tables: per-row counts by phase, and where the CPU went. */
 export function profileSection(profile) {
   if (!profile) return "_not run_";
@@ -178,5 +186,6 @@ CPU, sampled by V8 through the inspector over ${cpu.rows} undelayed rows (sampli
 
 | function (self time) | ms per row |
 | --- | ---: |
-${top.join("\n")}`;
+${top.join("\n")}
+${freeAlarmNote(profile.free_alarm)}`;
 }

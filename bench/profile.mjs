@@ -23,6 +23,7 @@ import { readFileSync, writeFileSync, mkdirSync } from "node:fs";
 import { ROOT, sleep } from "../tests/e2e/harness.mjs";
 import { startBenchWorker } from "./workerd.mjs";
 import { getOk } from "./measure.mjs";
+import { snapshot, workerCpuMs } from "./cpu.mjs";
 
 /** How long each row of the split pass waits before it is due, ms: long enough that its alarm runs after the enqueue's reply was counted. */
 export const SPLIT_DELAY_MS = 400;
@@ -232,6 +233,121 @@ function importName(frame, sources) {
   return names.length ? `import ${names[names.length - 1][1]}` : null;
 }
 
+/** Targets and rows of a Free alarm that fills its budget: 8 targets a fire, two fires, 256 rows a fire. */
+const FREE_ALARM = { targets: 16, rows: 512 };
+/** How long the full alarm's rows wait (all until one time), so that one alarm finds them all due, ms. */
+const FREE_ALARM_DELAY_MS = 1_500;
+
+/** Which invocation a sample belongs to, from the Rust frames on its stack (async continuations keep their future's frames). */
+function invocationOf(nodeId, byId, parentOf) {
+  for (let id = nodeId; id !== undefined; id = parentOf.get(id)) {
+    const name = byId.get(id).callFrame.functionName;
+    if (/RelayTarget|target_do|bench::target|durable::target::|store::inbox|durable_relay_core::apply/.test(name)) return "target";
+    if (/RelaySource|source_do|store::outbox|durable_relay::source::|durable_relay::driver|DoTargets|StubCall|StubReply|durable_relay_core::/.test(name)) return "alarm";
+  }
+  return "other";
+}
+
+/**
+ * The full Free alarm in wasm: 512 rows to 16 targets, all due at once,
+ * delivered by one alarm while V8 samples. Samples are split between the
+ * source's alarm and the 16 target applies it calls (same isolate locally).
+ */
+async function freeAlarmPass(worker) {
+  // A warm-up alarm opens the targets, so no measured alarm pays their migrations.
+  await enqueueFreeAlarm(worker, "prof-free-alarm-warm");
+  await sleep(FREE_ALARM_DELAY_MS + FREE_ALARM_SETTLE_MS);
+  await checkFreeAlarm(worker, "prof-free-alarm-warm");
+  const source = "prof-free-alarm";
+  await enqueueFreeAlarm(worker, source);
+  const session = await inspector(worker.inspectorPort);
+  let profile;
+  try {
+    await session.call("Profiler.enable");
+    await session.call("Profiler.setSamplingInterval", { interval: SAMPLE_US });
+    await session.call("Profiler.start");
+    await sleep(FREE_ALARM_DELAY_MS + FREE_ALARM_SETTLE_MS);
+    ({ profile } = await session.call("Profiler.stop"));
+  } finally {
+    session.close();
+  }
+  const last = await checkFreeAlarm(worker, source);
+  const byId = new Map(profile.nodes.map((n) => [n.id, n]));
+  const parentOf = new Map();
+  for (const n of profile.nodes) for (const c of n.children ?? []) parentOf.set(c, n.id);
+  const ms = { alarm: 0, target: 0, other: 0 };
+  for (let i = 0; i < profile.samples.length; i++) {
+    const cat = category(byId.get(profile.samples[i]).callFrame);
+    if (cat === "idle") continue;
+    const weight = Math.min(4 * SAMPLE_US, profile.timeDeltas[i + 1] ?? SAMPLE_US);
+    ms[invocationOf(profile.samples[i], byId, parentOf)] += weight / 1000;
+  }
+  return {
+    ...FREE_ALARM,
+    subrequests: last.subrequests,
+    duration_ms: last.duration_ms,
+    sampled_ms: ms,
+    process_cpu_ms: await freeAlarmProcessCpu(worker),
+  };
+}
+
+/** Full Free alarms measured without the profiler, each over a window of this many ms. */
+const FREE_ALARM_UNPROFILED = 3;
+/** How long after the rows are due a window lasts, ms. */
+const FREE_ALARM_SETTLE_MS = 1_500;
+
+/**
+ * CPU of the wrangler and workerd processes per full Free alarm (with its
+ * 16 applies), unprofiled: windows holding one such alarm each, less an
+ * idle window of the same length. /proc counts in 10 ms ticks, so this is
+ * coarse; it bounds how far the sampled figures are inflated.
+ */
+async function freeAlarmProcessCpu(worker) {
+  // The window opens after the enqueue, so only the alarm and its applies (and idling) fall in it.
+  const window = FREE_ALARM_DELAY_MS + FREE_ALARM_SETTLE_MS;
+  const idleStart = snapshot();
+  await sleep(window);
+  const idle = workerCpuMs(idleStart, snapshot());
+  let busy = 0;
+  for (let i = 0; i < FREE_ALARM_UNPROFILED; i++) {
+    const source = `prof-free-alarm-${i}`;
+    await enqueueFreeAlarm(worker, source);
+    const start = snapshot();
+    await sleep(window);
+    busy += workerCpuMs(start, snapshot());
+    await checkFreeAlarm(worker, source);
+  }
+  if (idle === null) return null;
+  return Math.max(0, busy / FREE_ALARM_UNPROFILED - idle);
+}
+
+/** Enqueues the full Free alarm's rows into `source`, all due at one time. */
+async function enqueueFreeAlarm(worker, source) {
+  // One due time for every row (two requests apart would make two due times).
+  const due = Date.now() + FREE_ALARM_DELAY_MS;
+  const rows = Array.from({ length: FREE_ALARM.rows }, (_, n) => ({
+    // The same 16 targets for every source: opened (migrated) once, by the warm-up.
+    target: `prof-free-alarm-t${n % FREE_ALARM.targets}`,
+    puts: [[`k${n}`, { i: n }]],
+    not_before_ms: due,
+  }));
+  for (let i = 0; i < rows.length; i += 256) {
+    const r = await worker.api("POST", `/v1/sources/${source}/enqueue`, { rows: rows.slice(i, i + 256) });
+    if (r.status !== 200) throw new Error(`profile free alarm enqueue: ${r.status} ${JSON.stringify(r.body)}`);
+  }
+}
+
+/** The last alarm of `source` once its full Free alarm ran: it must have delivered every row. */
+async function checkFreeAlarm(worker, source) {
+  const st = await getOk(worker, `/v1/sources/${source}/status`);
+  // An alarm may wake before the rows are due and find nothing; the last one must deliver them all.
+  const last = st.last_alarm ?? {};
+  if (st.delivered_rows !== FREE_ALARM.rows || last.rows_delivered !== FREE_ALARM.rows) {
+    throw new Error(`profile free alarm: ${st.delivered_rows} rows delivered, the last alarm ${last.rows_delivered}; expected ${FREE_ALARM.rows} in one`);
+  }
+  return last;
+}
+
 /** A Rust symbol without its hash and crate paths, for the report. */
 function shortName(name) {
   return name.replace(/::h[0-9a-f]{16}/g, "").replace(/\[[0-9a-f]+\]/g, "").slice(0, 120);
@@ -266,6 +382,8 @@ export async function runProfile({ rows, vars = { RELAY_PLAN: "free" }, log = co
   const plain = await startBenchWorker({ vars });
   try {
     result.cpu = await cpuPass(plain, rows);
+    log(`profile: sampling one Free alarm of ${FREE_ALARM.rows} rows to ${FREE_ALARM.targets} targets`);
+    result.free_alarm = await freeAlarmPass(plain);
   } finally {
     await plain.stop();
   }

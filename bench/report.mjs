@@ -324,6 +324,8 @@ One fire over a full window (1,024 rows), everything the engine does between rea
 
 ${coreTable(core?.core)}
 
+${core?.free_alarm ? `A whole Free alarm that fills its budget (${core.free_alarm.rows_delivered} rows to ${core.free_alarm.targets} targets), through the simulator (the shipped driver and SQL on native SQLite, the targets' applies included): **${fmt(core.free_alarm.median_us / 1000, 2)} ms** (median of ${core.free_alarm.runs}). In wasm, see the profile's Free alarm above.` : ""}
+
 ## Backlog drains (deterministic simulator, same example)
 
 The same workloads as a backlog: every row is enqueued before the first alarm. In the local runs above, delivery starts with the first enqueue request.

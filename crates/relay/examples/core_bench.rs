@@ -25,6 +25,12 @@
 //! does when it is behind, as opposed to `npm run bench`, where delivery
 //! starts with the first enqueue.
 //!
+//! And it times a whole Free alarm that fills its budget (16 targets, 512
+//! rows: 8 targets a fire, two fires, 32 rows a target) through the
+//! simulator: the shipped driver and SQL on native SQLite, with the
+//! targets' applies (also SQLite) inside the time; a figure to hold
+//! against the Free plan's 10 ms of CPU per invocation.
+//!
 //! cargo run --release --features sim --example core_bench [-- --quick] [--json]
 
 use std::collections::BTreeMap;
@@ -74,6 +80,38 @@ struct Drain {
     fires: u32,
     calls: u32,
     max_calls_per_alarm: u32,
+}
+
+/// Targets of the full Free alarm: the Free preset's 8 targets a fire, two fires.
+const FREE_ALARM_TARGETS: u64 = 16;
+/// Rows of the full Free alarm: two fires of the preset's 256 rows.
+const FREE_ALARM_ROWS: u64 = 512;
+
+/// A full Free alarm timed natively: (rows delivered, median µs per alarm,
+/// alarms timed). Each run enqueues a fresh backlog untimed, then times one
+/// alarm.
+fn free_alarm(runs: u32) -> (u64, f64, u32) {
+    let mut times = Vec::new();
+    let mut delivered = 0;
+    for run in 0..runs {
+        let mut sim = Sim::new(SIM_SEED + u64::from(run));
+        let rows: Vec<EnqueueRow> = (0..FREE_ALARM_ROWS)
+            .map(|n| {
+                let target = Name::new(format!("t{}", n % FREE_ALARM_TARGETS)).expect("valid name");
+                EnqueueRow::new(target, vec![(format!("k{n}"), serde_json::json!({ "i": n }))], vec![])
+            })
+            .collect();
+        for chunk in rows.chunks(MAX_ROWS_PER_ENQUEUE as usize) {
+            sim.enqueue("free-alarm", chunk.to_vec()).expect("valid rows");
+        }
+        let started = Instant::now();
+        let report = black_box(sim.run_alarm("free-alarm", RelayBudget::FREE));
+        times.push(started.elapsed().as_secs_f64() * 1e6);
+        delivered = report.summary.map_or(0, |s| u64::from(s.rows_delivered));
+        assert_eq!(delivered, FREE_ALARM_ROWS, "one Free alarm delivers the whole backlog");
+    }
+    times.sort_by(f64::total_cmp);
+    (delivered, times[times.len() / 2], runs)
 }
 
 fn drain(backlog: &Backlog, budget_name: &'static str, budget: RelayBudget) -> Drain {
@@ -241,6 +279,7 @@ fn main() {
     let budgets = [("free", RelayBudget::FREE), ("free-50", FREE_50), ("paid", RelayBudget::PAID)];
     let drains: Vec<Drain> =
         backlogs.iter().flat_map(|b| budgets.iter().map(move |(n, budget)| drain(b, n, *budget))).collect();
+    let (alarm_rows, alarm_us, alarm_runs) = free_alarm(if quick { 3 } else { 21 });
     if as_json {
         let out: Vec<serde_json::Value> = results
             .iter()
@@ -274,7 +313,11 @@ fn main() {
                 })
             })
             .collect();
-        println!("{}", serde_json::json!({"core": out, "backlog": backlog}));
+        let free_alarm = serde_json::json!({
+            "targets": FREE_ALARM_TARGETS, "rows_delivered": alarm_rows,
+            "median_us": alarm_us.round(), "runs": alarm_runs,
+        });
+        println!("{}", serde_json::json!({"core": out, "backlog": backlog, "free_alarm": free_alarm}));
         return;
     }
     println!(
@@ -313,4 +356,9 @@ fn main() {
             d.workload, d.budget, d.rows, d.alarms, d.fires, d.calls, d.max_calls_per_alarm
         );
     }
+    println!(
+        "\na full Free alarm (simulator, native SQLite, targets' applies included): {alarm_rows} rows to \
+         {FREE_ALARM_TARGETS} targets in {:.2} ms (median of {alarm_runs})",
+        alarm_us / 1e3
+    );
 }
