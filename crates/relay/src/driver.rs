@@ -293,10 +293,10 @@ fn finish<S: Sql>(
     now: &dyn Fn() -> u64,
     parked: Vec<(Name, u64, String)>,
 ) -> Result<AlarmSummary, AlarmError> {
-    let pruned = outbox.prune(now())?;
+    let (pruned, unchanged) = outbox.prune_reading(now())?;
     let state = outbox.state()?;
     let ended = now();
-    let prune_due = outbox.idle_prune_at(state.last_prune_ms)?;
+    let prune_due = outbox.prune_wake(unchanged, state.last_prune_ms)?;
     let next_at = next_alarm_at(run.final_wake(), state.os, ended, prune_due);
     let mut summary =
         summarise(source, run, options, started, ended, next_at.map(|at| at.saturating_sub(ended)));

@@ -18,8 +18,8 @@ const ENQUEUE_STATEMENTS_MAX: u64 = 5;
 /// Statements one alarm that delivers a lone row runs at the source: the
 /// state (twice: the fire and the summary), the scan, the bodies, the
 /// checkpoint's guard, delete and tombstone, the newest sequence, the
-/// owed head, and the prune check and idle wake-up with nothing to prune.
-const DELIVERY_STATEMENTS_MAX: u64 = 11;
+/// owed head, and one read that finds nothing to prune and times the idle wake-up.
+const DELIVERY_STATEMENTS_MAX: u64 = 10;
 
 fn row(target: &str, i: u64) -> EnqueueRow {
     EnqueueRow::to(Name::new(target).unwrap()).put(format!("k{i}"), json!(i))

@@ -12,6 +12,13 @@ impl<S: Sql> Outbox<S> {
     /// `now_ms` allows. Writes nothing when nothing has expired. Returns the
     /// rows pruned.
     pub fn prune(&self, now_ms: u64) -> Result<u64, StoreError> {
+        Ok(self.prune_reading(now_ms)?.0)
+    }
+
+    /// The pruning itself: the rows pruned, and the oldest times it read
+    /// when it deleted nothing (they still hold, so [`Outbox::prune_wake`]
+    /// need not read them again).
+    pub(crate) fn prune_reading(&self, now_ms: u64) -> Result<(u64, Option<Oldest>), StoreError> {
         let s = self.settings();
         let plan = PrunePlan::at(now_ms, s.dedup_horizon_ms, s.discard_horizon_ms);
         let batch = int(u64::from(plan.batch_rows));
@@ -26,7 +33,7 @@ impl<S: Sql> Outbox<S> {
             || due(oldest.claim_at_ms, plan.dedup_before_ms.saturating_sub(CLAIM_GRACE_MS))
             || due(oldest.discarded_at_ms, plan.discard_before_ms))
         {
-            return Ok(0);
+            return Ok((0, Some(oldest)));
         }
         let mut pruned =
             u64::from(self.sql.run("DELETE FROM relay_holds WHERE due_ms <= ?", vec![int(expired)])?);
@@ -60,7 +67,7 @@ impl<S: Sql> Outbox<S> {
             let write = StateWrite { last_prune_ms: Some(now_ms), writes: pruned, ..StateWrite::default() };
             self.write_state(&tail, &write)?;
         }
-        Ok(pruned)
+        Ok((pruned, None))
     }
 
     /// The oldest time of each kind of record that expires, in one read
@@ -84,20 +91,37 @@ impl<S: Sql> Outbox<S> {
     /// When an idle source should wake to prune, if it keeps anything that
     /// will expire.
     pub fn idle_prune_at(&self, last_prune_ms: u64) -> Result<Option<u64>, StoreError> {
-        let oldest = self.oldest()?;
+        Ok(self.wake_for(self.oldest()?, last_prune_ms))
+    }
+
+    /// [`idle_prune_at`](Outbox::idle_prune_at), from the oldest times a
+    /// prune that deleted nothing read (`unchanged`), or else read afresh.
+    pub(crate) fn prune_wake(
+        &self,
+        unchanged: Option<Oldest>,
+        last_prune_ms: u64,
+    ) -> Result<Option<u64>, StoreError> {
+        match unchanged {
+            Some(oldest) => Ok(self.wake_for(oldest, last_prune_ms)),
+            None => self.idle_prune_at(last_prune_ms),
+        }
+    }
+
+    /// [`idle_prune_at`](Outbox::idle_prune_at) from oldest times already read.
+    fn wake_for(&self, oldest: Oldest, last_prune_ms: u64) -> Option<u64> {
         let s = self.settings();
         let dedup = oldest.dedup_at_ms.map(|d| d.saturating_add(s.dedup_horizon_ms));
         let discard = oldest.discarded_at_ms.map(|p| p.saturating_add(s.discard_horizon_ms));
         let claims = oldest.claim_at_ms.map(|c| c.saturating_add(s.dedup_horizon_ms + CLAIM_GRACE_MS));
         let first_expiry = dedup.into_iter().chain(discard).chain(claims).min();
-        Ok(idle_prune_at(first_expiry, last_prune_ms))
+        idle_prune_at(first_expiry, last_prune_ms)
     }
 }
 
 /// The oldest time of each kind of record that expires; `None` where there
 /// is none.
 #[derive(Clone, Copy, Debug, Default)]
-struct Oldest {
+pub(crate) struct Oldest {
     /// The oldest dedup record's `at_ms`.
     dedup_at_ms: Option<u64>,
     /// The oldest discarded row's `discarded_at_ms`.
