@@ -247,7 +247,7 @@ function delayTable(delays) {
 }
 
 export function renderReport(run) {
-  const { meta, workloads, systems, bySystem, healthy, aims, core, upload, delays, partitions, profile } = run;
+  const { meta, workloads, systems, bySystem, healthy, aims, core, upload, startup, delays, partitions, profile } = run;
   const sys = systems.map((s) => `- \`${s.id}\`: ${s.label}${s.kind === "relay" ? `; vars ${Object.entries(s.vars).map(([k, v]) => `${k}=${v}`).join(" ")}` : ""}`).join("\n");
   const wl = workloads.map((w) => `- ${w.id}: ${w.title} (${int(totalRows(w))} rows)`).join("\n");
   const missed = aims.filter((a) => !a.met);
@@ -335,5 +335,9 @@ ${backlogTable(core?.backlog)}
 ## Worker upload (\`wrangler deploy --dry-run\`)
 
 ${upload ? `${fmt(upload.upload_kib, 2)} KiB upload, ${fmt(upload.gzip_kib, 2)} KiB gzip` : "_not measured_"}
+
+## Startup (\`bench/startup.mjs\`)
+
+${startup ? `The production wasm (${int(startup.wasm_bytes)} bytes) compiled and instantiated by V8 in ${startup.runs} fresh Node processes (workerd freezes the clocks a Worker can read, so it cannot be timed from inside): compile ${startup.compile_ms.median} ms median (${startup.compile_ms.min}-${startup.compile_ms.max}), instantiate ${startup.instantiate_ms.median} ms (${startup.instantiate_ms.min}-${startup.instantiate_ms.max}), together ${startup.total_ms.median} ms. V8 compiles wasm lazily, so this is the cost before the first request; each function compiles on its first call.` : "_not measured_"}
 `;
 }

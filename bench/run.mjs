@@ -28,6 +28,7 @@ import { runStream } from "./stream.mjs";
 import { runDelays } from "./delays.mjs";
 import { runPartitions } from "./partitions.mjs";
 import { runProfile } from "./profile.mjs";
+import { measureStartup } from "./startup.mjs";
 import { FULL, QUICK, STREAM_FULL, STREAM_QUICK, SYSTEMS, runsOn, totalRows, varsFor } from "./workloads.mjs";
 import { renderChart } from "./chart.mjs";
 import { addRatios, evaluateAims, healthyComparison, renderReport } from "./report.mjs";
@@ -193,6 +194,9 @@ async function main() {
   say("measuring the production upload (wrangler deploy --dry-run, which builds it with scripts/build-worker)");
   const upload = uploadSize();
   say(`upload ${upload.upload_kib} KiB, gzip ${upload.gzip_kib} KiB`);
+  say("startup: compiling and instantiating the production wasm in fresh processes (bench/startup.mjs)");
+  const startup = measureStartup(join(ROOT, "build", "prod", "index_bg.wasm"));
+  say(`startup: ${startup.total_ms.median} ms median`);
   say("native core benchmark (cargo run --release -p durable-relay --features sim --example core_bench)");
   const core = coreBench(opts.quick);
 
@@ -269,7 +273,7 @@ async function main() {
     wrangler: wranglerVersion(),
     heal_fraction_of_w3: HEAL_FRACTION,
   };
-  const run = { meta, workloads, systems, bySystem, healthy, aims, core, upload, delays, partitions, profile };
+  const run = { meta, workloads, systems, bySystem, healthy, aims, core, upload, startup, delays, partitions, profile };
   writeOutputs(run, outDir);
   say(`wrote ${relative(ROOT, outDir)}/{report.md,results.json,chart.svg}`);
   const missed = aims.filter((a) => !a.met);
