@@ -217,7 +217,7 @@ impl RelayConfig {
     /// Reads the configuration from a Worker's variables (`[vars]`, or
     /// `--var`).
     pub fn from_env(env: &worker::Env) -> Result<RelayConfig, ConfigError> {
-        RelayConfig::from_vars(|k| crate::vars::text(env, k))
+        RelayConfig::from_vars(crate::vars::reader(env))
     }
 
     /// Reads the configuration through `get` (a variable lookup).

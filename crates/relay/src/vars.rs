@@ -6,23 +6,61 @@
 //! every request and alarm. A deployment's variables and secrets cannot
 //! change under a running isolate (changing one deploys a new version,
 //! which runs in new isolates), so the first answer for a name is kept.
+//!
+//! The answers are kept for one `env` object: an embedder may hand the
+//! relay an object of its own (a copy of `env` with other variables, for a
+//! second class in the same Worker), and a different object, compared by
+//! identity, starts the cache again.
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 
+use wasm_bindgen::JsValue;
+
+/// The `env` object the answers came from, and every name looked up in it
+/// with what it held (`None`: unset).
+struct Seen {
+    env: JsValue,
+    names: BTreeMap<String, Option<String>>,
+}
+
 thread_local! {
-    /// Every name looked up so far, with what it held (`None`: unset).
-    static SEEN: RefCell<BTreeMap<String, Option<String>>> = const { RefCell::new(BTreeMap::new()) };
+    static SEEN: RefCell<Option<Seen>> = const { RefCell::new(None) };
 }
 
 /// The text of the secret or variable `name` (a secret first), or `None`
 /// when neither is set.
 pub fn text(env: &worker::Env, name: &str) -> Option<String> {
-    if let Some(seen) = SEEN.with(|s| s.borrow().get(name).cloned()) {
-        return seen;
+    reader(env)(name)
+}
+
+/// A lookup of many names in `env`, checking once that the kept answers
+/// are `env`'s (one call across the boundary) rather than at every name.
+pub fn reader(env: &worker::Env) -> impl Fn(&str) -> Option<String> + '_ {
+    let object: &JsValue = env.as_ref();
+    SEEN.with(|s| {
+        let mut seen = s.borrow_mut();
+        let same = seen.as_ref().is_some_and(|kept| worker::js_sys::Object::is(&kept.env, object));
+        if !same {
+            *seen = Some(Seen { env: object.clone(), names: BTreeMap::new() });
+        }
+    });
+    move |name| lookup(env, name)
+}
+
+/// `name` from the kept answers (which [`reader`] made `env`'s), or read
+/// and kept.
+fn lookup(env: &worker::Env, name: &str) -> Option<String> {
+    let kept = SEEN.with(|s| s.borrow().as_ref().and_then(|k| k.names.get(name).cloned()));
+    if let Some(value) = kept {
+        return value;
     }
     let value =
         env.secret(name).map(|s| s.to_string()).or_else(|_| env.var(name).map(|v| v.to_string())).ok();
-    SEEN.with(|s| s.borrow_mut().insert(name.to_owned(), value.clone()));
+    SEEN.with(|s| {
+        if let Some(kept) = s.borrow_mut().as_mut() {
+            kept.names.insert(name.to_owned(), value.clone());
+        }
+    });
     value
 }

@@ -85,7 +85,7 @@ pub fn config(env: &Env) -> Result<durable_relay::RelayConfig, HttpError> {
 
 /// Whether the test builds' fault routes are on (`RELAY_TEST_FAULTS=on`).
 pub fn test_faults(env: &Env) -> Result<bool, HttpError> {
-    test_faults_from(|k| durable_relay::vars::text(env, k))
+    test_faults_from(durable_relay::vars::reader(env))
 }
 
 /// [`test_faults`] over any variable lookup: `RELAY_TEST_FAULTS=on` is

@@ -31,7 +31,7 @@ pub fn bench_enabled(get: impl Fn(&str) -> Option<String>) -> Result<bool, Strin
 /// [`bench_enabled`] over a Worker's variables; a bad value is a 500
 /// `bad_configuration`, as for the relay's own variables.
 pub fn enabled(env: &Env) -> Result<bool, HttpError> {
-    bench_enabled(|k| durable_relay::vars::text(env, k))
+    bench_enabled(durable_relay::vars::reader(env))
         .map_err(|m| HttpError::new(500, ErrorCode::BadConfiguration, m))
 }
 
