@@ -62,21 +62,29 @@ const STORED_COLUMNS: &str = "os, rs, queued_rows, queued_bytes, parked_rows, pa
 /// Columns in [`STORED_COLUMNS`].
 const STORED_COLUMN_COUNT: usize = 17;
 
-/// The state row, then the rows past its folded `os` (queued count and
-/// bytes, parked count and bytes, not discarded) and the highest stored
-/// sequence. Each derived table is one row, so the join is one row.
+/// The state row, then what the rows past its folded `os` add: the queued
+/// and the parked (not discarded) rows, each as one `"<count> <bytes>"`
+/// text so that one scan yields both, and the highest sequence of each
+/// table. Scalar subqueries correlated with the state row read what the
+/// four separate statements it replaces read, and no more.
 static STORED_AND_TAIL_SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
     format!(
-        "SELECT {STORED_COLUMNS}, q.n, q.b, p.n, p.b, m.m FROM relay_state, \
-         (SELECT COUNT(*) AS n, COALESCE(SUM(bytes), 0) AS b FROM relay_outbox \
-          WHERE seq > (SELECT os FROM relay_state WHERE id = 1) AND target != '') AS q, \
-         (SELECT COUNT(*) AS n, COALESCE(SUM(bytes), 0) AS b FROM relay_parked \
-          WHERE seq > (SELECT os FROM relay_state WHERE id = 1) AND discarded_at_ms IS NULL) AS p, \
-         (SELECT MAX(x) AS m FROM (SELECT MAX(seq) AS x FROM relay_outbox UNION ALL \
-          SELECT MAX(seq) FROM relay_parked)) AS m \
-         WHERE relay_state.id = 1"
+        "SELECT {STORED_COLUMNS}, \
+         (SELECT printf('%d %d', COUNT(*), COALESCE(SUM(bytes), 0)) FROM relay_outbox \
+          WHERE seq > s.os AND target != ''), \
+         (SELECT printf('%d %d', COUNT(*), COALESCE(SUM(bytes), 0)) FROM relay_parked \
+          WHERE seq > s.os AND discarded_at_ms IS NULL), \
+         (SELECT MAX(seq) FROM relay_outbox), (SELECT MAX(seq) FROM relay_parked) \
+         FROM relay_state AS s WHERE s.id = 1"
     )
 });
+
+/// A `"<count> <bytes>"` text of [`STORED_AND_TAIL_SQL`].
+fn count_and_bytes(text: &str) -> Result<(u64, u64), StoreError> {
+    let bad = || StoreError::Corrupt(format!("a tail count reads {text:?}"));
+    let (count, bytes) = text.split_once(' ').ok_or_else(bad)?;
+    Ok((count.parse().map_err(|_| bad())?, bytes.parse().map_err(|_| bad())?))
+}
 
 /// The [`Stored`] fields of a row that starts with [`STORED_COLUMNS`].
 fn stored_from(r: &Row) -> Result<Stored, StoreError> {
@@ -218,14 +226,10 @@ impl<S: Sql> Outbox<S> {
         let r = row.ok_or(StoreError::Corrupt("relay_state row is missing".into()))?;
         let stored = stored_from(&r)?;
         let base = STORED_COLUMN_COUNT;
-        let stored_max = r.opt_u64(base + 4)?.unwrap_or(0);
-        let tail = Tail {
-            os: stored_max.max(stored.os),
-            queued_rows: r.u64(base)?,
-            queued_bytes: r.u64(base + 1)?,
-            parked_rows: r.u64(base + 2)?,
-            parked_bytes: r.u64(base + 3)?,
-        };
+        let (queued_rows, queued_bytes) = count_and_bytes(&r.text(base)?)?;
+        let (parked_rows, parked_bytes) = count_and_bytes(&r.text(base + 1)?)?;
+        let newest = [r.opt_u64(base + 2)?, r.opt_u64(base + 3)?].into_iter().flatten().max().unwrap_or(0);
+        let tail = Tail { os: newest.max(stored.os), queued_rows, queued_bytes, parked_rows, parked_bytes };
         Ok((stored, tail))
     }
 
