@@ -1,4 +1,4 @@
-// Turns the measurements into the issue's figures: ratios to the
+// Turns the measurements into the benchmark's figures: ratios to the
 // direct-write floor, the aims (met or missed, by how much), and the
 // Markdown report. Absolute times stay in the JSON; the report's headline
 // figures are ratios and per-row counts.
@@ -40,7 +40,7 @@ export function addRatios(bySystem) {
   }
 }
 
-/** The issue's aims, each with the measured value and whether it is met. */
+/** The aims, each with the measured value and whether it is met. */
 export function evaluateAims(bySystem, healthy, backlog = []) {
   const aims = [];
   const add = (aim, system, workload, value, limit, met, detail = "") =>
@@ -88,7 +88,7 @@ export function evaluateAims(bySystem, healthy, backlog = []) {
   return aims;
 }
 
-/** Issue 11's aims on W5 (workloads absent from the run are skipped). */
+/** The aims on W5 (workloads absent from the run are skipped). */
 function streamAims(bySystem, add) {
   const relays = Object.keys(bySystem).filter((s) => s.startsWith("relay") && s !== "relay-coalesce");
   const queues = bySystem.queues ?? {};
@@ -255,7 +255,7 @@ export function renderReport(run) {
 
 Run ${meta.started_at} on ${meta.cpus} CPUs (${meta.cpu_model}), Node ${meta.node}, wrangler ${meta.wrangler}, all in one local workerd per system (\`wrangler dev\`).
 Command: \`${meta.command}\`. Chart: \`chart.svg\`; every figure and the absolute times: \`results.json\`.
-${meta.quick ? "\n**Quick mode**: small workloads that exercise every system and route; the figures are not the issue's workloads and the aims are not judged on them.\n" : ""}
+${meta.quick ? "\n**Quick mode**: small workloads that exercise every system and route; the figures are not the full workloads and the aims are not judged on them.\n" : ""}
 ## Systems
 
 ${sys}

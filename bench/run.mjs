@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // `npm run bench`: the relay against Cloudflare Queues and direct writes,
-// side by side, in local workerd (issue 5).
+// side by side, in local workerd.
 //
 //   npm run bench -- [--quick] [--plan free|paid|all] [--out DIR] [--no-build]
 //                    [--systems a,b] [--workloads W1,W3,W5-lone] (W5: every streaming workload;

@@ -1,4 +1,4 @@
-// W5, the streaming workloads (issue 11): single-row enqueues from many
+// W5, the streaming workloads: single-row enqueues from many
 // producers, as fast as they are accepted or at a steady rate, against the
 // relay, Queues and direct writes in one running workerd.
 //

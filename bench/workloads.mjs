@@ -1,4 +1,4 @@
-// The workloads of issue 5 and the systems that run them.
+// The benchmark's workloads and the systems that run them.
 //
 // Every system receives the same rows in the same order: each source sends
 // its rows in requests of at most MAX_ROWS_PER_REQUEST, one request after
@@ -10,7 +10,7 @@
 /** The relay's MAX_ROWS_PER_ENQUEUE; every system gets requests this size. */
 export const MAX_ROWS_PER_REQUEST = 256;
 
-/** Full workloads, exactly as the issue states them. */
+/** Full workloads. */
 export const FULL = [
   { id: "W1", short: "1 source, 4,096 rows to 4,096 targets", title: "1 source, 4,096 rows to 4,096 distinct targets", sources: 1, targets: 4096, rowsPerPair: 1, failing: 0 },
   { id: "W2", short: "1 source, 10,000 rows to 1 target", title: "1 source, 10,000 rows to one target", sources: 1, targets: 1, rowsPerPair: 10_000, failing: 0 },
@@ -27,7 +27,7 @@ export const QUICK = [
 ];
 
 /**
- * W5, the streaming workloads (issue 11): every request enqueues one row.
+ * W5, the streaming workloads: every request enqueues one row.
  * `producers` send concurrently; `shape` "own" gives each producer its own
  * source (as when every order Durable Object is its own outbox), "shared"
  * sends every producer's rows into one source. Producer p's i-th row goes

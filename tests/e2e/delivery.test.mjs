@@ -1,5 +1,5 @@
 // Delivery through real workerd: enqueue over the front door, alarm-driven
-// fires, DO-to-DO apply calls, and the faults the issue names.
+// fires, DO-to-DO apply calls, and the faults a relay must survive.
 
 import { test, before, after, afterEach } from "node:test";
 import assert from "node:assert/strict";

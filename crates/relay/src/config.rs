@@ -3,7 +3,7 @@
 //!
 //! | variable | default | meaning |
 //! | --- | --- | --- |
-//! | `RELAY_PLAN` | `free` | `free` or `paid`: selects the seed preset and the subrequest cap |
+//! | `RELAY_PLAN` | `free` | `free` or `paid`: selects the budget preset and the subrequest cap |
 //! | `RELAY_TARGETS_PER_FIRE` | preset | targets a fire may apply to |
 //! | `RELAY_FIRES_PER_ALARM` | preset | fires per alarm |
 //! | `RELAY_CALLS_PER_TARGET` | 2 | calls per target per fire |
