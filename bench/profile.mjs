@@ -158,18 +158,22 @@ function category(frame) {
 }
 
 /**
- * Self time per category and per wasm function from a V8 CPU profile. A
- * sample's weight is the gap to the next sample, capped at 4 intervals so
- * a sample that ends an idle stretch is not charged for it.
+ * The time sample `i` of a V8 CPU profile stands for, µs: the gap to the
+ * next sample, capped at 4 intervals so a sample that ends an idle stretch
+ * is not charged for it.
  */
+function sampleWeight(profile, i) {
+  return Math.min(4 * SAMPLE_US, profile.timeDeltas[i + 1] ?? SAMPLE_US);
+}
+
+/** Self time per category and per function from a V8 CPU profile. */
 function splitProfile(profile, sources) {
   const byId = new Map(profile.nodes.map((n) => [n.id, n]));
-  const cap = 4 * SAMPLE_US;
   const us = { wasm: 0, js: 0, runtime: 0, gc: 0, program: 0, idle: 0 };
   const functions = new Map();
   for (let i = 0; i < profile.samples.length; i++) {
     const frame = byId.get(profile.samples[i]).callFrame;
-    const weight = Math.min(cap, profile.timeDeltas[i + 1] ?? SAMPLE_US);
+    const weight = sampleWeight(profile, i);
     const cat = category(frame);
     us[cat] += weight;
     if (cat === "wasm" || cat === "js" || cat === "runtime") {
@@ -279,8 +283,7 @@ async function freeAlarmPass(worker) {
   for (let i = 0; i < profile.samples.length; i++) {
     const cat = category(byId.get(profile.samples[i]).callFrame);
     if (cat === "idle") continue;
-    const weight = Math.min(4 * SAMPLE_US, profile.timeDeltas[i + 1] ?? SAMPLE_US);
-    ms[invocationOf(profile.samples[i], byId, parentOf)] += weight / 1000;
+    ms[invocationOf(profile.samples[i], byId, parentOf)] += sampleWeight(profile, i) / 1000;
   }
   return {
     ...FREE_ALARM,
