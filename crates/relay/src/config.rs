@@ -136,6 +136,19 @@ fn ranged(
     Ok(Some(v))
 }
 
+/// The variable that sets a budget field, so a refusal names what to fix.
+fn budget_var(field: &str) -> &'static str {
+    match field {
+        "rows_per_fire" => "RELAY_ROWS_PER_FIRE",
+        "targets_per_fire" => "RELAY_TARGETS_PER_FIRE",
+        "calls_per_target" => "RELAY_CALLS_PER_TARGET",
+        "fires_per_alarm" => "RELAY_FIRES_PER_ALARM",
+        "subrequests_per_alarm" => "RELAY_SUBREQUESTS_PER_ALARM",
+        "batch_rows" => "RELAY_BATCH_ROWS",
+        _ => "RELAY_PLAN",
+    }
+}
+
 /// Parking, backpressure and retention settings.
 fn settings(get: &impl Fn(&str) -> Option<String>) -> Result<OutboxSettings, ConfigError> {
     let mut s = OutboxSettings::default();
@@ -246,7 +259,7 @@ impl RelayConfig {
                 *field = v;
             }
         }
-        budget.validate().map_err(|e| ConfigError { var: "RELAY_*", message: e.to_string() })?;
+        budget.validate().map_err(|e| ConfigError { var: budget_var(e.field), message: e.to_string() })?;
         if budget.subrequests_per_alarm > plan.subrequest_cap() {
             return Err(ConfigError {
                 var: "RELAY_SUBREQUESTS_PER_ALARM",
@@ -359,6 +372,20 @@ mod tests {
         assert_eq!(e.var, "RELAY_SUBREQUESTS_PER_ALARM");
         assert!(parse(&[("RELAY_PLAN", "paid"), ("RELAY_SUBREQUESTS_PER_ALARM", "10000")]).is_ok());
         assert!(parse(&[("RELAY_PLAN", "paid"), ("RELAY_SUBREQUESTS_PER_ALARM", "10001")]).is_err());
+    }
+
+    #[test]
+    fn a_budget_past_its_bound_is_refused_naming_its_variable() {
+        for var in [
+            "RELAY_TARGETS_PER_FIRE",
+            "RELAY_FIRES_PER_ALARM",
+            "RELAY_CALLS_PER_TARGET",
+            "RELAY_ROWS_PER_FIRE",
+            "RELAY_BATCH_ROWS",
+        ] {
+            assert_eq!(parse(&[(var, "0")]).unwrap_err().var, var);
+            assert_eq!(parse(&[(var, "100000")]).unwrap_err().var, var);
+        }
     }
 
     #[test]
