@@ -35,6 +35,15 @@ macro_rules! codes {
                 }
             }
 
+            /// What the code means, as its documentation says (none for a
+            /// code this build does not know).
+            pub fn doc(&self) -> Option<&'static str> {
+                match self {
+                    $(ErrorCode::$variant => Some($doc),)*
+                    ErrorCode::Other(_) => None,
+                }
+            }
+
             /// The code for `text` (unknown codes become [`ErrorCode::Other`]).
             pub fn parse(text: &str) -> ErrorCode {
                 match text {

@@ -9,7 +9,7 @@
 //! tests check the path each operation builds against its template, the
 //! Rust client, the RPC entrypoint (`crates/worker/js/entry.mjs`), the
 //! TypeScript types (`clients/typescript/durable-relay.d.ts`) and the
-//! README's route table against it, and write it out as
+//! route table of the HTTP API's documentation against it, and write it out as
 //! `clients/typescript/protocol.json`, which the workerd tests use to
 //! check that every error a request gets is one its operation lists.
 
@@ -17,6 +17,15 @@ use serde::Serialize;
 
 use crate::core::ErrorCode;
 use crate::routes::{SourceOp, TargetOp};
+
+/// The version of the wire protocol: these operations with their requests,
+/// replies and codes, and the batches a source sends to a target's
+/// `/apply`. Raised by any change a peer of the previous version would
+/// refuse or misread: an operation, field or code removed, renamed or given
+/// another meaning, or a field added to a request (decoders refuse unknown
+/// fields, by name, rather than ignore them). An added operation keeps it.
+/// The changelog records it per release.
+pub const PROTOCOL_VERSION: u32 = 1;
 
 /// Who may call an operation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -403,6 +412,7 @@ pub fn to_json() -> serde_json::Value {
             .collect()
     };
     serde_json::json!({
+        "protocol_version": PROTOCOL_VERSION,
         "source": ops(SOURCE_OPERATIONS),
         "target": ops(TARGET_OPERATIONS),
         "reference_worker_only": REFERENCE_WORKER_ONLY,
