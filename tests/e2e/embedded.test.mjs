@@ -2,7 +2,8 @@
 // whose Orders source writes its own table and enqueues in one transaction,
 // and whose Customer target applies with a hook that writes its own table;
 // run in one session with the reference relay, which its /forward route
-// reaches through the library's Rust client.
+// reaches through the library's Rust client. Its Notes source and Inbox
+// target are the README's Rust quick start.
 
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
@@ -90,6 +91,47 @@ test("the Rust client in this Worker enqueues at the reference relay through a s
   const traced = await app.api("POST", "/forward/fwd-src", { rows: [{ target: "fwd-t", puts: [["k", 2]] }] }, { headers: { traceparent: trace } });
   assert.equal(traced.status, 200, traced.text);
   await until(async () => app.output.includes('"event":"relay_apply"') && app.output.includes(trace), "the relay's apply log line");
+});
+
+const note = (to, text) => app.api("POST", `/notes/${to}`, text, { raw: true });
+
+test("a note posted to the Rust quick start arrives at its inbox once", async () => {
+  const before = await get("/notes/relay/status");
+  const sent = [["qs-ada", "hello, Ada ✓"], ["qs-bob", "hello, Bob"]];
+  const seqs = [];
+  for (const [to, text] of sent) {
+    const r = await note(to, text);
+    assert.equal(r.status, 200, r.text);
+    assert.equal(r.body.duplicate, false);
+    seqs.push(...r.body.seqs);
+  }
+  assert.deepEqual(seqs, [before.last_seq + 1, before.last_seq + 2], "one row per note, in order");
+  for (const [to] of sent) {
+    await until(async () => (await get(`/inboxes/${to}`)).keys.length > 0, `${to}'s note`);
+  }
+  await until(async () => (await get("/notes/relay/status")).queued_rows === 0, "the outbox to drain");
+  await sleep(300);
+  for (const [i, [to, text]] of sent.entries()) {
+    assert.deepEqual((await get(`/inboxes/${to}`)).keys, [{ key: "note", value: text }], to);
+    assert.equal((await get(`/inboxes/${to}/relay/status`)).applied_rows, 1, `${to} applied the note once`);
+    const { watermarks } = await get(`/inboxes/${to}/relay/watermarks`);
+    assert.deepEqual(watermarks.map(({ source, watermark }) => ({ source, watermark })), [{ source: "notes", watermark: seqs[i] }]);
+  }
+  assert.equal((await get("/notes/relay/status")).delivered_rows, before.delivered_rows + 2);
+});
+
+test("a note to an invalid inbox name is refused with a JSON 400 and enqueues nothing", async () => {
+  const before = await get("/notes/relay/status");
+  const bad = "x".repeat(65);
+  const r = await note(bad, "never sent");
+  assert.equal(r.status, 400, r.text);
+  assert.equal(r.body.error.code, "invalid_target");
+  const after = await get("/notes/relay/status");
+  assert.equal(after.last_seq, before.last_seq, "no sequence allocated");
+  assert.equal(after.queued_rows, before.queued_rows, "no outbox row");
+  await sleep(300);
+  assert.deepEqual((await get(`/inboxes/${bad}`)).keys, [], "the inbox stays empty");
+  assert.deepEqual(app.panics(), []);
 });
 
 test("killed mid-delivery and restarted on its persisted state, the example loses nothing", async () => {

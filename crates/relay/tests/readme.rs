@@ -37,7 +37,10 @@ fn the_readmes_embedding_snippets_are_the_examples_verbatim() {
         [("examples/embedded/src/lib.rs", "rust"), ("examples/typescript/src/index.ts", "ts")]
     {
         let example = read(path);
-        let marked = regions(&example);
+        // The Rust quick start is marked ahead of the README text that will
+        // show it; it is not checked against README.md yet.
+        let marked: Vec<_> =
+            regions(&example).into_iter().filter(|(name, _)| name != "quick start").collect();
         assert_eq!(
             marked.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(),
             vec!["source", "target"],

@@ -8,6 +8,9 @@
 //!   protocol (status, parked targets, redrive), served by the library.
 //! - `Customer` (a target): counts each order it receives into its own
 //!   `loyalty_log` table, inside the relay's atomic apply.
+//! - `Notes` and `Inbox` (the README's quick start): a note posted to
+//!   `Notes` writes its `sent` table and enqueues one row for the inbox
+//!   named, in one transaction; `Inbox` keeps the rows' keys.
 //! - `/forward/{source}` enqueues at the reference relay (another Worker,
 //!   bound by `script_name`) through the library's Rust client.
 //!
@@ -21,6 +24,10 @@
 //! | `GET /orders/{shard}/relay/{path..}` | the shard's relay protocol (`status`, `parked`, ...) |
 //! | `GET /customers/{id}` | the customer's loyalty points and the orders counted, in order |
 //! | `GET /customers/{id}/relay/{path..}` | the customer's inbox protocol (`keys`, `watermarks`) |
+//! | `POST /notes/{to}` | the body is a note's text: `Notes` sends it to the inbox `to` |
+//! | `GET /notes/relay/{path..}` | the `Notes` object's relay protocol (`status`, `parked`, ...) |
+//! | `GET /inboxes/{to}` | the inbox's keys (`note`, the last note it received) |
+//! | `GET /inboxes/{to}/relay/{path..}` | the inbox's protocol (`status`, `watermarks`) |
 //! | `POST /forward/{source}` | `{"rows":[..]}`: enqueue at the reference relay's source |
 //! | `GET /forward/{source}/status` | that source's status |
 
@@ -44,6 +51,12 @@ use worker::{
 const ORDERS: &str = "ORDERS";
 /// `Customer` objects, by name.
 const CUSTOMERS: &str = "CUSTOMERS";
+/// The quick start's `Notes` objects (it uses one: `NOTES_OBJECT`).
+const NOTES: &str = "NOTES";
+/// The one `Notes` object, by name: the source name of every note.
+const NOTES_OBJECT: &str = "notes";
+/// The quick start's `Inbox` objects, by name.
+const INBOXES: &str = "INBOXES";
 /// The reference relay's source class, in another Worker.
 const RELAY_SOURCE: &str = "RELAY_SOURCE";
 
@@ -72,6 +85,16 @@ async fn route(req: &mut Request, env: &Env) -> Result<Response, HttpError> {
         }
         (_, ["customers", id, "relay", rest @ ..]) => {
             forward(req, env, CUSTOMERS, &format!("customer-{id}"), &format!("/{}", rest.join("/"))).await
+        }
+        (Method::Post, ["notes", to]) => {
+            forward(req, env, NOTES, NOTES_OBJECT, &format!("/notes/{to}")).await
+        }
+        (_, ["notes", "relay", rest @ ..]) => {
+            forward(req, env, NOTES, NOTES_OBJECT, &format!("/{}", rest.join("/"))).await
+        }
+        (Method::Get, ["inboxes", to]) => forward(req, env, INBOXES, to, "/keys").await,
+        (_, ["inboxes", to, "relay", rest @ ..]) => {
+            forward(req, env, INBOXES, to, &format!("/{}", rest.join("/"))).await
         }
         (Method::Post, ["forward", source]) => {
             // The caller's trace context, if any, travels on with the rows.
@@ -272,3 +295,58 @@ impl Customer {
         Ok(json(&serde_json::json!({"points": points, "orders": log}))?)
     }
 }
+
+// ---- the quick start --------------------------------------------------------
+
+/// The notes a `Notes` object has sent, beside the relay's outbox.
+const SENT_TABLE: Migrations = &[&["CREATE TABLE IF NOT EXISTS sent (text TEXT NOT NULL)"]];
+
+// readme: quick start
+#[durable_object]
+pub struct Notes {
+    relay: Source,
+}
+
+impl DurableObject for Notes {
+    fn new(state: State, env: Env) -> Self {
+        Notes { relay: Source::new(state, env).targets("INBOXES").tables("notes", SENT_TABLE) }
+    }
+
+    async fn fetch(&self, mut req: Request) -> worker::Result<Response> {
+        match (req.method(), req.path().strip_prefix("/notes/")) {
+            (Method::Post, Some(to)) => respond(self.add(to, &mut req).await),
+            _ => self.relay.fetch(req).await,
+        }
+    }
+
+    async fn alarm(&self) -> worker::Result<Response> {
+        self.relay.alarm().await // delivers, in order, within the budgets
+    }
+}
+
+impl Notes {
+    async fn add(&self, to: &str, req: &mut Request) -> Result<Response, HttpError> {
+        let text = read_body(req).await?;
+        let row = row(to)?.put("note", text.as_str().into());
+        let write = |sql: &DoSql, _: &_| sql.run("INSERT INTO sent VALUES (?)", vec![text.as_str().into()]);
+        // Your write and the row, atomically: both commit, or neither does.
+        let (_, done) = self.relay.enqueue_with(&[row], Enqueue::default(), write).await?;
+        Ok(json(&done)?)
+    }
+}
+
+#[durable_object]
+pub struct Inbox {
+    relay: Target, // applies each row once; keys readable at /keys
+}
+
+impl DurableObject for Inbox {
+    fn new(state: State, _env: Env) -> Self {
+        Inbox { relay: Target::new(&state) }
+    }
+
+    async fn fetch(&self, req: Request) -> worker::Result<Response> {
+        self.relay.fetch(req).await
+    }
+}
+// readme: end
