@@ -54,7 +54,7 @@ export const STREAM_QUICK = [
   { id: "W5-lone", stream: true, shape: "own", producers: 1, targets: 1, rows: 4, ratePerS: 4, short: "a lone row every 250 ms", title: "W5: one row every 250 ms into an idle source (quick)" },
 ];
 
-/** The relay budget that keeps every alarm within 50 subrequests on Free while delivering the most per alarm (see README "Benchmarks"). */
+/** The relay budget that keeps every alarm within 50 subrequests on Free while delivering the most per alarm (see docs/benchmarks.md). */
 export const FREE_50 = {
   RELAY_PLAN: "free",
   RELAY_TARGETS_PER_FIRE: "25",

@@ -56,6 +56,16 @@ test("RelayRpc enqueues with typed replies, idempotency and status", async () =>
   assert.ok(Math.abs(w - Date.now()) < 60_000, "an empty outbox reports now");
 });
 
+test("the README's RPC example enqueues an order once, however often it is retried, and sees it applied", async () => {
+  const first = await app.api("POST", "/quick-start/order-17");
+  assert.equal(first.status, 200, first.text);
+  assert.equal(typeof first.body.applied, "boolean");
+  await until(async () => (await app.api("POST", "/quick-start/order-17")).body.applied === true, "the row to apply");
+  const status = (await app.api("GET", "/rpc/status/orders")).body;
+  assert.equal(status.enqueued_rows, 1, "the retries were duplicates: one row");
+  assert.equal(status.delivered_rows, 1);
+});
+
 test("RelayRpc routes a partitioned source's rows by target and reports over its partitions", async () => {
   const rows = ["pa", "pb", "pc", "pd", "pe", "pf"].map((t, i) => ({ target: t, puts: [["k", i]] }));
   const r = await app.api("POST", "/rpc/enqueue/rpc-parted", { rows, idempotencyKey: "parted-1" });

@@ -1,9 +1,12 @@
 //! Every limit the relay enforces, as a named constant, and the per-fire budget.
 //!
-//! Every limit and every default lives here, in one place. Names end in
-//! their unit. The Worker presets (`WORKER_*`) keep their established names
-//! and values; every limit is documented in the README's "Limits" table and
-//! tested at and past its edge. A limit that is not here is not enforced.
+//! The limits and defaults live here, but for the few a module keeps beside
+//! the rule they bound (partitions, dedup claims, the reference Worker's).
+//! Names end in their unit. The Worker presets (`WORKER_*`) keep their
+//! established names and values. Every limit is tested at and past its edge.
+//! The limits table of docs/limits.md is written from these constants: its
+//! text is the first sentence of each doc comment, so that sentence should
+//! say what the constant bounds.
 
 use std::fmt;
 
@@ -105,7 +108,7 @@ pub const RETRY_BACKOFF_MAX_MS: u64 = 60_000;
 
 // ---- names, keys and values -------------------------------------------------
 
-/// Longest partition name, in bytes.
+/// Longest source or target name, in bytes (characters `A-Z a-z 0-9 . _ : -`).
 pub const MAX_NAME_BYTES: u32 = 64;
 
 /// Deepest nesting of arrays and objects inside one value: `1` is depth 0,
@@ -354,7 +357,7 @@ impl RelayBudget {
 }
 
 impl Default for RelayBudget {
-    /// Seed defaults outside a Worker: 256 rows, 16 targets, 2 calls each.
+    /// Defaults outside a Worker: 256 rows, 16 targets, 2 calls each.
     fn default() -> Self {
         RelayBudget {
             rows_per_fire: DEFAULT_ROWS_PER_FIRE,

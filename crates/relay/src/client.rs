@@ -249,7 +249,7 @@ pub struct PartitionedClient<'a> {
 
 impl RelayClient {
     /// The logical source `logical`, partitioned by `map` (which must be the
-    /// map every other router of it uses; see the README).
+    /// map every other router of it uses; see docs/partitioned-sources.md).
     pub fn partitioned(
         &self,
         logical: &Name,

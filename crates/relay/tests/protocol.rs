@@ -1,6 +1,6 @@
 //! The protocol table (`durable_relay::protocol`) against everything that
 //! spells an operation: the routes' parser and builder, the Rust client,
-//! the RPC entrypoint, the TypeScript types, the README's route table and
+//! the RPC entrypoint, the TypeScript types, the route table of docs/http-api.md and
 //! `clients/typescript/protocol.json` (written from the table;
 //! `RELAY_BLESS=1` rewrites it after a deliberate change).
 
@@ -181,7 +181,7 @@ fn the_rust_client_has_a_method_for_every_public_source_operation() {
     assert!(client.contains("SourceOp::ParkedRows"), "parked rows through SourceClient::call");
 }
 
-/// The front door's spelling of an operation, as the README's table writes it.
+/// The front door's spelling of an operation, as the route table of docs/http-api.md writes it.
 fn front_route(kind: &str, op: &Operation) -> String {
     let (path, query) = op.path.split_once('?').unwrap_or((op.path, ""));
     let query = if query.is_empty() {
@@ -194,12 +194,12 @@ fn front_route(kind: &str, op: &Operation) -> String {
 
 #[test]
 fn the_readme_route_table_lists_every_public_operation_and_no_private_one() {
-    let readme = repo_file("README.md");
+    let readme = repo_file("docs/http-api.md");
     for (kind, table) in [("sources/{source}", SOURCE_OPERATIONS), ("targets/{target}", TARGET_OPERATIONS)] {
         for op in table {
             let route = front_route(kind, op);
             let listed = readme.contains(&format!("| {route} |"));
-            assert_eq!(listed, op.reach == Reach::Public, "README route table and {route}");
+            assert_eq!(listed, op.reach == Reach::Public, "docs/http-api.md route table and {route}");
         }
     }
 }

@@ -1,6 +1,6 @@
 //! What a delivered row costs in SQLite rows written at the source (each
-//! `setAlarm` counts as one), on the shipped SQL: the budget README's
-//! "Write budget" documents.
+//! `setAlarm` counts as one), on the shipped SQL: the figures "Write budget" in
+//! docs/how-delivery-works.md documents.
 
 use durable_relay::core::{EnqueueRow, Name, RelayBudget};
 use durable_relay::sim::Sim;

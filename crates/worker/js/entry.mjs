@@ -117,7 +117,7 @@ export class RelayRpc extends WorkerEntrypoint {
    * Enqueues `rows` at `source`, atomically; `options.idempotencyKey` makes
    * it repeatable, `options.traceparent` (W3C) travels with every row. At a
    * partitioned source the rows are routed by target and the reply gives
-   * each row's `positions` (partition, seq); see the README.
+   * each row's `positions` (partition, seq); see docs/partitioned-sources.md.
    */
   async enqueue(source, rows, options = {}) {
     const body = { rows };

@@ -7,7 +7,8 @@
 // - /rpc/...   through a service binding to the relay's RelayRpc
 //              entrypoint: typed calls, typed errors;
 // - /relay/... through a service binding to the relay's front door (its
-//              HTTP API, with the bearer token).
+//              HTTP API, with the bearer token);
+// - /quick-start/{order}: the README's RPC example.
 //
 // Types come from clients/typescript/durable-relay.d.ts; `npm run typecheck`
 // checks this file with tsc --strict.
@@ -83,6 +84,15 @@ async function typeChecks(env: Env): Promise<void> {
 }
 void typeChecks;
 
+// readme: rpc
+/** Enqueues an order's row for its customer, then asks whether it was applied yet. */
+async function placeOrder(env: Env, order: string): Promise<boolean> {
+  const row: Row = { target: "customer-1", puts: [["balance", 10]] };
+  const done = await env.RELAY.enqueue("orders", [row], { idempotencyKey: order }); // { seqs, duplicate, ... }
+  return env.RELAY.deliveredThrough("orders", done.seqs[0]); // true once the customer applied it
+}
+// readme: end
+
 export default {
   async fetch(request: Request, env: Env): Promise<Response> {
     const url = new URL(request.url);
@@ -100,6 +110,9 @@ export default {
       }
       case "rpc":
         return rpc(env, parts, request);
+      case "quick-start":
+        // POST /quick-start/{order}: the README's RPC example.
+        return json({ applied: await placeOrder(env, parts[0] ?? "order-17") });
       case "relay":
         // The relay's HTTP API: /relay/v1/... with the caller's Authorization.
         return env.RELAY_HTTP.fetch(new Request(`https://relay/${parts.join("/")}${url.search}`, request));
