@@ -53,6 +53,8 @@ while (queue.length) {
 
 for (const [path, by] of needed) console.log(`  ${packed.has(path) ? "packed " : "MISSING"} ${path} (named by ${by})`);
 const problems = [...needed].filter(([path]) => !packed.has(path)).map(([path, by]) => `the tarball lacks ${path} (named by ${by})`);
+// A stranger reads the README and the licence before installing.
+for (const file of ["README.md", "LICENSE"]) if (!packed.has(file)) problems.push(`the tarball lacks ${file}`);
 // The package is nothing without its wasm, its JavaScript and its types.
 for (const kind of [".wasm", ".js", ".d.ts"]) {
   if (![...needed.keys()].some((p) => p.endsWith(kind))) problems.push(`no ${kind} file is reached from the entry points`);

@@ -69,10 +69,37 @@ fn the_embedding_snippets_are_the_examples_own_code() {
     assert_snippet("README.md", "examples/embedded/src/lib.rs", "quick start", "rust");
     assert_snippet("README.md", "tests/e2e/stranger/src/index.ts", "quick start", "ts");
     assert_snippet("README.md", "examples/producer/src/index.ts", "rpc", "ts");
+    assert_snippet(
+        "packages/durable-relay/README.md",
+        "tests/e2e/stranger/src/index.ts",
+        "quick start",
+        "ts",
+    );
     for name in ["source", "target"] {
         assert_snippet("docs/embedding-rust.md", "examples/embedded/src/lib.rs", name, "rust");
         assert_snippet("docs/embedding-typescript.md", "examples/typescript/src/index.ts", name, "ts");
     }
+}
+
+#[test]
+fn the_npm_packages_readme_names_every_method_of_its_classes() {
+    let types = read("packages/durable-relay/src/index.d.ts");
+    let readme = read("packages/durable-relay/README.md");
+    let mut methods = 0;
+    for class in ["class RelaySource", "class RelayTarget"] {
+        let start = types.find(class).unwrap_or_else(|| panic!("index.d.ts: {class}"));
+        let body = &types[start..start + types[start..].find("\n}").expect("the class's end")];
+        for line in body.lines() {
+            let Some(name) = line.strip_prefix("  ").and_then(|l| l.split_once('(')).map(|(n, _)| n) else {
+                continue;
+            };
+            if name.chars().all(char::is_alphanumeric) && name != "constructor" {
+                assert!(readme.contains(&format!("`{name}(")), "the package README lacks {name}");
+                methods += 1;
+            }
+        }
+    }
+    assert!(methods >= 12, "found only {methods} methods");
 }
 
 // ---- generated tables -------------------------------------------------------
