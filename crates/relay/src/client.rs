@@ -1,15 +1,23 @@
 //! A typed client for Rust Workers that enqueue through a source's Durable
 //! Object stub: the reference relay's `RelaySource` (bound with
 //! `script_name = "durable-relay"`), or an embedder's own source object
-//! that serves [`durable::source`](crate::durable::source).
+//! that serves [`durable::source`](crate::durable::source). Each call's
+//! refusal is a [`RelayError`] with the relay's code and status.
 //!
-//! ```ignore
-//! let relay = RelayClient::from_env(&env, "RELAY_SOURCE")?;
-//! let orders = relay.source("orders")?;
-//! let done = orders.enqueue(&[EnqueueRow::new(target, puts, vec![])]).await?;
-//! match orders.enqueue(&rows).await {
-//!     Err(e) if e.code == ErrorCode::OutboxFull => { /* retry after e.retry_after_s */ }
-//!     other => { other?; }
+//! ```no_run
+//! use durable_relay::http::HttpError;
+//! use durable_relay::{row, ErrorCode, RelayClient};
+//!
+//! async fn place_order(env: &worker::Env) -> Result<bool, HttpError> {
+//!     let orders = RelayClient::from_env(env, "RELAY_SOURCE")?.source("orders")?;
+//!     let balance = row("customer-1")?.put("balance", serde_json::json!(10));
+//!     let done = match orders.enqueue_keyed("order-17", &[balance]).await {
+//!         Ok(done) => done, // done.seqs, done.duplicate, ...
+//!         Err(e) if e.code == ErrorCode::OutboxFull => return Ok(false), // retry after e.retry_after_s
+//!         Err(e) => return Err(e.into()),
+//!     };
+//!     let _status = orders.status().await?; // SourceStatus
+//!     Ok(orders.delivered_through(done.seqs[0]).await?) // true once the customer applied it
 //! }
 //! ```
 

@@ -64,6 +64,41 @@ fn assert_snippet(doc: &str, path: &str, name: &str, fence: &str) {
     );
 }
 
+/// The visible lines of the first code block of `path`'s module doc (a
+/// doc test, which `cargo test` compiles and runs): `//! ` stripped, the
+/// hidden `# ` lines dropped.
+fn doc_example(path: &str) -> String {
+    let mut out = String::new();
+    let mut inside = false;
+    for line in read(path).lines().map_while(|l| l.strip_prefix("//!")) {
+        let line = line.strip_prefix(' ').unwrap_or(line);
+        if line.starts_with("```") {
+            if inside {
+                return out;
+            }
+            inside = true;
+        } else if inside && !(line.starts_with("# ") || line == "#") {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    panic!("{path}: no code block in the module doc");
+}
+
+#[test]
+fn the_rust_blocks_of_the_book_are_doc_tests() {
+    for (doc, path) in [
+        ("docs/calling-from-workers.md", "crates/relay/src/client.rs"),
+        ("docs/development.md", "crates/relay/src/sim/mod.rs"),
+    ] {
+        let code = doc_example(path);
+        assert!(
+            read(doc).contains(&format!("```rust\n{code}```")),
+            "{doc} lacks {path}'s doc test, verbatim:\n{code}"
+        );
+    }
+}
+
 #[test]
 fn the_embedding_snippets_are_the_examples_own_code() {
     assert_snippet("README.md", "examples/embedded/src/lib.rs", "quick start", "rust");

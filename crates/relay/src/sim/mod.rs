@@ -11,14 +11,16 @@
 //! use durable_relay::core::RelayBudget;
 //! use durable_relay::sim::Sim;
 //!
-//! let mut sim = Sim::new(7);
-//! for i in 0..3 {
-//!     sim.put("orders", &format!("customer-{i}"), "last-order", serde_json::json!(i)).unwrap();
-//! }
-//! let drain = sim.run_until_idle("orders", RelayBudget::FREE, 10);
+//! let mut sim = Sim::new(42);                       // every random choice derives from the seed
+//! sim.put("orders", "customer-1", "balance", serde_json::json!(10)).unwrap();
+//! sim.fail_target("customer-1");                    // refuses calls until healed
+//! let alarm = sim.run_alarm("orders", RelayBudget::FREE);
+//! assert_eq!(alarm.fires[0].report.failed.len(), 1);
+//! sim.heal_target("customer-1");
+//! let drain = sim.run_until_idle("orders", RelayBudget::FREE, 100);
 //! assert!(drain.drained);
-//! assert_eq!(sim.applied("customer-2", "orders"), vec![3]);
-//! sim.audit().unwrap();
+//! assert_eq!(sim.applied("customer-1", "orders"), vec![1]);
+//! sim.audit().unwrap();                             // order, nothing lost, nothing twice
 //! ```
 
 mod adopt;
