@@ -110,6 +110,9 @@ fn the_embedding_snippets_are_the_examples_own_code() {
         "quick start",
         "ts",
     );
+    for name in ["rpc tour", "stub"] {
+        assert_snippet("docs/calling-from-workers.md", "examples/producer/src/tour.ts", name, "ts");
+    }
     for name in ["source", "target"] {
         assert_snippet("docs/embedding-rust.md", "examples/embedded/src/lib.rs", name, "rust");
         assert_snippet("docs/embedding-typescript.md", "examples/typescript/src/index.ts", name, "ts");
@@ -193,6 +196,27 @@ fn the_budget_presets_table_is_written_from_the_code() {
         ));
     }
     generated("docs/limits.md", "budgets", &body);
+}
+
+#[test]
+fn the_object_protocol_table_is_written_from_the_protocol() {
+    use durable_relay::protocol::{Reach, SOURCE_OPERATIONS, TARGET_OPERATIONS};
+    let mut body = String::from("| object | operation | method and path | who may call it | RPC method |\n| --- | --- | --- | --- | --- |\n");
+    for (object, table) in [("source", SOURCE_OPERATIONS), ("target", TARGET_OPERATIONS)] {
+        for op in table {
+            let reach = match op.reach {
+                Reach::Public => "public",
+                Reach::Router => "a partitioned source's router",
+                Reach::Source => "a source's alarm",
+            };
+            let rpc = op.rpc.map_or("—".to_owned(), |r| format!("`{}`", r.method));
+            body.push_str(&format!(
+                "| {object} | `{}` | `{} {}` | {reach} | {rpc} |\n",
+                op.name, op.method, op.path
+            ));
+        }
+    }
+    generated("docs/calling-from-workers.md", "object protocol", &body);
 }
 
 /// An integer constant as the source defines it.
