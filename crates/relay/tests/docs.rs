@@ -553,6 +553,49 @@ fn the_changelog_records_this_builds_protocol_and_schema_versions() {
     }
 }
 
+// ---- the book ---------------------------------------------------------------
+
+/// The chapters in the order docs/README.md lists them.
+fn chapters() -> Vec<String> {
+    read("docs/README.md")
+        .lines()
+        .filter(|l| l.split_once(". [").is_some_and(|(n, _)| n.parse::<u32>().is_ok()))
+        .filter_map(|l| l.split_once("](").and_then(|(_, r)| r.split_once(')')).map(|(f, _)| f.to_owned()))
+        .collect()
+}
+
+#[test]
+fn the_book_reads_in_order_and_the_readme_lists_it_the_same_way() {
+    let order = chapters();
+    assert!(order.len() >= 12, "docs/README.md lists {order:?}");
+    let on_disk: BTreeSet<String> = std::fs::read_dir(root().join("docs"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".md") && n != "README.md")
+        .collect();
+    assert_eq!(order.iter().cloned().collect::<BTreeSet<_>>(), on_disk, "every chapter listed once");
+    for pair in order.windows(2) {
+        let text = read(&format!("docs/{}", pair[0]));
+        let next = text.lines().rfind(|l| l.starts_with("Next: ")).unwrap_or_default();
+        assert!(
+            next.ends_with(&format!("]({}).", pair[1])),
+            "docs/{} should end with Next: {}",
+            pair[0],
+            pair[1]
+        );
+    }
+    let readme = read("README.md");
+    let section = readme.split("\n## Documentation").nth(1).expect("the README's Documentation section");
+    let toc: Vec<String> = section
+        .lines()
+        .filter(|l| l.split_once(". [").is_some_and(|(n, _)| n.parse::<u32>().is_ok()))
+        .filter_map(|l| {
+            l.split_once("](docs/").and_then(|(_, r)| r.split_once(')')).map(|(f, _)| f.to_owned())
+        })
+        .collect();
+    assert_eq!(toc, order, "the README's table of contents is the book's");
+}
+
 // ---- links ------------------------------------------------------------------
 
 /// Every Markdown file of the repository, outside build output and
