@@ -103,6 +103,7 @@ fn the_rust_blocks_of_the_book_are_doc_tests() {
 fn the_embedding_snippets_are_the_examples_own_code() {
     assert_snippet("README.md", "examples/embedded/src/lib.rs", "quick start", "rust");
     assert_snippet("README.md", "tests/e2e/stranger/src/index.ts", "quick start", "ts");
+    assert_snippet("docs/embedding-typescript.md", "tests/e2e/stranger/src/index.ts", "quick start", "ts");
     assert_snippet("README.md", "examples/producer/src/index.ts", "rpc", "ts");
     assert_snippet(
         "packages/durable-relay/README.md",
