@@ -111,6 +111,26 @@ test("an enqueue and a status read are served while the source's alarm awaits a 
   assert.doesNotMatch(app.output, /recursive use of an object/);
 });
 
+test("RELAY_ALARM_LOG=notable leaves a routine alarm unlogged in the TypeScript package too", async () => {
+  const quiet = await startWrangler({
+    configs: [EXAMPLE],
+    persistDir: mkdtempSync(join(tmpdir(), "relay-ts-quiet-")),
+    ready: "/health",
+    vars: { RELAY_ALARM_LOG: "notable" },
+  });
+  try {
+    const r = await quiet.api("POST", "/orders/quiet", { id: "q-1", customer: "quiet-ada", amount: 3 });
+    assert.equal(r.status, 200, r.text);
+    await until(async () => (await quiet.ok("/orders/quiet/relay/status")).delivered_rows === 1, "delivery");
+    const status = await quiet.ok("/orders/quiet/relay/status");
+    assert.ok(status.alarms >= 1, "an alarm ran");
+    assert.deepEqual(quiet.alarmLogs(), [], "a routine alarm writes no relay_alarm line");
+    assert.ok(app.alarmLogs().length > 0, "by default every alarm is logged");
+  } finally {
+    await quiet.stop();
+  }
+});
+
 test("killed mid-delivery and restarted on its persisted state, nothing is lost or counted twice", async () => {
   const vars = { RELAY_TARGETS_PER_FIRE: "1", RELAY_FIRES_PER_ALARM: "1" };
   const persistDir = mkdtempSync(join(tmpdir(), "relay-ts-restart-"));

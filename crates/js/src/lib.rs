@@ -19,7 +19,7 @@ use durable_relay::core::{
     SEQ_MAX,
 };
 use durable_relay::durable::now_ms;
-use durable_relay::embed::{log_alarm, Enqueue, OnApply, Source, Target};
+use durable_relay::embed::{log_alarm_as, Enqueue, OnApply, Source, Target};
 use durable_relay::http::HttpError;
 use durable_relay::DoSql;
 use wasm_bindgen::prelude::*;
@@ -153,14 +153,14 @@ impl JsSource {
         }
     }
 
-    /// Runs one alarm: delivers, arms the next, logs one `relay_alarm`
-    /// line, and answers what it did. Rejects when the alarm failed (the
+    /// Runs one alarm: delivers, arms the next, logs its `relay_alarm`
+    /// line (as `RELAY_ALARM_LOG` says), and answers what it did. Rejects when the alarm failed (the
     /// relay armed its own retry first).
     pub fn alarm(&self) -> Promise {
         let source = Rc::clone(&self.source);
         future_to_promise(async move {
             let summary = source.run_alarm().await.map_err(|e| js_error(HttpError::internal(e)))?;
-            log_alarm(&summary);
+            log_alarm_as(&summary, serde_json::Map::new(), source.alarm_log());
             to_js(&summary)
         })
     }

@@ -192,9 +192,15 @@ impl<S: Sql> Source<S> {
     /// (after the relay armed its own retry) lets the platform retry too.
     pub async fn alarm(&self) -> worker::Result<Response> {
         let summary = self.run_alarm().await.map_err(worker::Error::RustError)?;
-        let mode = config(&self.env).map(|c| c.alarm_log).unwrap_or_default();
-        log_alarm_as(&summary, serde_json::Map::new(), mode);
+        log_alarm_as(&summary, serde_json::Map::new(), self.alarm_log());
         Response::ok("relayed")
+    }
+
+    /// Which alarms get a `relay_alarm` line (`RELAY_ALARM_LOG`), for an
+    /// embedding that logs with [`log_alarm_as`] itself; every alarm when
+    /// the configuration cannot be read (the alarm reports that error).
+    pub fn alarm_log(&self) -> AlarmLog {
+        config(&self.env).map(|c| c.alarm_log).unwrap_or_default()
     }
 
     /// [`alarm`](Source::alarm) without its log lines (log them with
