@@ -136,17 +136,23 @@ fn ranged(
     Ok(Some(v))
 }
 
+/// The variables that override the budget, in the order of the fields
+/// `from_vars` pairs them with. Each is `RELAY_` and its field's name.
+const BUDGET_VARS: [&str; 6] = [
+    "RELAY_TARGETS_PER_FIRE",
+    "RELAY_FIRES_PER_ALARM",
+    "RELAY_CALLS_PER_TARGET",
+    "RELAY_ROWS_PER_FIRE",
+    "RELAY_BATCH_ROWS",
+    "RELAY_SUBREQUESTS_PER_ALARM",
+];
+
 /// The variable that sets a budget field, so a refusal names what to fix.
 fn budget_var(field: &str) -> &'static str {
-    match field {
-        "rows_per_fire" => "RELAY_ROWS_PER_FIRE",
-        "targets_per_fire" => "RELAY_TARGETS_PER_FIRE",
-        "calls_per_target" => "RELAY_CALLS_PER_TARGET",
-        "fires_per_alarm" => "RELAY_FIRES_PER_ALARM",
-        "subrequests_per_alarm" => "RELAY_SUBREQUESTS_PER_ALARM",
-        "batch_rows" => "RELAY_BATCH_ROWS",
-        _ => "RELAY_PLAN",
-    }
+    BUDGET_VARS
+        .into_iter()
+        .find(|var| var.strip_prefix("RELAY_").is_some_and(|f| f.eq_ignore_ascii_case(field)))
+        .unwrap_or("RELAY_PLAN")
 }
 
 /// Parking, backpressure and retention settings.
@@ -246,15 +252,15 @@ impl RelayConfig {
             }
         };
         let mut budget = plan.preset();
-        let overrides: [(&'static str, &mut u32); 6] = [
-            ("RELAY_TARGETS_PER_FIRE", &mut budget.targets_per_fire),
-            ("RELAY_FIRES_PER_ALARM", &mut budget.fires_per_alarm),
-            ("RELAY_CALLS_PER_TARGET", &mut budget.calls_per_target),
-            ("RELAY_ROWS_PER_FIRE", &mut budget.rows_per_fire),
-            ("RELAY_BATCH_ROWS", &mut budget.batch_rows),
-            ("RELAY_SUBREQUESTS_PER_ALARM", &mut budget.subrequests_per_alarm),
+        let fields = [
+            &mut budget.targets_per_fire,
+            &mut budget.fires_per_alarm,
+            &mut budget.calls_per_target,
+            &mut budget.rows_per_fire,
+            &mut budget.batch_rows,
+            &mut budget.subrequests_per_alarm,
         ];
-        for (var, field) in overrides {
+        for (var, field) in BUDGET_VARS.into_iter().zip(fields) {
             if let Some(v) = number(&get, var)? {
                 *field = v;
             }
