@@ -1,13 +1,17 @@
 //! The documentation against the code, so it cannot drift:
 //!
-//! - the embedding snippets in the README and the book are the examples'
-//!   own code (which `scripts/test` compiles and runs), verbatim;
-//! - the tables of limits and error codes are written from the code
-//!   (`RELAY_BLESS=1` rewrites them after a deliberate change);
+//! - the code blocks of the README, the book and the npm package's README
+//!   are the examples' own code or the modules' doc tests (which
+//!   `scripts/test` compiles and runs), verbatim; the package README names
+//!   every method of its classes;
+//! - the tables of limits, budget presets, error codes and the objects'
+//!   protocol are written from the code (`RELAY_BLESS=1` rewrites them after
+//!   a deliberate change);
 //! - the configuration table names every variable and binding the code
 //!   reads, and no other, and its defaults and ranges are the parser's;
 //! - the changelog's newest release records this build's wire protocol and
 //!   schema versions;
+//! - the book's chapters chain in the order its index and the README list;
 //! - every relative link in every Markdown file resolves, anchors included.
 
 use std::collections::{BTreeMap, BTreeSet};

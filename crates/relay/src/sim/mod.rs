@@ -11,7 +11,7 @@
 //! use durable_relay::core::RelayBudget;
 //! use durable_relay::sim::Sim;
 //!
-//! let mut sim = Sim::new(42);                       // every random choice derives from the seed
+//! let mut sim = Sim::new(42);                       // every random choice derives from this seed
 //! sim.put("orders", "customer-1", "balance", serde_json::json!(10)).unwrap();
 //! sim.fail_target("customer-1");                    // refuses calls until healed
 //! let alarm = sim.run_alarm("orders", RelayBudget::FREE);
