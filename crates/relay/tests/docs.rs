@@ -34,6 +34,25 @@ fn bless() -> bool {
     std::env::var("RELAY_BLESS").is_ok_and(|v| v == "1")
 }
 
+/// Every file under `dir`, in path order, not entering directories whose
+/// name `skip` refuses.
+fn files_under(dir: &Path, skip: &dyn Fn(&str) -> bool) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
+            let path = entry.unwrap().path();
+            if !path.is_dir() {
+                out.push(path);
+            } else if !skip(&path.file_name().unwrap().to_string_lossy()) {
+                stack.push(path);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
 // ---- snippets ---------------------------------------------------------------
 
 /// The regions of `text` marked `// readme: <name>` ... `// readme: end`.
@@ -236,20 +255,13 @@ struct Constant {
 /// `crates/*/src`, except the test plumbing (`testing/`), the simulator
 /// (`sim/`) and the benchmark builds (`bench/`), which ship no limit.
 fn limit_files() -> Vec<(PathBuf, &'static str)> {
+    let plumbing = |name: &str| ["testing", "sim", "bench"].contains(&name);
     let mut out = Vec::new();
     for (krate, place) in [("core", "engine"), ("relay", "library"), ("worker", "reference Worker")] {
-        let mut stack = vec![root().join("crates").join(krate).join("src")];
-        while let Some(dir) = stack.pop() {
-            for entry in std::fs::read_dir(&dir).unwrap() {
-                let path = entry.unwrap().path();
-                let skip = ["testing", "sim", "bench"].iter().any(|s| path.ends_with(s));
-                if path.is_dir() && !skip {
-                    stack.push(path);
-                } else if path.extension().is_some_and(|e| e == "rs") {
-                    out.push((path, place));
-                }
-            }
-        }
+        let files = files_under(&root().join("crates").join(krate).join("src"), &plumbing);
+        out.extend(
+            files.into_iter().filter(|p| p.extension().is_some_and(|e| e == "rs")).map(|p| (p, place)),
+        );
     }
     // The limits module first, then the rest in path order.
     out.sort_by_key(|(path, _)| (!path.ends_with("core/src/limits.rs"), path.clone()));
@@ -465,20 +477,12 @@ fn names_in_code() -> BTreeSet<String> {
         "crates/js/src",
         "packages/durable-relay/src",
     ];
-    let mut stack: Vec<PathBuf> = dirs.iter().map(|d| root().join(d)).collect();
-    while let Some(dir) = stack.pop() {
-        for entry in std::fs::read_dir(&dir).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                stack.push(path);
-                continue;
-            }
-            let text = std::fs::read_to_string(&path).unwrap_or_default();
-            for piece in text.split('"').skip(1).step_by(2) {
-                let is_name = piece.len() > 6 && piece.chars().all(|c| c.is_ascii_uppercase() || c == '_');
-                if piece.starts_with("RELAY_") && is_name {
-                    out.insert(piece.to_owned());
-                }
+    for path in dirs.iter().flat_map(|d| files_under(&root().join(d), &|_| false)) {
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        for piece in text.split('"').skip(1).step_by(2) {
+            let is_name = piece.len() > 6 && piece.chars().all(|c| c.is_ascii_uppercase() || c == '_');
+            if piece.starts_with("RELAY_") && is_name {
+                out.insert(piece.to_owned());
             }
         }
     }
@@ -606,21 +610,11 @@ fn the_book_reads_in_order_and_the_readme_lists_it_the_same_way() {
 /// Every Markdown file of the repository, outside build output and
 /// dependencies.
 fn markdown_files() -> Vec<PathBuf> {
-    let skip = ["target", "node_modules", ".git", ".wrangler", "build", "dist", "tmp"];
-    let mut out = Vec::new();
-    let mut stack = vec![root()];
-    while let Some(dir) = stack.pop() {
-        for entry in std::fs::read_dir(&dir).unwrap() {
-            let path = entry.unwrap().path();
-            let name = path.file_name().unwrap().to_string_lossy().into_owned();
-            if path.is_dir() && !skip.contains(&name.as_str()) && !name.starts_with("target") {
-                stack.push(path);
-            } else if name.ends_with(".md") {
-                out.push(path);
-            }
-        }
-    }
-    out
+    let skip = |name: &str| {
+        ["node_modules", ".git", ".wrangler", "build", "dist", "tmp"].contains(&name)
+            || name.starts_with("target")
+    };
+    files_under(&root(), &skip).into_iter().filter(|p| p.extension().is_some_and(|e| e == "md")).collect()
 }
 
 /// GitHub's anchor for a heading: lower case, spaces to `-`, punctuation
