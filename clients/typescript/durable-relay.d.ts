@@ -51,9 +51,12 @@ export interface EnqueueOptions {
   traceparent?: string;
 }
 
-/** Where a row of a partitioned source went: its partition and its sequence there. */
+/**
+ * Where a row of a partitioned source went: its partition (`"plain"`: the logical source's own
+ * object, while the map lists the plain layout) and its sequence there.
+ */
 export interface Position {
-  partition: number;
+  partition: number | "plain";
   seq: number;
 }
 
@@ -308,6 +311,8 @@ export type ErrorCode =
   | "epoch_not_adopted"
   | "unsettled_layout"
   | "misrouted_row"
+  | "map_changed"
+  | "superseded"
   | "forbidden_scope";
 
 /**
@@ -324,8 +329,9 @@ export interface RelayError extends Error {
   /** Seconds to wait before retrying (with `outbox_full`). */
   retryAfterS?: number;
   /**
-   * At a partitioned source: the rows some partitions committed before another refused. A retry
-   * with the same idempotency key completes the enqueue.
+   * At a partitioned source: the rows committed before another partition refused (by this attempt
+   * or an earlier one of the same key). A retry with the same idempotency key completes the
+   * enqueue and answers these positions again.
    */
   committed?: Position[];
 }

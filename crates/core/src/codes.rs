@@ -116,8 +116,10 @@ codes! {
     BenchDisabled => "bench_disabled": "A benchmark route while the benchmark switch is off (403; benchmark builds only).",
     QueueSendFailed => "queue_send_failed": "The benchmark's Queues producer could not send (503; benchmark builds only).",
     EpochNotAdopted => "epoch_not_adopted": "A partition has not adopted the router's partition map (409; the router adopts it and retries).",
-    UnsettledLayout => "unsettled_layout": "A partition map would strand rows a partition holds (409; keep every count not yet settled in from).",
+    UnsettledLayout => "unsettled_layout": "A partition map would strand rows, or keys, an object holds (409; keep every layout not yet settled in from).",
     MisroutedRow => "misrouted_row": "A routed row for a target the partition is no home of (400; a router's bug).",
+    MapChanged => "map_changed": "Another partition map under an epoch an object adopted one under (409; raise the epoch with every change of the map).",
+    Superseded => "superseded": "A newer attempt of the same keyed request took over (409; retry it to read what was committed).",
     ForbiddenScope => "forbidden_scope": "A valid bearer token whose scope does not cover the route (403; the message names the scope needed).",
 }
 

@@ -110,46 +110,6 @@ pub fn content_digest(rows: &EncodedRows) -> String {
     hash.finalize().iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// What a partitioned logical source's key home answers for a keyed
-/// enqueue it routes (see [`decide_claim`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Claim {
-    /// The key is new (or expired): it now names this content.
-    Fresh,
-    /// The key names this content already: a retry. Each partition answers
-    /// its own rows as duplicates and takes what it has not.
-    Retry,
-    /// The key names other content.
-    Conflict,
-}
-
-/// Decides a routed keyed enqueue at the key's home, given the digest
-/// stored there for the key (with when it was stored). A key is remembered
-/// [`CLAIM_GRACE_MS`] past the horizon, so it never expires at its home
-/// before the partitions' records of it (written a moment later) do.
-pub fn decide_claim(stored: Option<(&str, u64)>, digest: &str, now_ms: u64, horizon_ms: u64) -> Claim {
-    match stored {
-        Some((d, at_ms)) if claim_live(at_ms, now_ms, horizon_ms) => {
-            if d == digest {
-                Claim::Retry
-            } else {
-                Claim::Conflict
-            }
-        }
-        _ => Claim::Fresh,
-    }
-}
-
-/// Whether a claim stored at `at_ms` still counts at `now_ms`.
-pub fn claim_live(at_ms: u64, now_ms: u64, horizon_ms: u64) -> bool {
-    now_ms.saturating_sub(at_ms) < horizon_ms.saturating_add(CLAIM_GRACE_MS)
-}
-
-/// How much longer than the dedup horizon a key's home remembers it: the
-/// partitions record the key after its home does, within one routed
-/// request, so a minute covers any request that completes.
-pub const CLAIM_GRACE_MS: u64 = 60_000;
-
 /// Decides a keyed enqueue given the stored record for its key.
 pub fn decide(record: Option<&DedupRecord>, digest: &str, now_ms: u64, horizon_ms: u64) -> Dedup {
     match record {
@@ -239,16 +199,5 @@ mod tests {
             Err(KeyError::TooLong(MAX_IDEMPOTENCY_KEY_BYTES + 1))
         );
         assert_eq!(validate_key(""), Err(KeyError::Empty));
-    }
-
-    #[test]
-    fn a_key_home_tells_a_retry_from_a_conflict_until_past_the_horizon() {
-        let h = 10_000;
-        assert_eq!(decide_claim(None, "d", 0, h), Claim::Fresh);
-        assert_eq!(decide_claim(Some(("d", 1_000)), "d", 2_000, h), Claim::Retry);
-        assert_eq!(decide_claim(Some(("d", 1_000)), "e", 2_000, h), Claim::Conflict);
-        let last = 1_000 + h + CLAIM_GRACE_MS - 1;
-        assert_eq!(decide_claim(Some(("d", 1_000)), "e", last, h), Claim::Conflict, "at the edge");
-        assert_eq!(decide_claim(Some(("d", 1_000)), "e", last + 1, h), Claim::Fresh, "past it");
     }
 }

@@ -237,16 +237,40 @@ pub enum EnqueueRefusal {
         /// The newest epoch this partition adopted.
         stored: u64,
     },
-    /// A map this partition cannot adopt: a router running it would no
-    /// longer reach rows the partition holds.
+    /// A map this object cannot prepare: a router running it would no
+    /// longer reach rows the object holds.
     UnsettledLayout {
-        /// The partition.
+        /// The object.
         partition: String,
         /// A target it holds rows for.
         target: String,
-        /// The partition count under which those rows were routed here, if
-        /// this partition knows it: the one to keep in `from`.
-        count: Option<u32>,
+        /// The layout under which those rows were routed here, if this
+        /// object knows it: the one to keep in `from`.
+        keep: Option<crate::partition::Layout>,
+    },
+    /// A map the plain object of a logical source cannot prepare: it does
+    /// not list `plain`, and the object still remembers idempotency keys
+    /// its plain enqueues recorded, which a retry must find.
+    PlainKeys {
+        /// The plain object.
+        source: String,
+        /// Keys still remembered.
+        keys: u64,
+        /// When the last of them expires, ms since the epoch.
+        until_ms: u64,
+    },
+    /// Another map under an epoch this object adopted a map under: every
+    /// change of a partition map must raise its epoch.
+    MapChanged {
+        /// The epoch.
+        epoch: u64,
+    },
+    /// A newer attempt of the same keyed request took over at this object
+    /// (a retry overlapped this attempt): this attempt can commit nothing
+    /// more; retry to read the outcome.
+    Superseded {
+        /// The key.
+        key: String,
     },
     /// A routed row for a target this partition is no home of under its
     /// adopted map (a router's bug).
@@ -266,6 +290,10 @@ pub enum EnqueueRefusal {
     PartitionedSource {
         /// The logical source.
         source: String,
+        /// When its object takes plain enqueues again, ms since the epoch:
+        /// a horizon after it went back to a plain layout (none while the
+        /// source is partitioned).
+        plain_at_ms: Option<u64>,
     },
 }
 
@@ -279,7 +307,11 @@ impl EnqueueRefusal {
             EnqueueRefusal::StaleEpoch { .. } => ErrorCode::StaleEpoch,
             EnqueueRefusal::GateTargets => ErrorCode::InvalidGate,
             EnqueueRefusal::EpochNotAdopted { .. } => ErrorCode::EpochNotAdopted,
-            EnqueueRefusal::UnsettledLayout { .. } => ErrorCode::UnsettledLayout,
+            EnqueueRefusal::UnsettledLayout { .. } | EnqueueRefusal::PlainKeys { .. } => {
+                ErrorCode::UnsettledLayout
+            }
+            EnqueueRefusal::MapChanged { .. } => ErrorCode::MapChanged,
+            EnqueueRefusal::Superseded { .. } => ErrorCode::Superseded,
             EnqueueRefusal::Misrouted { .. } => ErrorCode::MisroutedRow,
             EnqueueRefusal::PartitionEnqueue { .. } => ErrorCode::PartitionEnqueue,
             EnqueueRefusal::PartitionedSource { .. } => ErrorCode::PartitionedSource,
@@ -306,13 +338,26 @@ impl fmt::Display for EnqueueRefusal {
                 "routed by partition epoch {sent}, which this partition has not adopted (it has {stored}); \
                  adopt the map at every partition first"
             ),
-            EnqueueRefusal::UnsettledLayout { partition, target, count } => {
+            EnqueueRefusal::UnsettledLayout { partition, target, keep } => {
                 write!(f, "{partition} still holds rows for {target}, which this map would no longer route there")?;
-                match count {
-                    Some(n) => write!(f, "; keep {n} in from (every count not yet settled, oldest first)"),
-                    None => write!(f, "; keep every count not yet settled in from, oldest first"),
+                match keep {
+                    Some(l) => write!(f, "; keep {l} in from (every layout not yet settled, oldest first)"),
+                    None => write!(f, "; keep every layout not yet settled in from, oldest first"),
                 }
             }
+            EnqueueRefusal::PlainKeys { source, keys, until_ms } => write!(
+                f,
+                "{source} remembers {keys} idempotency keys from when it was a plain source, the last until \
+                 {until_ms} ms; keep \"plain\" in from until then, so that their retries are answered"
+            ),
+            EnqueueRefusal::MapChanged { epoch } => write!(
+                f,
+                "this object adopted another partition map under epoch {epoch}; every change of a map raises its epoch"
+            ),
+            EnqueueRefusal::Superseded { key } => write!(
+                f,
+                "a newer attempt of the request keyed {key:?} took over; retry it to read what was committed"
+            ),
             EnqueueRefusal::Misrouted { target } => {
                 write!(f, "{target} is not routed to this partition under its partition map")
             }
@@ -320,9 +365,14 @@ impl fmt::Display for EnqueueRefusal {
                 f,
                 "{source} is a partition of a partitioned source: enqueue at the logical source, whose router keeps each target's rows at one partition"
             ),
-            EnqueueRefusal::PartitionedSource { source } => write!(
+            EnqueueRefusal::PartitionedSource { source, plain_at_ms: None } => write!(
                 f,
                 "{source} is partitioned: enqueue through the front door, RPC or RelayClient::partitioned, which route by target"
+            ),
+            EnqueueRefusal::PartitionedSource { source, plain_at_ms: Some(at) } => write!(
+                f,
+                "{source} went back to a plain layout and takes plain enqueues from {at} ms, when every key \
+                 recorded while it was partitioned has expired; keep its entry in RELAY_PARTITIONS until then"
             ),
         }
     }

@@ -11,6 +11,7 @@
 #![deny(unsafe_code)]
 
 pub mod admission;
+pub mod adoption;
 pub mod alarm;
 pub mod apply;
 pub mod codes;
@@ -19,6 +20,7 @@ pub mod delay;
 pub mod enqueue;
 pub mod fire;
 pub mod json;
+pub mod keys;
 pub mod limits;
 pub mod name;
 pub mod partition;
@@ -31,15 +33,16 @@ pub mod trace;
 pub mod watermark;
 
 pub use admission::{admit, check, due_list, Admission, AdmissionInput, AppendPlan, Checked};
+pub use adoption::{
+    check_routed, check_unrouted, decide_activate, decide_prepare, Adoption, Holdings, Prepared,
+};
 pub use alarm::{AlarmRun, AlarmTotals};
 pub use apply::{
     decode_request, encode_request, plan_apply, ApplyError, ApplyPlan, ApplyReply, ApplyRequest, ApplyRow,
     NoHook, RelayHook,
 };
 pub use codes::ErrorCode;
-pub use dedup::{
-    claim_live, content_digest, decide, decide_claim, Claim, Dedup, DedupRecord, KeyError, CLAIM_GRACE_MS,
-};
+pub use dedup::{content_digest, decide, Dedup, DedupRecord, KeyError};
 pub use delay::{Delay, DelayError};
 pub use enqueue::{
     encode_rows, plan_encoded, plan_enqueue, Capacity, EncodedRows, EnqueueError, EnqueuePlan,
@@ -50,11 +53,14 @@ pub use fire::{
     ThrownBy, WindowQuery,
 };
 pub use json::ValueError;
+pub use keys::{
+    decide_key, decide_routed, decide_seal, key_live, KeyRecord, KeyVerdict, RoutedRecord, Taken, Ticket,
+};
 pub use limits::*;
 pub use name::{Name, NameError};
 pub use partition::{
-    home, partition_name, partition_of, Fence, PartitionError, PartitionMap, Route, MAX_PARTITIONS,
-    MAX_UNSETTLED_LAYOUTS,
+    home, key_home, part_of, partition_name, partition_of, Fence, Layout, Part, PartitionError, PartitionMap,
+    Route, KEY_HOMES, MAX_PARTITIONS, MAX_UNSETTLED_LAYOUTS,
 };
 pub use request::{decode_enqueue, decode_json, EnqueueRequest, RequestError};
 pub use row::{CorruptRow, Effects, JsonValue, QueuedRow, RowError, StoredRow};

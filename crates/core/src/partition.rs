@@ -1,32 +1,36 @@
 //! Partitioned sources: one logical source spread over several source
 //! objects, each row routed by a stable hash of its target so that every row
-//! for one target goes through one partition and per-(logical source,
-//! target) order holds.
+//! for one target goes through one object and per-(logical source, target)
+//! order holds.
 //!
-//! A [`PartitionMap`] names how many partitions a logical source has, under
-//! which routing `epoch`, and (while resizes settle) every earlier count
-//! whose rows may still be queued (`from`, oldest first). A target whose
-//! home differs between those *layouts* moves: its rows are offered to its
-//! old homes first, oldest first, each of which takes them only while it
-//! still holds rows for the target and otherwise releases it for good; only
-//! then do they go to its home under `partitions` (see [`Route`]). A chain
-//! rather than one old count, so that a second resize before the first
-//! settled still sends a target's rows behind its oldest ones.
+//! A [`PartitionMap`] names the logical source's current [`Layout`] (a
+//! partition count, or `plain`: the logical source's own object, as it was
+//! before it was partitioned), under which routing `epoch`, and (while
+//! resizes settle) every earlier layout whose rows may still be queued
+//! (`from`, oldest first). A target whose home differs between those layouts
+//! moves: its rows are offered to its old homes first, oldest first, each of
+//! which takes them only while it still holds rows for the target and
+//! otherwise releases it; only then do they go to its home under the current
+//! layout (see [`Route`]). A chain rather than one old layout, so that a
+//! second resize before the first settled still sends a target's rows behind
+//! its oldest ones.
 //!
-//! Epochs fence routers that run an older map (a deployment rolling out): a
-//! partition refuses an older epoch. A partition takes a newer epoch only
-//! through *adoption* (see [`PartitionMap::reaches`]): it refuses a map under
-//! which a router would no longer reach rows it holds, so a map that leaves
-//! out a layout that has not settled is refused, not obeyed.
+//! The objects of a logical source `s` are its [`Part`]s: partition `i` is
+//! the source object `s:i` ([`partition_name`]), and [`Part::Plain`] is the
+//! object named `s` itself. Idempotency keys live apart from the layouts, at
+//! one of [`KEY_HOMES`] fixed partitions ([`key_home`]), so that no map
+//! change moves a key's record (see `crate::keys`).
 //!
-//! Partition `i` of logical source `s` is the source object named
-//! [`partition_name`]`(s, i)` = `s:i`.
+//! Epochs fence routers that run another map: every change of a logical
+//! source's map raises its epoch, and an object refuses an older one. An
+//! object takes a newer map only through the two-phase adoption of
+//! `crate::adoption`.
 
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
 
 use std::fmt;
 
-use serde::{Deserialize, Deserializer, Serialize};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::limits::{MAX_NAME_BYTES, SEQ_MAX};
 use crate::name::Name;
@@ -43,35 +47,159 @@ pub const MAX_PARTITIONED_NAME_BYTES: u32 = MAX_NAME_BYTES - 3;
 /// a row without one settling is an operator's mistake worth refusing.
 pub const MAX_UNSETTLED_LAYOUTS: u32 = 4;
 
+/// How many partitions an idempotency key's record may live at: a key's
+/// home is `fnv(key) % KEY_HOMES`, whatever the partition count, so a
+/// resize never moves a key's record and a retry after any map change
+/// finds it. Never change it: every recorded key would move.
+pub const KEY_HOMES: u32 = 64;
+
+/// One way a logical source's rows were routed: by a partition count, or
+/// all to the logical source's own object (`plain`, how the source ran
+/// before it was partitioned). Written as a count or `"plain"`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Layout {
+    /// Every row at the object named after the logical source.
+    Plain,
+    /// Row for target `t` at partition `fnv(t) % n`.
+    Count(u32),
+}
+
+/// One object of a logical source: a partition, or its own plain object.
+/// Written as an index or `"plain"`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Part {
+    /// The object named after the logical source.
+    Plain,
+    /// Partition `i`: the object `logical:i`.
+    Index(u32),
+}
+
+const PLAIN: &str = "plain";
+
+/// A count or `"plain"`, as written in a map, a position or a reply.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum CountOrPlain {
+    Count(u32),
+    Word(String),
+}
+
+fn count_or_plain<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
+    match CountOrPlain::deserialize(d)? {
+        CountOrPlain::Count(n) => Ok(Some(n)),
+        CountOrPlain::Word(w) if w == PLAIN => Ok(None),
+        CountOrPlain::Word(w) => {
+            Err(serde::de::Error::custom(format!("{w:?} is neither a count nor \"plain\"")))
+        }
+    }
+}
+
+impl Serialize for Layout {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Layout::Plain => s.serialize_str(PLAIN),
+            Layout::Count(n) => s.serialize_u32(*n),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Layout {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Layout, D::Error> {
+        Ok(count_or_plain(d)?.map_or(Layout::Plain, Layout::Count))
+    }
+}
+
+impl Serialize for Part {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Part::Plain => s.serialize_str(PLAIN),
+            Part::Index(i) => s.serialize_u32(*i),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Part {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Part, D::Error> {
+        Ok(count_or_plain(d)?.map_or(Part::Plain, Part::Index))
+    }
+}
+
+impl fmt::Display for Layout {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Layout::Plain => f.write_str(PLAIN),
+            Layout::Count(n) => write!(f, "{n}"),
+        }
+    }
+}
+
+impl fmt::Display for Part {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Part::Plain => f.write_str(PLAIN),
+            Part::Index(i) => write!(f, "{i}"),
+        }
+    }
+}
+
+impl Layout {
+    /// Where a row whose target hashes to `hash` goes under this layout.
+    fn home(self, hash: u64) -> Part {
+        match self {
+            Layout::Plain => Part::Plain,
+            Layout::Count(n) => Part::Index(bucket(hash, n)),
+        }
+    }
+
+    /// The objects this layout routes to.
+    fn parts(self) -> impl Iterator<Item = Part> {
+        let (plain, count) = match self {
+            Layout::Plain => (true, 0),
+            Layout::Count(n) => (false, n),
+        };
+        plain.then_some(Part::Plain).into_iter().chain((0..count).map(Part::Index))
+    }
+}
+
+impl Part {
+    /// The source object that is this part of `logical`.
+    pub fn object(self, logical: &Name) -> Name {
+        match self {
+            Part::Plain => logical.clone(),
+            Part::Index(i) => partition_name(logical, i),
+        }
+    }
+}
+
 /// How a logical source is partitioned.
 ///
-/// Invariants (checked by [`PartitionMap::validate`]): `1 <= partitions <=
-/// MAX_PARTITIONS`; `1 <= epoch <= SEQ_MAX`; every count in `from` in
-/// `1..=MAX_PARTITIONS`, at most [`MAX_UNSETTLED_LAYOUTS`] of them, and no
-/// count equal to the one after it (ending with `partitions`).
+/// Invariants (checked by [`PartitionMap::validate`]): every count in
+/// `1..=MAX_PARTITIONS`; `1 <= epoch <= SEQ_MAX`; at most
+/// [`MAX_UNSETTLED_LAYOUTS`] layouts in `from`, and no layout equal to the
+/// one after it (ending with `partitions`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PartitionMap {
-    /// Partitions rows are routed to.
-    pub partitions: u32,
-    /// Routing epoch: raised with every change of `partitions`, so that
-    /// partitions can refuse routers that still run an older map.
+    /// The layout rows are routed by now: a count, or `"plain"`.
+    pub partitions: Layout,
+    /// Routing epoch: raised with every change of the map, so that objects
+    /// can refuse routers that still run another one.
     pub epoch: u64,
-    /// The partition counts before the last resizes, oldest first, while
-    /// rows routed by them may still be queued. Written as one count or a
-    /// list. Targets whose home changed are gated through their old homes
-    /// until each releases them.
+    /// The layouts before the last changes, oldest first, while rows routed
+    /// by them may still be queued. Written as one layout or a list.
+    /// Targets whose home changed are gated through their old homes until
+    /// each releases them.
     #[serde(default, skip_serializing_if = "Vec::is_empty", deserialize_with = "one_or_many")]
-    pub from: Vec<u32>,
+    pub from: Vec<Layout>,
 }
 
-/// `from` as written: one count (`"from":4`) or a list (`"from":[2,4]`).
-fn one_or_many<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u32>, D::Error> {
+/// `from` as written: one layout (`"from":4`) or a list (`"from":[2,4]`).
+fn one_or_many<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Layout>, D::Error> {
     #[derive(Deserialize)]
     #[serde(untagged)]
     enum OneOrMany {
-        One(u32),
-        Many(Vec<u32>),
+        One(Layout),
+        Many(Vec<Layout>),
     }
     Ok(match OneOrMany::deserialize(d)? {
         OneOrMany::One(n) => vec![n],
@@ -92,29 +220,33 @@ impl fmt::Display for PartitionError {
 impl std::error::Error for PartitionError {}
 
 impl PartitionMap {
-    /// A map of `partitions` under `epoch`, with nothing settling.
+    /// A map of `partitions` partitions under `epoch`, with nothing settling.
     pub fn new(partitions: u32, epoch: u64) -> PartitionMap {
-        PartitionMap { partitions, epoch, from: Vec::new() }
+        PartitionMap { partitions: Layout::Count(partitions), epoch, from: Vec::new() }
     }
 
     /// Checks every invariant written on the fields, and that `logical` can
     /// carry a partition suffix.
     pub fn validate(&self, logical: &Name) -> Result<(), PartitionError> {
-        let in_range = |n: u32| (1..=MAX_PARTITIONS).contains(&n);
+        let in_range = |l: Layout| match l {
+            Layout::Plain => true,
+            Layout::Count(n) => (1..=MAX_PARTITIONS).contains(&n),
+        };
         if !self.layouts().all(in_range) {
             return Err(PartitionError(format!("{logical}: partition counts are 1..={MAX_PARTITIONS}")));
         }
         if self.from.len() > MAX_UNSETTLED_LAYOUTS as usize {
             return Err(PartitionError(format!(
-                "{logical}: from lists {} counts; at most {MAX_UNSETTLED_LAYOUTS} (MAX_UNSETTLED_LAYOUTS) may be unsettled",
+                "{logical}: from lists {} layouts; at most {MAX_UNSETTLED_LAYOUTS} (MAX_UNSETTLED_LAYOUTS) may be unsettled",
                 self.from.len()
             )));
         }
-        let layouts: Vec<u32> = self.layouts().collect();
+        let layouts: Vec<Layout> = self.layouts().collect();
         if layouts.windows(2).any(|w| w.first() == w.get(1)) {
             return Err(PartitionError(format!(
-                "{logical}: each resize changes the count; from {:?} then {} repeats one",
-                self.from, self.partitions
+                "{logical}: each change changes the layout; from {} then {} repeats one",
+                list(&self.from),
+                self.partitions
             )));
         }
         if self.epoch == 0 || self.epoch > SEQ_MAX {
@@ -129,78 +261,91 @@ impl PartitionMap {
     }
 
     /// The layouts rows may have been routed by, oldest first, ending with
-    /// the current count.
-    pub fn layouts(&self) -> impl Iterator<Item = u32> + '_ {
+    /// the current one.
+    pub fn layouts(&self) -> impl Iterator<Item = Layout> + '_ {
         self.from.iter().copied().chain(std::iter::once(self.partitions))
     }
 
-    /// A fingerprint of the whole map (FNV-1a of its JSON): what a
-    /// partition compares to tell whether a router runs the map it adopted.
+    /// A fingerprint of the whole map (FNV-1a of its text): what an object
+    /// compares to tell whether a router runs the map it adopted.
     pub fn id(&self) -> u64 {
-        let from: Vec<String> = self.from.iter().map(u32::to_string).collect();
-        fnv(format!("{}/{}/{}", self.partitions, self.epoch, from.join(",")).as_bytes())
+        fnv(format!("{}/{}/{}", self.partitions, self.epoch, list(&self.from)).as_bytes())
     }
 
-    /// Whether a resize is settling (`from` is set).
+    /// Whether a change is settling (`from` is set).
     pub fn is_settling(&self) -> bool {
         !self.from.is_empty()
     }
 
-    /// Every partition that may hold rows: `0..max(partitions, from...)`.
-    pub fn all_partitions(&self) -> u32 {
-        self.layouts().max().unwrap_or(self.partitions)
+    /// Whether the logical source's own object is one of the layouts: it
+    /// holds rows from before the source was partitioned, or is where rows
+    /// go now.
+    pub fn has_plain(&self) -> bool {
+        self.layouts().any(|l| l == Layout::Plain)
+    }
+
+    /// Every object that may hold rows under the layouts: the plain object
+    /// when a layout is plain, then partitions `0..max count`.
+    pub fn parts(&self) -> Vec<Part> {
+        let mut parts: Vec<Part> = self.layouts().flat_map(Layout::parts).collect();
+        parts.sort();
+        parts.dedup();
+        parts
     }
 
     /// Where a row for `target` goes under this map.
     pub fn route(&self, target: &Name) -> Route {
-        route_by(self, fnv(target.as_str().as_bytes()))
-    }
-
-    /// Where a logical source's record of an idempotency `key` lives: the
-    /// partitions to consult (the key's homes under the older layouts, as
-    /// `gates`) and the one that records it (`home`, under `partitions`).
-    pub fn key_route(&self, key: &str) -> Route {
-        route_by(self, fnv(key.as_bytes()))
-    }
-
-    /// Whether a router running this map can still reach partition `index`
-    /// for `target`: `index` is the target's home under one of the layouts.
-    /// A partition holding rows for a target it cannot be reached for would
-    /// see newer rows of that target delivered from elsewhere first, so it
-    /// refuses to adopt such a map.
-    pub fn reaches(&self, target: &Name, index: u32) -> bool {
         let hash = fnv(target.as_str().as_bytes());
-        self.layouts().any(|n| bucket(hash, n) == index)
+        let home = self.partitions.home(hash);
+        let mut gates: Vec<Part> = Vec::new();
+        for layout in &self.from {
+            let old = layout.home(hash);
+            if !gates.contains(&old) {
+                gates.push(old);
+            }
+        }
+        // Offering the home itself as the last gate changes nothing: it takes the rows either way.
+        while gates.last() == Some(&home) {
+            gates.pop();
+        }
+        Route { gates, home }
+    }
+
+    /// Whether a router running this map can still reach `part` for
+    /// `target`: `part` is the target's home under one of the layouts. An
+    /// object holding rows for a target it cannot be reached for would see
+    /// newer rows of that target delivered from elsewhere first, so it
+    /// refuses to adopt such a map.
+    pub fn reaches(&self, target: &Name, part: Part) -> bool {
+        let hash = fnv(target.as_str().as_bytes());
+        self.layouts().any(|l| l.home(hash) == part)
     }
 }
 
-/// Where a router sends a target's rows (or consults a key's record).
+/// Layouts as written in a message: `[2, 4]`, `[plain]`.
+fn list(layouts: &[Layout]) -> String {
+    let items: Vec<String> = layouts.iter().map(Layout::to_string).collect();
+    items.join(",")
+}
+
+/// Where a router sends a target's rows.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Route {
     /// Old homes to offer the rows first, oldest first, each as a gated
     /// enqueue: one takes them while it still holds rows for the target
-    /// (so nothing newer overtakes them) and otherwise answers `moved`, for
-    /// good. Empty for a target that does not move.
-    pub gates: Vec<u32>,
-    /// The home under the current count: where the rows go once every gate
-    /// has released the target.
-    pub home: u32,
+    /// (so nothing newer overtakes them) and otherwise answers `moved`.
+    /// Empty for a target that does not move.
+    pub gates: Vec<Part>,
+    /// The home under the current layout: where the rows go once every
+    /// gate has released the target.
+    pub home: Part,
 }
 
-fn route_by(map: &PartitionMap, hash: u64) -> Route {
-    let home = bucket(hash, map.partitions);
-    let mut gates: Vec<u32> = Vec::new();
-    for n in &map.from {
-        let old = bucket(hash, *n);
-        if !gates.contains(&old) {
-            gates.push(old);
-        }
+impl Route {
+    /// Every object of the chain, gates first, the home last.
+    pub fn chain(&self) -> Vec<Part> {
+        self.gates.iter().copied().chain([self.home]).collect()
     }
-    // Offering the home itself as the last gate changes nothing: it takes the rows either way.
-    while gates.last() == Some(&home) {
-        gates.pop();
-    }
-    Route { gates, home }
 }
 
 /// FNV-1a (64-bit) of `bytes`. Stable across builds and platforms.
@@ -214,7 +359,7 @@ pub(crate) fn fnv(bytes: &[u8]) -> u64 {
 }
 
 fn bucket(hash: u64, partitions: u32) -> u32 {
-    assert!(partitions >= 1, "a logical source has at least one partition");
+    assert!(partitions >= 1, "a layout has at least one partition");
     u32::try_from(hash % u64::from(partitions)).unwrap_or(0)
 }
 
@@ -222,6 +367,12 @@ fn bucket(hash: u64, partitions: u32) -> u32 {
 /// name's bytes, modulo the count.
 pub fn home(target: &Name, partitions: u32) -> u32 {
     bucket(fnv(target.as_str().as_bytes()), partitions)
+}
+
+/// The partition that records idempotency `key` of a logical source,
+/// whatever its map: `fnv(key) % KEY_HOMES`.
+pub fn key_home(key: &str) -> u32 {
+    bucket(fnv(key.as_bytes()), KEY_HOMES)
 }
 
 /// The source object that holds partition `index` of `logical`: `logical:index`.
@@ -239,15 +390,21 @@ pub fn partition_of(source: &Name) -> Option<(Name, u32)> {
     Some((Name::new(logical).ok()?, index))
 }
 
-/// What a partition checks before it accepts a routed enqueue, in the same
-/// transaction as the rows.
+/// Which part of its logical source an object is, by its name: `s:i` is
+/// partition `i`; any other name is the plain object of the logical source
+/// of that name.
+pub fn part_of(source: &Name) -> Part {
+    partition_of(source).map_or(Part::Plain, |(_, index)| Part::Index(index))
+}
+
+/// What an object checks before it accepts a routed request, in the same
+/// transaction as its writes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Fence {
     /// The router's epoch (0: an unrouted enqueue).
     pub epoch: u64,
-    /// The router's map, as [`PartitionMap::id`]: a partition that adopted
-    /// another map under the same epoch (an operator dropped or changed
-    /// `from`) must adopt this one first, so the change is checked too.
+    /// The router's map, as [`PartitionMap::id`]: an object that adopted
+    /// another map must refuse it (see `crate::adoption`).
     pub map_id: u64,
     /// Whether this is a gated enqueue at a moving target's old home.
     pub gate: bool,
@@ -269,7 +426,12 @@ mod tests {
     }
 
     fn map(partitions: u32, epoch: u64, from: &[u32]) -> PartitionMap {
-        PartitionMap { partitions, epoch, from: from.to_vec() }
+        let from = from.iter().map(|c| Layout::Count(*c)).collect();
+        PartitionMap { partitions: Layout::Count(partitions), epoch, from }
+    }
+
+    fn ix(i: u32) -> Part {
+        Part::Index(i)
     }
 
     #[test]
@@ -288,17 +450,46 @@ mod tests {
     }
 
     #[test]
+    fn a_key_has_one_home_whatever_the_map() {
+        // Pinned: changing it would lose every key recorded before the change.
+        assert_eq!(KEY_HOMES, 64);
+        assert_eq!(key_home("order-17"), bucket(fnv(b"order-17"), 64));
+        let homes: std::collections::BTreeSet<u32> = (0..2_000).map(|i| key_home(&format!("k{i}"))).collect();
+        assert_eq!(homes.len(), 64, "keys spread over every home");
+    }
+
+    #[test]
     fn a_target_is_gated_only_when_its_home_moves() {
         let m = map(4, 2, &[2]);
         for i in 0..200 {
             let t = n(&format!("t{i}"));
             let (old, new) = (home(&t, 2), home(&t, 4));
-            let gates = if old == new { vec![] } else { vec![old] };
-            assert_eq!(m.route(&t), Route { gates, home: new });
+            let gates = if old == new { vec![] } else { vec![ix(old)] };
+            assert_eq!(m.route(&t), Route { gates, home: ix(new) });
         }
-        assert_eq!(map(4, 2, &[]).route(&n("t1")).gates, Vec::<u32>::new());
-        assert_eq!(m.all_partitions(), 4);
-        assert_eq!(map(2, 3, &[4]).all_partitions(), 4);
+        assert_eq!(map(4, 2, &[]).route(&n("t1")).gates, Vec::<Part>::new());
+        assert_eq!(m.parts(), (0..4).map(ix).collect::<Vec<_>>());
+        assert_eq!(map(2, 3, &[4]).parts().len(), 4);
+    }
+
+    #[test]
+    fn the_plain_object_is_a_layout_of_its_own() {
+        let into = PartitionMap { partitions: Layout::Count(2), epoch: 2, from: vec![Layout::Plain] };
+        let back = PartitionMap { partitions: Layout::Plain, epoch: 3, from: vec![Layout::Count(2)] };
+        for i in 0..50 {
+            let t = n(&format!("t{i}"));
+            let h = ix(home(&t, 2));
+            assert_eq!(into.route(&t), Route { gates: vec![Part::Plain], home: h });
+            assert_eq!(back.route(&t), Route { gates: vec![h], home: Part::Plain });
+            assert!(into.reaches(&t, Part::Plain) && into.reaches(&t, h));
+            assert!(!map(2, 3, &[]).reaches(&t, Part::Plain));
+        }
+        assert_eq!(into.parts(), vec![Part::Plain, ix(0), ix(1)]);
+        assert!(into.has_plain() && back.has_plain() && !map(2, 1, &[]).has_plain());
+        assert_eq!(part_of(&n("orders")), Part::Plain);
+        assert_eq!(part_of(&n("orders:3")), ix(3));
+        assert_eq!(Part::Plain.object(&n("orders")), n("orders"));
+        assert_eq!(ix(3).object(&n("orders")), n("orders:3"));
     }
 
     #[test]
@@ -308,7 +499,7 @@ mod tests {
         for i in 0..300 {
             let t = n(&format!("x-{i}"));
             let r = m.route(&t);
-            let (h2, h4, h3) = (home(&t, 2), home(&t, 4), home(&t, 3));
+            let (h2, h4, h3) = (ix(home(&t, 2)), ix(home(&t, 4)), ix(home(&t, 3)));
             assert_eq!(r.home, h3);
             assert_eq!(
                 r.gates.first().copied(),
@@ -316,29 +507,21 @@ mod tests {
             );
             assert!(r.gates.iter().all(|g| *g == h2 || *g == h4), "{r:?}");
             assert_ne!(r.gates.last(), Some(&h3), "the home is never its own last gate");
+            assert_eq!(r.chain().last(), Some(&h3));
             seen_two_gates |= r.gates.len() == 2;
-            for layout in [2, 4, 3] {
-                assert!(m.reaches(&t, home(&t, layout)), "every layout's home is reachable");
+            for h in [h2, h4, h3] {
+                assert!(m.reaches(&t, h), "every layout's home is reachable");
             }
         }
         assert!(seen_two_gates, "some target moves twice");
         // A map that forgot the first layout cannot reach some of its homes.
         let skipping = map(3, 3, &[4]);
-        let stranded = (0..300).map(|i| n(&format!("x-{i}"))).find(|t| !skipping.reaches(t, home(t, 2)));
+        let stranded = (0..300).map(|i| n(&format!("x-{i}"))).find(|t| !skipping.reaches(t, ix(home(t, 2))));
         assert!(stranded.is_some());
     }
 
     #[test]
-    fn a_key_is_recorded_at_its_home_and_consulted_at_its_old_ones() {
-        let m = map(4, 2, &[2]);
-        let r = m.key_route("order-17");
-        assert_eq!(r.home, bucket(fnv(b"order-17"), 4));
-        assert!(r.gates.iter().all(|g| *g == bucket(fnv(b"order-17"), 2)));
-        assert!(map(4, 2, &[]).key_route("order-17").gates.is_empty());
-    }
-
-    #[test]
-    fn from_is_one_count_or_a_list() {
+    fn layouts_are_counts_or_plain_written_one_or_many() {
         let one: PartitionMap = serde_json::from_str(r#"{"partitions":4,"epoch":2,"from":2}"#).unwrap();
         assert_eq!(one, map(4, 2, &[2]));
         let many: PartitionMap = serde_json::from_str(r#"{"partitions":3,"epoch":3,"from":[2,4]}"#).unwrap();
@@ -346,7 +529,25 @@ mod tests {
         let none: PartitionMap = serde_json::from_str(r#"{"partitions":3,"epoch":3}"#).unwrap();
         assert!(!none.is_settling());
         assert_eq!(serde_json::to_string(&none).unwrap(), r#"{"partitions":3,"epoch":3}"#);
-        assert!(serde_json::from_str::<PartitionMap>(r#"{"partitions":3,"epoch":3,"from":"2"}"#).is_err());
+        let plain: PartitionMap =
+            serde_json::from_str(r#"{"partitions":2,"epoch":3,"from":"plain"}"#).unwrap();
+        assert_eq!(plain.from, vec![Layout::Plain]);
+        let text = serde_json::to_string(&plain).unwrap();
+        assert_eq!(text, r#"{"partitions":2,"epoch":3,"from":["plain"]}"#);
+        assert_eq!(serde_json::from_str::<PartitionMap>(&text).unwrap(), plain);
+        let back: PartitionMap =
+            serde_json::from_str(r#"{"partitions":"plain","epoch":4,"from":[2]}"#).unwrap();
+        assert_eq!(back.partitions, Layout::Plain);
+        for bad in [
+            r#"{"partitions":3,"epoch":3,"from":"2"}"#,
+            r#"{"partitions":"Plain","epoch":3}"#,
+            r#"{"partitions":-1,"epoch":3}"#,
+            r#"{"partitions":3,"epoch":3,"extra":1}"#,
+        ] {
+            assert!(serde_json::from_str::<PartitionMap>(bad).is_err(), "{bad}");
+        }
+        assert_eq!(serde_json::to_string(&[Part::Plain, ix(2)]).unwrap(), r#"["plain",2]"#);
+        assert_eq!(serde_json::from_str::<Vec<Part>>(r#"["plain",2]"#).unwrap(), vec![Part::Plain, ix(2)]);
     }
 
     #[test]
@@ -362,6 +563,8 @@ mod tests {
         assert!(map(4, 1, &[4]).validate(&s).is_err(), "a resize changes the count");
         assert!(map(4, 1, &[2, 2]).validate(&s).is_err());
         assert!(map(4, 1, &[2, 3, 2]).validate(&s).is_ok(), "a count may come back");
+        let plain_twice = PartitionMap { partitions: Layout::Plain, epoch: 1, from: vec![Layout::Plain] };
+        assert!(plain_twice.validate(&s).is_err());
         let at: Vec<u32> = (1..=MAX_UNSETTLED_LAYOUTS).map(|i| i + 4).collect();
         assert!(map(4, 1, &at).validate(&s).is_ok());
         let past: Vec<u32> = (1..=MAX_UNSETTLED_LAYOUTS + 1).map(|i| i + 4).collect();
@@ -371,6 +574,8 @@ mod tests {
         assert_eq!(partition_name(&long, 63).as_str().len(), MAX_NAME_BYTES as usize);
         assert!(ok.validate(&n(&"s".repeat(MAX_PARTITIONED_NAME_BYTES as usize + 1))).is_err());
         assert_eq!(partition_name(&s, 3).as_str(), "orders:3");
+        assert_ne!(map(4, 1, &[2]).id(), map(4, 1, &[]).id());
+        assert_ne!(map(4, 1, &[]).id(), map(4, 2, &[]).id());
     }
 
     #[test]

@@ -31,16 +31,19 @@ use serde::{Deserialize, Serialize};
 use worker::{Env, ObjectNamespace, Stub};
 
 use crate::codes::ErrorCode;
-use crate::core::{partition_name, EnqueueRefusal, EnqueueRow, Fence, Name, PartitionMap, Traceparent};
+use crate::core::{
+    EnqueueRefusal, EnqueueRow, Fence, KeyVerdict, Name, Part, PartitionMap, Ticket, Traceparent,
+};
 use crate::durable::source::{
-    fence_headers, AdoptBody, ClaimBody, DeliveredThrough, WatermarkReply, CALL_HEADER, TRACEPARENT_HEADER,
+    fence_headers, ticket_headers, AdoptBody, DeliveredThrough, KeyBody, KeyReply, PlainKeyBody, SealBody,
+    WatermarkReply, TRACEPARENT_HEADER,
 };
 use crate::durable::{StubCall, StubReply};
 use crate::http::HttpError;
 use crate::partition::{self, Partitions, RouteFailure, RoutedEnqueue};
 use crate::routes::SourceOp;
 use crate::source::{Rearmed, SourceStatus};
-use crate::store::outbox::{ActionOutcome, Enqueued, ParkedPage, TargetPage};
+use crate::store::outbox::{ActionOutcome, Enqueued, ParkedPage, RoutedKey, Sealed, TargetPage};
 
 /// A refusal or failure, with the relay's code.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -286,21 +289,42 @@ impl PartitionedClient<'_> {
         partition::enqueue(&self.map, &sink, key, rows, crate::durable::now_ms()).await
     }
 
-    /// Partition `index`, for what is read or done per partition.
-    pub fn partition(&self, index: u32) -> Result<SourceClient, RelayError> {
-        self.client.source(partition_name(&self.logical, index).as_str())
+    /// Object `part` of the logical source (a partition, or the plain
+    /// object), for what is read or done per object.
+    pub fn part(&self, part: Part) -> Result<SourceClient, RelayError> {
+        self.client.source(part.object(&self.logical).as_str())
     }
 
-    /// Every partition that may hold rows, in index order.
-    pub fn partitions(&self) -> Result<Vec<SourceClient>, RelayError> {
-        (0..self.map.all_partitions()).map(|i| self.partition(i)).collect()
+    /// Partition `index`, for what is read or done per partition.
+    pub fn partition(&self, index: u32) -> Result<SourceClient, RelayError> {
+        self.part(Part::Index(index))
+    }
+
+    /// Every object that may hold rows, the plain object first when the
+    /// map lists it, then the partitions in index order, with its part.
+    pub fn parts(&self) -> Result<Vec<(Part, SourceClient)>, RelayError> {
+        self.map.parts().into_iter().map(|p| Ok((p, self.part(p)?))).collect()
     }
 }
 
-/// The router's sink over partition stubs.
+/// The router's sink over the objects' stubs.
 struct Sink<'a, 'b> {
     client: &'a PartitionedClient<'b>,
     trace: Option<&'a Traceparent>,
+}
+
+impl Sink<'_, '_> {
+    /// Calls `op` with `body` as JSON at `part`.
+    async fn send<B: Serialize, T: DeserializeOwned>(
+        &self,
+        part: Part,
+        op: SourceOp,
+        body: &B,
+        headers: &[(&str, String)],
+    ) -> Result<T, RelayError> {
+        let body = serde_json::to_string(body).map_err(RelayError::runtime)?;
+        self.client.part(part)?.call_with(op, Some(body), headers).await
+    }
 }
 
 impl Partitions for Sink<'_, '_> {
@@ -308,49 +332,67 @@ impl Partitions for Sink<'_, '_> {
 
     async fn enqueue(
         &self,
-        index: u32,
-        key: Option<&str>,
-        call: Option<&Name>,
+        part: Part,
+        key: Option<RoutedKey<'_>>,
         rows: &[EnqueueRow],
         fence: Fence,
     ) -> Result<Option<Enqueued>, RelayError> {
-        let body = serde_json::to_string(&EnqueueBody { rows, idempotency_key: key })
-            .map_err(RelayError::runtime)?;
+        let body = EnqueueBody { rows, idempotency_key: key.map(|k| k.key) };
         let mut headers = fence_headers(fence);
-        if let Some(target) = call {
-            headers.push((CALL_HEADER, target.to_string()));
+        if let Some(k) = key {
+            headers.extend(ticket_headers(k.ticket, k.digest));
         }
         if let Some(t) = self.trace {
             headers.push((TRACEPARENT_HEADER, t.as_str().to_owned()));
         }
-        let partition = self.client.partition(index)?;
-        match partition.call_with(SourceOp::Enqueue, Some(body), &headers).await {
+        match self.send(part, SourceOp::Enqueue, &body, &headers).await {
             Ok(done) => Ok(Some(done)),
             Err(e) if fence.gate && e.code == ErrorCode::TargetMoved => Ok(None),
             Err(e) => Err(e),
         }
     }
 
-    async fn claim(
+    async fn record_key(
         &self,
-        index: u32,
+        home: u32,
         key: &str,
         digest: &str,
-        probe: bool,
-        fence: Fence,
-    ) -> Result<(), RelayError> {
-        let body = ClaimBody { key: key.to_owned(), digest: digest.to_owned(), probe };
-        let body = serde_json::to_string(&body).map_err(RelayError::runtime)?;
-        let partition = self.client.partition(index)?;
-        let _: serde_json::Value =
-            partition.call_with(SourceOp::Claim, Some(body), &fence_headers(fence)).await?;
-        Ok(())
+        reach: &[Part],
+    ) -> Result<KeyVerdict, RelayError> {
+        let body = KeyBody { key: key.to_owned(), digest: digest.to_owned(), reach: reach.to_vec() };
+        let reply: KeyReply = self.send(Part::Index(home), SourceOp::RecordKey, &body, &[]).await?;
+        reply
+            .verdict()
+            .ok_or_else(|| RelayError::runtime("a key's home answered a verdict this build does not know"))
     }
 
-    async fn adopt(&self, index: u32, map: &PartitionMap) -> Result<Option<PartitionMap>, RelayError> {
-        let body = serde_json::to_string(&AdoptBody { map: map.clone() }).map_err(RelayError::runtime)?;
-        let reply: AdoptReply = self.client.partition(index)?.call(SourceOp::Adopt, Some(body)).await?;
-        Ok(reply.previous)
+    async fn seal(&self, part: Part, key: &str, digest: &str, ticket: Ticket) -> Result<Sealed, RelayError> {
+        let body = SealBody { key: key.to_owned(), digest: digest.to_owned(), ticket };
+        self.send(part, SourceOp::Seal, &body, &[]).await
+    }
+
+    async fn probe_plain(
+        &self,
+        key: &str,
+        digest: &str,
+        fence: Fence,
+    ) -> Result<Option<Enqueued>, RelayError> {
+        let body = PlainKeyBody { key: key.to_owned(), digest: digest.to_owned() };
+        let reply: PlainKeyReply =
+            self.send(Part::Plain, SourceOp::PlainKey, &body, &fence_headers(fence)).await?;
+        Ok(reply.enqueued)
+    }
+
+    async fn prepare(&self, part: Part, map: &PartitionMap) -> Result<Vec<Part>, RelayError> {
+        let reply: PrepareReply =
+            self.send(part, SourceOp::Prepare, &AdoptBody { map: map.clone() }, &[]).await?;
+        Ok(reply.known)
+    }
+
+    async fn activate(&self, part: Part, map: &PartitionMap) -> Result<(), RelayError> {
+        let _: serde_json::Value =
+            self.send(part, SourceOp::Activate, &AdoptBody { map: map.clone() }, &[]).await?;
+        Ok(())
     }
 
     fn refused(&self, refusal: EnqueueRefusal) -> RelayError {
@@ -361,12 +403,12 @@ impl Partitions for Sink<'_, '_> {
         error.code == ErrorCode::EpochNotAdopted
     }
 
-    fn moved_on_direct(&self, index: u32) -> RelayError {
+    fn moved_on_direct(&self, part: Part) -> RelayError {
         RelayError {
             status: 500,
             code: ErrorCode::Internal,
             message: format!(
-                "partition {index} of {} answered a direct enqueue with target_moved",
+                "object {part} of {} answered a direct enqueue with target_moved",
                 self.client.logical
             ),
             retry_after_s: None,
@@ -374,10 +416,16 @@ impl Partitions for Sink<'_, '_> {
     }
 }
 
-/// `POST /adopt`'s reply.
+/// `POST /prepare`'s reply.
 #[derive(Deserialize)]
-struct AdoptReply {
-    previous: Option<PartitionMap>,
+struct PrepareReply {
+    known: Vec<Part>,
+}
+
+/// `POST /plain-key`'s reply.
+#[derive(Deserialize)]
+struct PlainKeyReply {
+    enqueued: Option<Enqueued>,
 }
 
 impl From<RelayError> for HttpError {

@@ -219,7 +219,7 @@ impl RelayConfig {
     /// this check at the source object itself.
     pub fn unrouted_refusal(&self, source: &Name) -> Option<EnqueueRefusal> {
         if self.partitions.contains_key(source) {
-            return Some(EnqueueRefusal::PartitionedSource { source: source.to_string() });
+            return Some(EnqueueRefusal::PartitionedSource { source: source.to_string(), plain_at_ms: None });
         }
         self.is_partition(source).then(|| EnqueueRefusal::PartitionEnqueue { source: source.to_string() })
     }
@@ -314,6 +314,7 @@ impl RelayConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::Layout;
     use std::collections::HashMap;
 
     fn parse(vars: &[(&str, &str)]) -> Result<RelayConfig, ConfigError> {
@@ -325,7 +326,10 @@ mod tests {
     fn partitioned_sources_are_read_and_checked() {
         let c = parse(&[("RELAY_PARTITIONS", r#"{"orders":{"partitions":4,"epoch":2,"from":2}}"#)]).unwrap();
         let orders = Name::new("orders").unwrap();
-        assert_eq!(c.partition_map(&orders), Some(&PartitionMap { partitions: 4, epoch: 2, from: vec![2] }));
+        assert_eq!(
+            c.partition_map(&orders),
+            Some(&PartitionMap { partitions: Layout::Count(4), epoch: 2, from: vec![Layout::Count(2)] })
+        );
         assert!(c.is_partition(&Name::new("orders:3").unwrap()));
         assert!(!c.is_partition(&Name::new("orders:x").unwrap()));
         assert!(!c.is_partition(&Name::new("other:1").unwrap()));

@@ -160,11 +160,15 @@ impl From<EnqueueRefusal> for HttpError {
             | EnqueueRefusal::GateTargets
             | EnqueueRefusal::Misrouted { .. }
             | EnqueueRefusal::PartitionEnqueue { .. }
-            | EnqueueRefusal::PartitionedSource { .. } => 400,
+            | EnqueueRefusal::PartitionedSource { plain_at_ms: None, .. } => 400,
             EnqueueRefusal::Conflict { .. }
             | EnqueueRefusal::StaleEpoch { .. }
             | EnqueueRefusal::EpochNotAdopted { .. }
-            | EnqueueRefusal::UnsettledLayout { .. } => 409,
+            | EnqueueRefusal::UnsettledLayout { .. }
+            | EnqueueRefusal::PlainKeys { .. }
+            | EnqueueRefusal::MapChanged { .. }
+            | EnqueueRefusal::Superseded { .. }
+            | EnqueueRefusal::PartitionedSource { plain_at_ms: Some(_), .. } => 409,
         };
         let error = HttpError::new(status, e.code(), e.to_string());
         if status == 429 {

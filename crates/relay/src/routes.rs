@@ -18,8 +18,8 @@ use crate::core::ErrorCode;
 use worker::Url;
 
 use crate::core::{
-    Name, MAX_KEYS_PER_PAGE, MAX_KEY_BYTES, MAX_PARKED_ROWS_PER_PAGE, MAX_PARTITIONS, MAX_TARGETS_PER_PAGE,
-    SEQ_MAX,
+    Layout, Name, MAX_KEYS_PER_PAGE, MAX_KEY_BYTES, MAX_PARKED_ROWS_PER_PAGE, MAX_PARTITIONS,
+    MAX_TARGETS_PER_PAGE, SEQ_MAX,
 };
 use crate::http::HttpError;
 
@@ -58,22 +58,25 @@ pub enum SourceOp {
     Rearm,
     /// `POST /parked/{target}/discard`.
     Discard(Name),
-    /// `POST /adopt` (routers only, through the DO binding): adopt a
-    /// partition map, body `{"map":{...}}`.
-    Adopt,
-    /// `POST /claim` (routers only, through the DO binding): as the home
-    /// of an idempotency key, record the content it names, body
-    /// `{"key","digest","probe"}`.
-    Claim,
-    /// `GET /foreign-targets/{partitions}/{index}`: as partition `index` of
-    /// a logical source routed over `partitions`, how many targets it holds
-    /// rows for whose home is elsewhere (0 everywhere: a resize settled).
-    ForeignTargets {
-        /// The partition count routed to now.
-        partitions: u32,
-        /// This partition's index.
-        index: u32,
-    },
+    /// `POST /prepare` (routers only, through the DO binding): the first
+    /// phase of adopting a partition map, body `{"map":{...}}`.
+    Prepare,
+    /// `POST /activate` (routers only): the second phase, body `{"map":{...}}`.
+    Activate,
+    /// `POST /keys` (routers only): as the home of an idempotency key,
+    /// record an attempt, body `{"key","digest","reach"}`.
+    RecordKey,
+    /// `POST /seal` (routers only): seal a key for a retry, body
+    /// `{"key","digest","ticket"}`.
+    Seal,
+    /// `POST /plain-key` (routers only, with the partition headers): at
+    /// the plain object, the enqueue its plain enqueues recorded under a
+    /// key, body `{"key","digest"}`.
+    PlainKey,
+    /// `GET /settling/{layout}`: as an object of a logical source now
+    /// routed by `layout` (a count or `plain`), what keeps its last change
+    /// from settling (nothing everywhere: it settled).
+    Settling(Layout),
 }
 
 /// What a request asks of a target.
@@ -199,6 +202,20 @@ fn key_bound(text: Option<String>, param: &str) -> Result<String, HttpError> {
     Ok(text)
 }
 
+/// A layout in a path: a partition count `1..=MAX_PARTITIONS`, or `plain`.
+fn layout(text: &str) -> Result<Layout, HttpError> {
+    if text == "plain" {
+        return Ok(Layout::Plain);
+    }
+    let count = text.parse::<u32>().ok().filter(|v| (1..=MAX_PARTITIONS).contains(v));
+    count.map(Layout::Count).ok_or_else(|| {
+        HttpError::bad_request(
+            ErrorCode::InvalidPartition,
+            format!("{text:?}: a layout is a count 1..={MAX_PARTITIONS} or plain"),
+        )
+    })
+}
+
 /// Refuses any query parameter.
 pub fn no_query(url: &Url) -> Result<(), HttpError> {
     params(url, []).map(|_| ())
@@ -229,22 +246,12 @@ impl SourceOp {
             ("POST", ["parked", t, "redrive"]) => SourceOp::Redrive(name(t, ErrorCode::InvalidTarget)?),
             ("POST", ["parked", t, "discard"]) => SourceOp::Discard(name(t, ErrorCode::InvalidTarget)?),
             ("POST", ["rearm"]) => SourceOp::Rearm,
-            ("POST", ["adopt"]) => SourceOp::Adopt,
-            ("POST", ["claim"]) => SourceOp::Claim,
-            ("GET", ["foreign-targets", n, i]) => {
-                let bad = |s: &str| {
-                    HttpError::bad_request(
-                        ErrorCode::InvalidPartition,
-                        format!("{s:?}: 1..={MAX_PARTITIONS} partitions, an index below {MAX_PARTITIONS}"),
-                    )
-                };
-                let partitions = n.parse::<u32>().ok().filter(|v| (1..=MAX_PARTITIONS).contains(v));
-                let partitions = partitions.ok_or_else(|| bad(n))?;
-                // While a shrink settles, partitions past the new count still
-                // hold rows: any index a map can name is asked.
-                let index = i.parse::<u32>().ok().filter(|&v| v < MAX_PARTITIONS).ok_or_else(|| bad(i))?;
-                SourceOp::ForeignTargets { partitions, index }
-            }
+            ("POST", ["prepare"]) => SourceOp::Prepare,
+            ("POST", ["activate"]) => SourceOp::Activate,
+            ("POST", ["keys"]) => SourceOp::RecordKey,
+            ("POST", ["seal"]) => SourceOp::Seal,
+            ("POST", ["plain-key"]) => SourceOp::PlainKey,
+            ("GET", ["settling", l]) => SourceOp::Settling(layout(l)?),
             _ => return Err(no_route(method, url)),
         };
         no_query(url)?;
@@ -278,11 +285,12 @@ impl SourceOp {
             SourceOp::Redrive(t) => format!("/parked/{t}/redrive"),
             SourceOp::Discard(t) => format!("/parked/{t}/discard"),
             SourceOp::Rearm => "/rearm".into(),
-            SourceOp::Adopt => "/adopt".into(),
-            SourceOp::Claim => "/claim".into(),
-            SourceOp::ForeignTargets { partitions, index } => {
-                format!("/foreign-targets/{partitions}/{index}")
-            }
+            SourceOp::Prepare => "/prepare".into(),
+            SourceOp::Activate => "/activate".into(),
+            SourceOp::RecordKey => "/keys".into(),
+            SourceOp::Seal => "/seal".into(),
+            SourceOp::PlainKey => "/plain-key".into(),
+            SourceOp::Settling(layout) => format!("/settling/{layout}"),
         }
     }
 }
@@ -404,16 +412,17 @@ mod tests {
     }
 
     #[test]
-    fn a_shrinking_source_is_asked_about_partitions_past_its_new_count() {
+    fn an_object_is_asked_how_it_settles_under_a_count_or_plain() {
         let url = |p: &str| Url::parse(&format!("https://relay{p}")).unwrap();
-        assert_eq!(
-            SourceOp::from_url("GET", &url("/foreign-targets/3/3")).unwrap(),
-            SourceOp::ForeignTargets { partitions: 3, index: 3 }
-        );
-        let last = format!("/foreign-targets/1/{}", MAX_PARTITIONS - 1);
-        assert!(SourceOp::from_url("GET", &url(&last)).is_ok());
-        let past = format!("/foreign-targets/1/{MAX_PARTITIONS}");
-        assert_eq!(SourceOp::from_url("GET", &url(&past)).unwrap_err().code, "invalid_partition");
+        let op = |p: &str| SourceOp::from_url("GET", &url(p));
+        assert_eq!(op("/settling/3").unwrap(), SourceOp::Settling(Layout::Count(3)));
+        assert_eq!(op("/settling/plain").unwrap(), SourceOp::Settling(Layout::Plain));
+        assert!(op(&format!("/settling/{MAX_PARTITIONS}")).is_ok());
+        for bad in
+            [format!("/settling/{}", MAX_PARTITIONS + 1), "/settling/0".into(), "/settling/Plain".into()]
+        {
+            assert_eq!(op(&bad).unwrap_err().code, "invalid_partition", "{bad}");
+        }
     }
 
     #[test]
@@ -424,6 +433,9 @@ mod tests {
             SourceOp::ParkedTargets { after: None, limit: MAX_TARGETS_PER_PAGE },
             SourceOp::ParkedTargets { after: Some(Name::new("cust:9").unwrap()), limit: 1 },
             SourceOp::Redrive(Name::new("t").unwrap()),
+            SourceOp::Settling(Layout::Plain),
+            SourceOp::Settling(Layout::Count(MAX_PARTITIONS)),
+            SourceOp::Seal,
         ];
         for op in ops {
             let url = Url::parse(&format!("https://relay{}", op.path())).unwrap();

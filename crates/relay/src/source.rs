@@ -27,13 +27,13 @@ use serde::{Deserialize, Serialize};
 
 use crate::core::schedule::{arm, coalesced, enqueue_due, needs_rearm};
 use crate::core::{
-    delivered_through, home, partition_of, relay_watermark, retry_backoff_ms, AlarmKnown, Claim, EnqueueRow,
-    Fence, Name, PartitionMap, ScanState,
+    delivered_through, part_of, relay_watermark, retry_backoff_ms, AlarmKnown, EnqueueRow, Fence, KeyVerdict,
+    Name, Part, PartitionMap, ScanState, Ticket,
 };
 use crate::driver::{run_alarm, AlarmError, AlarmOptions, AlarmSummary, FireObserver, Targets};
 use crate::store::outbox::{
-    ActionOutcome, EnqueueFailure, Enqueued, Outbox, OutboxSettings, ParkedPage, Seat, SourceState,
-    TargetFilter, TargetPage, TargetReport,
+    ActionOutcome, EnqueueFailure, Enqueued, Outbox, OutboxSettings, ParkedPage, RoutedKey, Sealed, Seat,
+    Settling, SourceState, TargetFilter, TargetPage, TargetReport,
 };
 use crate::store::{Sql, StoreError};
 
@@ -304,7 +304,7 @@ impl<S: Sql, A: AlarmStore> Relay<S, A> {
         &self,
         now_ms: u64,
         key: Option<&str>,
-        call: Option<&Name>,
+        routed: Option<RoutedKey<'_>>,
         rows: &[EnqueueRow],
         fence: Fence,
         writes: impl FnMut(&Enqueued) -> Result<R, E>,
@@ -313,7 +313,7 @@ impl<S: Sql, A: AlarmStore> Relay<S, A> {
         self.load_alarm().await.map_err(EnqueueFailure::Store)?;
         // No await from here until the alarm is armed: the rows, the new os,
         // the caller's writes and the arming commit together.
-        let taken = self.commit_enqueue(now_ms, key, call, rows, fence, writes)?;
+        let taken = self.commit_enqueue(now_ms, key, routed, rows, fence, writes)?;
         if let Some((_, done)) = &taken {
             self.arm_for(done, now_ms).await.map_err(EnqueueFailure::Store)?;
         }
@@ -364,14 +364,14 @@ impl<S: Sql, A: AlarmStore> Relay<S, A> {
         &self,
         now_ms: u64,
         key: Option<&str>,
-        call: Option<&Name>,
+        routed: Option<RoutedKey<'_>>,
         rows: &[EnqueueRow],
         fence: Fence,
         mut writes: impl FnMut(&Enqueued) -> Result<R, E>,
     ) -> Result<Option<(R, Enqueued)>, EnqueueFailure<E>> {
         let mut failure: Option<EnqueueFailure<E>> = None;
         let result = self.outbox.sql().transaction(|| {
-            let done = match self.outbox.enqueue_fenced(self.seat(), now_ms, key, call, rows, fence) {
+            let done = match self.outbox.enqueue_fenced(self.seat(), now_ms, key, routed, rows, fence) {
                 Ok(Some(done)) => done,
                 Ok(None) => return Ok(None),
                 Err(EnqueueFailure::Refused(e)) => {
@@ -413,41 +413,67 @@ impl<S: Sql, A: AlarmStore> Relay<S, A> {
             .max(done.first_due_ms())
     }
 
-    /// As partition `index` of a logical source now routed over
-    /// `partitions`: how many targets it still holds rows for whose home is
-    /// another partition. A resize has settled (its `from` may be dropped)
-    /// once this is 0 on every partition.
-    pub fn foreign_targets(&self, partitions: u32, index: u32) -> Result<u64, StoreError> {
-        let held = self.outbox.targets_held()?;
-        let foreign =
-            held.iter().filter_map(|t| Name::new(t.as_str()).ok()).filter(|t| home(t, partitions) != index);
-        Ok(foreign.count() as u64)
+    /// As an object of a logical source now routed by `map`: what keeps
+    /// its last change from settling here (see [`Settling`]). A change has
+    /// settled (its `from` may be dropped, under a new epoch) once every
+    /// object answers nothing.
+    pub fn settling(&self, map: &PartitionMap, now_ms: u64) -> Result<Settling, StoreError> {
+        self.outbox.settling(self.seat().part, map, now_ms)
     }
 
-    /// Where this source stands as a partition: its name and, when the
-    /// name spells one (`logical:index`), its index.
+    /// Where this source stands in its logical source: its name and which
+    /// part its name spells (`logical:index`, or the plain object).
     fn seat(&self) -> Seat<'_> {
-        Seat { name: &self.name, index: partition_of(&self.name).map(|(_, index)| index) }
+        Seat { name: &self.name, part: part_of(&self.name) }
     }
 
-    /// Adopts a router's partition map (see [`Outbox::adopt`]): refused
-    /// when a router running it would no longer reach rows this partition
-    /// holds. Returns the map adopted before, if any.
-    pub fn adopt(&self, map: &PartitionMap) -> Result<Option<PartitionMap>, EnqueueFailure> {
-        self.refusable(|| self.outbox.adopt(self.seat(), map))
+    /// The first phase of adopting a router's partition map (see
+    /// [`Outbox::prepare`]): refused when a router running it would no
+    /// longer reach what this object holds. Returns every object this one
+    /// knows the logical source has had.
+    pub fn prepare(&self, now_ms: u64, map: &PartitionMap) -> Result<Vec<Part>, EnqueueFailure> {
+        self.refusable(|| self.outbox.prepare(self.seat(), now_ms, map))
     }
 
-    /// As the home of an idempotency key at a partitioned source: see
-    /// [`Outbox::claim`].
-    pub fn claim(
+    /// The second phase of adoption: routed requests of `map` are taken
+    /// from now on (see [`Outbox::activate`]).
+    pub fn activate(&self, now_ms: u64, map: &PartitionMap) -> Result<(), EnqueueFailure> {
+        self.refusable(|| self.outbox.activate(now_ms, map))
+    }
+
+    /// As the home of an idempotency key at a partitioned source: records an
+    /// attempt (see [`Outbox::record_key`]).
+    pub fn record_key(
         &self,
         now_ms: u64,
         key: &str,
         digest: &str,
-        probe: bool,
+        reach: &[Part],
+    ) -> Result<KeyVerdict, EnqueueFailure> {
+        self.refusable(|| self.outbox.record_key(now_ms, key, digest, reach))
+    }
+
+    /// Seals a routed key for a retry (see [`Outbox::seal`]).
+    pub fn seal(
+        &self,
+        now_ms: u64,
+        key: &str,
+        digest: &str,
+        ticket: Ticket,
+    ) -> Result<Sealed, EnqueueFailure> {
+        self.refusable(|| self.outbox.seal(now_ms, key, digest, ticket))
+    }
+
+    /// At the plain object of a partitioned source: its own record of a key
+    /// (see [`Outbox::probe_plain`]).
+    pub fn probe_plain(
+        &self,
+        now_ms: u64,
+        key: &str,
+        digest: &str,
         fence: Fence,
-    ) -> Result<Claim, EnqueueFailure> {
-        self.refusable(|| self.outbox.claim(self.seat(), now_ms, key, digest, probe, fence))
+    ) -> Result<Option<Enqueued>, EnqueueFailure> {
+        self.refusable(|| self.outbox.probe_plain(self.seat(), now_ms, key, digest, fence))
     }
 
     /// Runs `body` in one transaction of its own; a refusal rolls it back
@@ -465,26 +491,24 @@ impl<S: Sql, A: AlarmStore> Relay<S, A> {
         result.map_err(|e| failure.take().unwrap_or(EnqueueFailure::Store(e)))
     }
 
-    /// Enqueues `rows` routed to this source as a partition of a logical
-    /// source (see [`crate::core::partition`]): refused with `stale_epoch`
-    /// when the router's map is older than the one this partition adopted,
-    /// and with `epoch_not_adopted` when it is another one (the router
-    /// adopts it first); a gated enqueue (`fence.gate`, one target) is
-    /// accepted only while this partition still holds rows for its target,
-    /// and otherwise answered `Ok(None)`: the target has moved, for good,
-    /// to its new home. `call` names the router's call a moving target's
-    /// rows travel in (`None`: the rows homed here), under which a key is
-    /// recorded.
+    /// Enqueues `rows` routed to this object of a logical source (see
+    /// [`crate::core::partition`]): refused with `stale_epoch` when the
+    /// router's map is older than the one this object holds, and with
+    /// `epoch_not_adopted` when it is not the active one (the router adopts
+    /// it first); a gated enqueue (`fence.gate`, one target) is accepted
+    /// only while this object still holds rows for its target, and
+    /// otherwise answered `Ok(None)`: the target has moved to its new home.
+    /// A keyed one (`key`) commits only the targets this object has not
+    /// taken for the key, and is refused once a newer attempt sealed it.
     pub async fn enqueue_routed(
         &self,
         now_ms: u64,
-        key: Option<&str>,
-        call: Option<&Name>,
+        key: Option<RoutedKey<'_>>,
         rows: &[EnqueueRow],
         fence: Fence,
     ) -> Result<Option<Enqueued>, EnqueueFailure> {
         let no_writes = |_: &Enqueued| Ok::<(), std::convert::Infallible>(());
-        let taken = self.enqueue_in_transaction(now_ms, key, call, rows, fence, no_writes).await?;
+        let taken = self.enqueue_in_transaction(now_ms, None, key, rows, fence, no_writes).await?;
         Ok(taken.map(|(_, done)| done))
     }
 

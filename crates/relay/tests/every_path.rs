@@ -13,8 +13,8 @@ use std::collections::BTreeMap;
 use std::io::Write;
 
 use durable_relay::core::{
-    decode_enqueue, home, partition_name, EnqueueRefusal, EnqueueRow, Fence, Name, PartitionMap, RelayBudget,
-    MAX_DELAY_MS, MAX_ROWS_PER_ENQUEUE,
+    decode_enqueue, home, partition_name, EnqueueRefusal, EnqueueRow, Fence, Layout, Name, Part,
+    PartitionMap, RelayBudget, MAX_DELAY_MS, MAX_ROWS_PER_ENQUEUE,
 };
 use durable_relay::sim::{Sim, SimRng};
 use durable_relay::EnqueueFailure;
@@ -23,7 +23,11 @@ use serde_json::json;
 const L: &str = "orders";
 
 fn map(partitions: u32, epoch: u64, from: &[u32]) -> PartitionMap {
-    PartitionMap { partitions, epoch, from: from.to_vec() }
+    PartitionMap {
+        partitions: Layout::Count(partitions),
+        epoch,
+        from: from.iter().map(|c| Layout::Count(*c)).collect(),
+    }
 }
 
 fn name(s: &str) -> Name {
@@ -46,7 +50,7 @@ fn homed(p: u32, partitions: u32, prefix: &str) -> String {
 
 /// Every row written at the partitions of `logical` (queued and parked), by `m`.
 fn written(sim: &Sim, m: &PartitionMap) -> usize {
-    (0..m.all_partitions()).map(|p| sim.os(partition_name(&name(L), p).as_str()) as usize).sum()
+    m.parts().into_iter().map(|p| sim.os(p.object(&name(L)).as_str()) as usize).sum()
 }
 
 #[test]
@@ -142,16 +146,16 @@ fn only_the_router_writes_into_a_partition_and_only_rows_of_its_targets() {
         other => panic!("expected a refusal, got {other:?}"),
     };
     let direct = sim.with_relay(p1.as_str(), |r| {
-        futures::executor::block_on(r.enqueue_routed(now, None, None, &[row(&c1, 3)], Fence::default()))
+        futures::executor::block_on(r.enqueue_routed(now, None, &[row(&c1, 3)], Fence::default()))
     });
     assert_eq!(refusal(direct).code(), "partition_enqueue", "past the router, a row could overtake");
     let misrouted = sim.with_relay(p1.as_str(), |r| {
-        futures::executor::block_on(r.enqueue_routed(now, None, None, &[row(&c0, 3)], Fence::of(&m)))
+        futures::executor::block_on(r.enqueue_routed(now, None, &[row(&c0, 3)], Fence::of(&m)))
     });
     assert_eq!(refusal(misrouted).code(), "misrouted_row", "c0's home is partition 0");
     let other_map = map(2, 1, &[3]);
     let unadopted = sim.with_relay(p1.as_str(), |r| {
-        futures::executor::block_on(r.enqueue_routed(now, None, None, &[row(&c1, 3)], Fence::of(&other_map)))
+        futures::executor::block_on(r.enqueue_routed(now, None, &[row(&c1, 3)], Fence::of(&other_map)))
     });
     assert_eq!(refusal(unadopted).code(), "epoch_not_adopted", "another map under the same epoch");
     sim.enqueue_routed(L, &map(3, 2, &[2]), None, vec![row(&c1, 4)]).unwrap();
@@ -178,21 +182,30 @@ fn a_map_that_skips_an_unsettled_layout_is_refused_and_a_chain_of_layouts_keeps_
     sim.run_alarm(old_home.as_str(), RelayBudget::FREE);
     let four = map(4, 2, &[2]);
     let second = sim.enqueue_routed(L, &four, None, vec![row(&t, 2)]).unwrap();
-    assert_eq!(second.positions[0].partition, home(&name(&t), 2), "gated to its oldest home");
+    assert_eq!(second.positions[0].partition, Part::Index(home(&name(&t), 2)), "gated to its oldest home");
     // Before that settled, a map that forgot the 2-partition layout:
     let skipping = map(3, 3, &[4]);
     let refused = sim.enqueue_routed(L, &skipping, None, vec![row(&t, 3)]).unwrap_err();
     assert_eq!(refused.error.code(), "unsettled_layout", "{}", refused.error);
     assert!(refused.error.to_string().contains("keep 2 in from"), "{}", refused.error);
     assert!(refused.committed.is_empty());
-    // The whole chain, oldest first, is taken and keeps the order.
-    let chain = map(3, 3, &[2, 4]);
+    // The whole chain, oldest first, under a new epoch (the partitions that
+    // prepared the refused map hold epoch 3), is taken and keeps the order.
+    let chain = map(3, 4, &[2, 4]);
     let third = sim.enqueue_routed(L, &chain, None, vec![row(&t, 3)]).unwrap();
-    assert_eq!(third.positions[0].partition, home(&name(&t), 2), "behind the rows at its oldest home");
+    assert_eq!(
+        third.positions[0].partition,
+        Part::Index(home(&name(&t), 2)),
+        "behind the rows at its oldest home"
+    );
     sim.heal_target(&t);
     assert!(sim.run_all_until_idle(RelayBudget::FREE, 1_000).drained);
     let fourth = sim.enqueue_routed(L, &chain, None, vec![row(&t, 4)]).unwrap();
-    assert_eq!(fourth.positions[0].partition, home(&name(&t), 3), "released everywhere: its new home");
+    assert_eq!(
+        fourth.positions[0].partition,
+        Part::Index(home(&name(&t), 3)),
+        "released everywhere: its new home"
+    );
     assert!(sim.run_all_until_idle(RelayBudget::FREE, 1_000).drained);
     let values: Vec<String> = vec![sim.value(&t, "n").unwrap()];
     assert_eq!(values, vec!["4".to_owned()]);
@@ -321,8 +334,8 @@ fn plain_and_partitioned_sources_give_the_same_verdicts_and_write_the_same_rows(
         let mut plain = BTreeMap::new();
         by_target(sim.queued_rows("plain"), &mut plain);
         let mut routed = BTreeMap::new();
-        for p in 0..m.all_partitions() {
-            by_target(sim.queued_rows(partition_name(&name(L), p).as_str()), &mut routed);
+        for p in m.parts() {
+            by_target(sim.queued_rows(p.object(&name(L)).as_str()), &mut routed);
         }
         assert_eq!(routed, plain, "rows written under {m:?} (seed {seed})");
     }

@@ -803,7 +803,11 @@ fn map_text() -> impl Strategy<Value = String> {
         )),
         Just(r#","from":"2""#.to_owned()),
         Just(r#","from":null"#.to_owned()),
+        Just(r#","from":"plain""#.to_owned()),
+        Just(r#","from":["plain",2]"#.to_owned()),
+        Just(r#","from":"Plain""#.to_owned()),
     ];
+    let count = prop_oneof![4 => count.prop_map(|n| n.to_string()), 1 => Just(r#""plain""#.to_owned())];
     let epoch = prop_oneof![
         Just("1".to_owned()),
         Just("0".to_owned()),
@@ -819,46 +823,110 @@ fn map_text() -> impl Strategy<Value = String> {
     ]
 }
 
+/// An oracle for the key ticket headers, written apart from the parser.
+fn ticket_ok(ticket: Option<&str>, digest: Option<&str>) -> Option<Option<(u64, u32)>> {
+    let (t, d) = match (ticket, digest) {
+        (None, None) => return Some(None),
+        (Some(t), Some(d)) => (t.trim(), d.trim()),
+        _ => return None,
+    };
+    let (g, a) = t.split_once('.')?;
+    let g: u64 = g.parse().ok().filter(|g| *g < (1u64 << 53))?;
+    let a: u32 = a.parse().ok().filter(|a| *a >= 1)?;
+    let hex = d.len() == 64 && d.chars().all(|c| c.is_ascii_hexdigit());
+    hex.then_some(Some((g, a)))
+}
+
+fn ticket_text() -> impl Strategy<Value = Option<String>> {
+    proptest::option::of(prop_oneof![
+        Just("1.1".to_owned()),
+        Just(" 1800000000000.2 ".to_owned()),
+        Just("1.0".to_owned()),
+        Just("9007199254740992.1".to_owned()),
+        Just("1.4294967296".to_owned()),
+        Just("1".to_owned()),
+        Just(".".to_owned()),
+        Just("a".repeat(64)),
+        Just("A0".repeat(32)),
+        Just("g".repeat(64)),
+        (any::<u64>(), any::<u32>()).prop_map(|(g, a)| format!("{g}.{a}")),
+        prop::collection::vec(any::<char>(), 0..12).prop_map(|c| c.into_iter().collect::<String>()),
+    ])
+}
+
 #[test]
 fn generated_partition_routing_input_is_judged_without_panicking() {
-    use durable_relay::core::{home, PartitionMap};
-    use durable_relay::durable::source::{parse_call, parse_fence, AdoptBody, ClaimBody};
-    let strategy = (header_text(), header_text(), header_text(), map_text(), target_name(), key_text());
-    fuzz("partition routing", 9, 10_000, strategy, |(epoch, map, gate, map_json, target, key)| {
-        let fence = parse_fence(epoch.as_deref(), map.as_deref(), gate.as_deref());
-        let want = fence_ok(epoch.as_deref(), map.as_deref(), gate.as_deref());
-        prop_assert_eq!(fence.as_ref().ok().map(|f| (f.epoch, f.map_id, f.gate)), want);
-        if let Err(e) = fence {
-            prop_assert_eq!(e.code, "invalid_partition");
-        }
-        if let Err(e) = parse_call(Some(&target)) {
-            prop_assert_eq!(e.code, "invalid_partition");
-        }
-        for body in [format!(r#"{{"map":{map_json}}}"#), map_json.clone()] {
-            if let Err(e) = durable_relay::http::parse_json::<AdoptBody>(&body) {
-                prop_assert!((400..500).contains(&e.status));
+    use durable_relay::core::{home, key_home, Layout, Part, PartitionMap, KEY_HOMES};
+    use durable_relay::durable::source::{
+        parse_fence, parse_ticket, AdoptBody, KeyBody, PlainKeyBody, SealBody,
+    };
+    let headers = (header_text(), header_text(), header_text(), ticket_text(), ticket_text());
+    let strategy = (headers, map_text(), target_name(), key_text());
+    fuzz(
+        "partition routing",
+        9,
+        10_000,
+        strategy,
+        |((epoch, map, gate, ticket, digest), map_json, target, key)| {
+            let fence = parse_fence(epoch.as_deref(), map.as_deref(), gate.as_deref());
+            let want = fence_ok(epoch.as_deref(), map.as_deref(), gate.as_deref());
+            prop_assert_eq!(fence.as_ref().ok().map(|f| (f.epoch, f.map_id, f.gate)), want);
+            if let Err(e) = fence {
+                prop_assert_eq!(e.code, "invalid_partition");
             }
-        }
-        let claim = format!(r#"{{"key":{},"digest":"d","probe":true}}"#, quote(&key));
-        prop_assert!(durable_relay::http::parse_json::<ClaimBody>(&claim).is_ok());
-        let Ok(parsed) = serde_json::from_str::<PartitionMap>(&map_json) else { return Ok(()) };
-        let Ok(name) = Name::new(target.as_str()) else { return Ok(()) };
-        if parsed.validate(&Name::new("orders").unwrap()).is_err() {
-            return Ok(());
-        }
-        let route = parsed.route(&name);
-        prop_assert!(route.home < parsed.partitions);
-        prop_assert_eq!(route.home, home(&name, parsed.partitions));
-        prop_assert!(route.gates.iter().all(|g| *g < parsed.all_partitions()));
-        prop_assert!(route.gates.last() != Some(&route.home), "the home is never its own last gate");
-        prop_assert!(parsed.reaches(&name, route.home));
-        for g in &route.gates {
-            prop_assert!(parsed.reaches(&name, *g));
-        }
-        let keyed = parsed.key_route(&key);
-        prop_assert!(keyed.home < parsed.partitions);
-        Ok(())
-    });
+            let parsed_ticket = parse_ticket(ticket.as_deref(), digest.as_deref());
+            let want = ticket_ok(ticket.as_deref(), digest.as_deref());
+            let got = parsed_ticket.as_ref().ok().map(|t| t.as_ref().map(|(t, _)| (t.gen_ms, t.attempt)));
+            prop_assert_eq!(got, want);
+            if let Err(e) = parsed_ticket {
+                prop_assert_eq!(e.code, "invalid_partition");
+            }
+            for body in [format!(r#"{{"map":{map_json}}}"#), map_json.clone()] {
+                if let Err(e) = durable_relay::http::parse_json::<AdoptBody>(&body) {
+                    prop_assert!((400..500).contains(&e.status));
+                }
+            }
+            let k = quote(&key);
+            for body in [
+                format!(r#"{{"key":{k},"digest":"d","reach":[0,"plain",63]}}"#),
+                format!(r#"{{"key":{k},"digest":"d","ticket":{{"gen_ms":1,"attempt":2}}}}"#),
+                format!(r#"{{"key":{k},"digest":"d"}}"#),
+            ] {
+                let oks = [
+                    durable_relay::http::parse_json::<KeyBody>(&body).is_ok(),
+                    durable_relay::http::parse_json::<SealBody>(&body).is_ok(),
+                    durable_relay::http::parse_json::<PlainKeyBody>(&body).is_ok(),
+                ];
+                prop_assert_eq!(
+                    oks.iter().filter(|ok| **ok).count(),
+                    1,
+                    "each body is exactly one op's: {}",
+                    body
+                );
+            }
+            prop_assert!(key_home(&key) < KEY_HOMES);
+            let Ok(parsed) = serde_json::from_str::<PartitionMap>(&map_json) else { return Ok(()) };
+            let Ok(name) = Name::new(target.as_str()) else { return Ok(()) };
+            if parsed.validate(&Name::new("orders").unwrap()).is_err() {
+                return Ok(());
+            }
+            let route = parsed.route(&name);
+            let parts = parsed.parts();
+            match parsed.partitions {
+                Layout::Count(n) => prop_assert_eq!(route.home, Part::Index(home(&name, n))),
+                Layout::Plain => prop_assert_eq!(route.home, Part::Plain),
+            }
+            prop_assert!(
+                route.chain().iter().all(|p| parts.contains(p)),
+                "every step is an object of the map"
+            );
+            prop_assert!(route.gates.last() != Some(&route.home), "the home is never its own last gate");
+            for p in route.chain() {
+                prop_assert!(parsed.reaches(&name, p));
+            }
+            Ok(())
+        },
+    );
 }
 
 // ---- regression corpus: inputs earlier runs or reports found ---------------------

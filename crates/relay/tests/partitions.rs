@@ -12,10 +12,11 @@ use std::io::Write;
 use std::rc::Rc;
 
 use durable_relay::core::{
-    home, partition_name, ApplyRow, Delay, Effects, EnqueueRefusal, EnqueueRow, Name, PartitionMap,
-    RelayBudget, RelayHook, RelayPolicy,
+    home, partition_name, ApplyRow, Delay, Effects, EnqueueRefusal, EnqueueRow, Layout, Name, Part,
+    PartitionMap, RelayBudget, RelayHook, RelayPolicy,
 };
 use durable_relay::sim::{Sim, SimRng, SourcePolicy};
+use durable_relay::store::outbox::Settling;
 use serde_json::json;
 
 const L: &str = "orders";
@@ -48,7 +49,11 @@ fn row(target: &str, n: i64) -> EnqueueRow {
 }
 
 fn map(partitions: u32, epoch: u64, from: Option<u32>) -> PartitionMap {
-    PartitionMap { partitions, epoch, from: from.into_iter().collect() }
+    PartitionMap {
+        partitions: Layout::Count(partitions),
+        epoch,
+        from: from.into_iter().map(Layout::Count).collect(),
+    }
 }
 
 /// The most partitions any test here uses.
@@ -112,8 +117,9 @@ impl Load<'_> {
                 self.next += n as i64;
             }
             5..=7 => {
-                let p = self.rng.below(u64::from(m.all_partitions())) as u32;
-                sim.run_alarm(partition_name(&Name::new(L).unwrap(), p).as_str(), RelayBudget::FREE);
+                let parts = m.parts();
+                let p = parts[self.rng.below(parts.len() as u64) as usize];
+                sim.run_alarm(p.object(&Name::new(L).unwrap()).as_str(), RelayBudget::FREE);
             }
             8 if failures => {
                 let t = &self.targets[self.rng.below(self.targets.len() as u64) as usize];
@@ -133,8 +139,8 @@ impl Load<'_> {
 /// the rows that came back.
 fn redrive_all(sim: &mut Sim, m: &PartitionMap) -> u32 {
     let mut rows = 0;
-    for p in 0..m.all_partitions() {
-        let name = partition_name(&Name::new(L).unwrap(), p);
+    for p in m.parts() {
+        let name = p.object(&Name::new(L).unwrap());
         for (t, _, _) in sim.parked_targets(name.as_str()) {
             rows += sim.redrive(name.as_str(), &t);
         }
@@ -143,7 +149,7 @@ fn redrive_all(sim: &mut Sim, m: &PartitionMap) -> u32 {
 }
 
 fn settled(sim: &Sim, m: &PartitionMap) -> bool {
-    (0..m.all_partitions()).all(|i| sim.foreign_targets(L, m.partitions, i) == 0)
+    m.parts().into_iter().all(|p| sim.settling(L, p, m) == Settling::default())
 }
 
 fn drain_all(sim: &mut Sim, targets: &[String]) {
@@ -171,8 +177,9 @@ fn order_per_target_holds_while_partitions_grow_and_shrink_under_load() {
     let mut load =
         Load { rng: SimRng::new(seed), targets: &targets, next: 1, expected: BTreeMap::new(), redriven: 0 };
     // Two partitions; then four, gated while the old homes drain; then
-    // three, gated again; each settles before the next change.
-    let plan = [map(2, 1, None), map(4, 2, Some(2)), map(4, 2, None), map(3, 3, Some(4)), map(3, 3, None)];
+    // three, gated again; each settles before the next change, and every
+    // change raises the epoch.
+    let plan = [map(2, 1, None), map(4, 2, Some(2)), map(4, 3, None), map(3, 4, Some(4)), map(3, 5, None)];
     for m in &plan {
         for _ in 0..400 {
             load.step(&mut sim, m, true);
@@ -224,16 +231,16 @@ fn a_moving_target_stays_at_its_old_home_while_it_holds_rows_there() {
     let two = map(2, 2, Some(1));
     sim.fail_target(&t);
     let first = sim.enqueue_routed(L, &one, None, vec![row(&t, 1)]).unwrap();
-    assert_eq!(first.positions[0].partition, 0);
+    assert_eq!(first.positions[0].partition, Part::Index(0));
     sim.run_alarm("orders:0", RelayBudget::FREE);
     // Resized while row 1 is still queued at partition 0: row 2 must follow it there.
     let second = sim.enqueue_routed(L, &two, None, vec![row(&t, 2)]).unwrap();
-    assert_eq!(second.positions[0].partition, 0, "gated to the old home, behind row 1");
+    assert_eq!(second.positions[0].partition, Part::Index(0), "gated to the old home, behind row 1");
     sim.heal_target(&t);
     drain_all(&mut sim, &targets);
     // Now partition 0 holds nothing for it: it moves, for good.
     let third = sim.enqueue_routed(L, &two, None, vec![row(&t, 3)]).unwrap();
-    assert_eq!(third.positions[0].partition, 1, "released by the old home: the new home");
+    assert_eq!(third.positions[0].partition, Part::Index(1), "released by the old home: the new home");
     drain_all(&mut sim, &targets);
     assert_eq!(applied.borrow().get(&t).cloned(), Some(vec![1, 2, 3]));
     // A router still running the old map is fenced by both partitions now.
@@ -254,7 +261,7 @@ fn a_spanning_enqueue_is_atomic_per_partition_and_a_keyed_retry_completes_it() {
     let failed = sim.enqueue_routed(L, &m, Some("order-1"), rows.clone()).unwrap_err();
     assert_eq!(failed.error.code(), "outbox_full");
     assert_eq!(failed.committed.len(), 1, "partition 0 committed its row");
-    assert_eq!(failed.committed[0].partition, 0);
+    assert_eq!(failed.committed[0].partition, Part::Index(0));
     sim.set_policy("orders:1", SourcePolicy::default());
     let done = sim.enqueue_routed(L, &m, Some("order-1"), rows).unwrap();
     assert_eq!(done.positions[0], failed.committed[0], "partition 0 answered the retry as a duplicate");

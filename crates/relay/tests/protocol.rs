@@ -33,9 +33,12 @@ fn source_samples() -> Vec<SourceOp> {
         SourceOp::ParkedRows { target: n("t:1"), after: 7, limit: 3 },
         SourceOp::Redrive(n("t")),
         SourceOp::Discard(n("t")),
-        SourceOp::Adopt,
-        SourceOp::Claim,
-        SourceOp::ForeignTargets { partitions: 4, index: 2 },
+        SourceOp::Prepare,
+        SourceOp::Activate,
+        SourceOp::RecordKey,
+        SourceOp::Seal,
+        SourceOp::PlainKey,
+        SourceOp::Settling(durable_relay::core::Layout::Plain),
     ]
 }
 

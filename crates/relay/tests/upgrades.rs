@@ -15,7 +15,7 @@
 //! `bravo`; dedup records `batch-3` (rows 3-4) and `order-11`. From version
 //! 4: 15 and 16 for `echo`, delayed until [`DUE`], and echo's hold. Version
 //! 6: the dedup record `later-15` of the delayed rows, and the key claim
-//! `claim-9`. The target fixture is `alpha`, which applied 1, 2, 3 and 5
+//! `claim-9`, which version 8 replaces by its routed records of the key. The target fixture is `alpha`, which applied 1, 2, 3 and 5
 //! (watermark 5) while the source's checkpoint of 3 and 5 was lost.
 //!
 //! A release that adds a migration adds its fixture (`source-vN.sql` or
@@ -25,7 +25,8 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use durable_relay::core::{
-    content_digest, encode_rows, Claim, Delay, EnqueueRefusal, EnqueueRow, Fence, Name, RelayBudget,
+    content_digest, encode_rows, Delay, EnqueueRefusal, EnqueueRow, KeyVerdict, Name, Part, RelayBudget,
+    Ticket,
 };
 use durable_relay::sim::{Sim, SqliteSql};
 use durable_relay::store::outbox::SourceState;
@@ -380,13 +381,36 @@ fn a_delayed_enqueue_repeated_after_an_upgrade_answers_its_due_times() {
 }
 
 #[test]
-fn a_key_claimed_before_an_upgrade_still_names_its_content() {
-    let sim = world(6, Component::Target.newest());
+fn a_routed_key_recorded_at_version_8_names_its_content_and_reach_after_an_upgrade() {
+    let sim = world(8, Component::Target.newest());
     let digest = |seq| content_digest(&encode_rows(&[row("charlie", seq)]).unwrap());
-    let claim = |d: &str| sim.with_relay(S, |r| r.claim(T0, "claim-9", d, true, Fence::default()));
-    assert_eq!(claim(&digest(9)), Ok(Claim::Retry), "the same content is a retry");
-    let other = claim(&digest(10));
+    let attempt = |d: &str| sim.with_relay(S, |r| r.record_key(T0, "claim-9", d, &[Part::Index(0)]));
+    let retry = attempt(&digest(9)).unwrap();
+    assert_eq!(
+        retry,
+        KeyVerdict::Retry {
+            ticket: Ticket { gen_ms: T0 - 300_000, attempt: 3 },
+            reach: vec![Part::Plain, Part::Index(1)]
+        },
+        "the same content is the third attempt, told what the first two reached"
+    );
+    let other = attempt(&digest(10));
     assert_eq!(other, Err(EnqueueFailure::Refused(EnqueueRefusal::Conflict { key: "claim-9".into() })));
+    let sealed =
+        sim.with_relay(S, |r| r.seal(T0, "claim-9", &digest(9), Ticket { gen_ms: T0 - 300_000, attempt: 3 }));
+    assert_eq!(sealed.unwrap().taken.get("charlie").map(|t| t.seqs.clone()), Some(vec![9]));
+}
+
+#[test]
+fn a_key_claim_of_a_build_before_version_8_is_dropped_by_the_upgrade() {
+    // No release wrote them: a claim records neither the attempt nor where
+    // its rows went, so it could not answer a retry; the key starts afresh.
+    for source_v in [6, 7] {
+        let sim = world(source_v, Component::Target.newest());
+        let digest = content_digest(&encode_rows(&[row("charlie", 10)]).unwrap());
+        let fresh = sim.with_relay(S, |r| r.record_key(T0, "claim-9", &digest, &[]));
+        assert_eq!(fresh, Ok(KeyVerdict::Fresh(Ticket { gen_ms: T0, attempt: 1 })), "source v{source_v}");
+    }
 }
 
 #[test]

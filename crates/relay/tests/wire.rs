@@ -87,7 +87,7 @@ fn samples() -> Vec<(&'static str, Value)> {
     let delayed = Enqueued { due_ms: vec![1], ..enqueued.clone() };
     let routed = RoutedEnqueue {
         seqs: vec![1],
-        positions: vec![Position { partition: 0, seq: 1 }],
+        positions: vec![Position { partition: durable_relay::core::Part::Index(0), seq: 1 }],
         duplicate: false,
         queued_rows: 1,
         parked_rows: 0,
@@ -99,7 +99,7 @@ fn samples() -> Vec<(&'static str, Value)> {
     vec![
         ("Enqueued", to(&delayed)),
         ("Enqueued", to(&routed)),
-        ("Position", to(&Position { partition: 0, seq: 1 })),
+        ("Position", to(&Position { partition: durable_relay::core::Part::Index(0), seq: 1 })),
         ("SourceStatus", to(&status)),
         ("ScanState", to(&scan)),
         ("AlarmSummary", to(&summary)),

@@ -1,9 +1,11 @@
 //! The front door for partitioned logical sources (`RELAY_PARTITIONS`):
-//! enqueues go through the library's router to the partitions (the source
-//! objects `logical:index`); status, the watermark and the parked targets
-//! are gathered from every partition; per-partition reads (positions,
+//! enqueues go through the library's router to the objects (the
+//! partitions `logical:index`, and the logical source's own object while
+//! the map lists the plain layout); status, the watermark and the parked
+//! targets are gathered from every object; per-object reads (positions,
 //! parked rows, alarm history) are addressed to the partition itself,
-//! `/v1/sources/{logical}:{index}/...`.
+//! `/v1/sources/{logical}:{index}/...`, or, while the map lists the plain
+//! layout, at the logical name to its own object.
 
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
 
@@ -12,13 +14,14 @@ use futures::future::join_all;
 use serde::Serialize;
 use worker::{Env, Request, Response};
 
-use durable_relay::core::{decode_enqueue, Name, PartitionMap};
+use durable_relay::core::{decode_enqueue, Name, Part, PartitionMap};
 use durable_relay::durable::source::traceparent;
 use durable_relay::http::{json, read_body, HttpError};
 use durable_relay::partition::Position;
 use durable_relay::routes::SourceOp;
 
 use crate::routes::SourceRoute;
+use durable_relay::store::outbox::Settling;
 use durable_relay::{
     ActionOutcome, Rearmed, RelayClient, RelayError, SourceClient, SourceStatus, TargetReport,
 };
@@ -40,7 +43,8 @@ pub async fn serve(
 ) -> Result<Response, HttpError> {
     let client = RelayClient::from_env(env, SOURCE_BINDING).map_err(http)?;
     let routed = client.partitioned(logical, map.clone()).map_err(http)?;
-    let parts = routed.partitions().map_err(http)?;
+    let listed = routed.parts().map_err(http)?;
+    let parts: Vec<&SourceClient> = listed.iter().map(|(_, c)| c).collect();
     let internal = |e: worker::Error| HttpError::internal(e.to_string());
     let SourceRoute::Relay(op) = route else {
         return Err(per_partition(logical, &route.path()));
@@ -54,9 +58,9 @@ pub async fn serve(
                 Err(failure) => partial(failure.error, &failure.committed),
             }
         }
-        SourceOp::Status => json(&status(logical, map, &parts).await?).map_err(internal),
+        SourceOp::Status => json(&status(logical, map, &listed).await?).map_err(internal),
         SourceOp::Watermark => {
-            let marks = join_all(parts.iter().map(SourceClient::relay_watermark)).await;
+            let marks = join_all(parts.iter().map(|p| p.relay_watermark())).await;
             let min = marks.into_iter().try_fold(u64::MAX, |m, w| w.map(|w| m.min(w))).map_err(http)?;
             json(&serde_json::json!({ "relay_watermark": min, "now_ms": durable_relay::durable::now_ms() }))
                 .map_err(internal)
@@ -65,7 +69,7 @@ pub async fn serve(
             let pages = join_all(parts.iter().map(|p| p.targets(after.as_ref(), limit))).await;
             let mut targets = Vec::new();
             let mut more = false;
-            for (partition, page) in (0u32..).zip(pages) {
+            for (&(partition, _), page) in listed.iter().zip(pages) {
                 let page = page.map_err(http)?;
                 more |= page.next.is_some();
                 targets.extend(page.targets.into_iter().map(|report| PartitionTarget { partition, report }));
@@ -92,7 +96,7 @@ pub async fn serve(
             json(&sum).map_err(internal)
         }
         SourceOp::Rearm => {
-            let each = join_all(parts.iter().map(SourceClient::rearm)).await;
+            let each = join_all(parts.iter().map(|p| p.rearm())).await;
             let mut sum = Rearmed { rearmed: false, alarm_at_ms: None, queued_rows: 0 };
             for r in each {
                 let r = r.map_err(http)?;
@@ -105,6 +109,15 @@ pub async fn serve(
                 };
             }
             json(&sum).map_err(internal)
+        }
+        op if map.has_plain() => {
+            let plain = routed.part(Part::Plain).map_err(http)?;
+            let body = match op {
+                SourceOp::Enqueue => Some(read_body(req).await?),
+                _ => None,
+            };
+            let reply: serde_json::Value = plain.call(op, body).await.map_err(http)?;
+            json(&reply).map_err(internal)
         }
         op => Err(per_partition(logical, &op.path())),
     }
@@ -135,10 +148,10 @@ fn partial(error: RelayError, committed: &[Position]) -> Result<Response, HttpEr
         .map_err(|x| HttpError::internal(x.to_string()))
 }
 
-/// A parked or failing target of one partition.
+/// A parked or failing target of one object.
 #[derive(Serialize)]
 struct PartitionTarget {
-    partition: u32,
+    partition: Part,
     #[serde(flatten)]
     report: TargetReport,
 }
@@ -171,15 +184,16 @@ fn merge_pages(
     (targets, next)
 }
 
-/// One partition's status in the logical source's.
+/// One object's status in the logical source's.
 #[derive(Serialize)]
 struct PartitionStatus {
-    partition: u32,
+    partition: Part,
     source: String,
-    /// Targets it holds rows for whose home is another partition (only
-    /// while a resize settles).
+    /// What keeps the last change from settling here (only while one
+    /// settles): targets it holds rows for whose home is another object,
+    /// and at the plain object the keys its plain enqueues recorded.
     #[serde(skip_serializing_if = "Option::is_none")]
-    foreign_targets: Option<u64>,
+    settling: Option<Settling>,
     status: SourceStatus,
 }
 
@@ -194,10 +208,15 @@ struct LogicalStatus {
     lag_exceeded: bool,
     /// The minimum over the partitions.
     relay_watermark: u64,
-    /// While a resize settles (`map.from` set): whether no partition still
-    /// holds rows for a target whose home moved, so `from` may be dropped.
+    /// While a change settles (`map.from` set): whether no object still
+    /// holds rows for a target whose home moved, nor (the plain object)
+    /// keys a retry must find, so `from` may be dropped under a new epoch.
     #[serde(skip_serializing_if = "Option::is_none")]
     resize_settled: Option<bool>,
+    /// While a change settles: the earliest time it can have settled, ms
+    /// (when the plain object's last key expires), if that is later than now.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    settles_at_ms: Option<u64>,
     partitions: Vec<PartitionStatus>,
 }
 
@@ -247,19 +266,19 @@ impl Totals {
 async fn status(
     logical: &Name,
     map: &PartitionMap,
-    parts: &[SourceClient],
+    parts: &[(Part, SourceClient)],
 ) -> Result<LogicalStatus, HttpError> {
-    let statuses = join_all(parts.iter().map(SourceClient::status)).await;
-    let foreign = if map.is_settling() {
-        let asks = (0u32..).zip(parts).map(|(index, p)| async move {
-            let op = SourceOp::ForeignTargets { partitions: map.partitions, index };
-            let reply: serde_json::Value = p.call(op, None).await?;
-            Ok::<_, RelayError>(reply.get("foreign_targets").and_then(serde_json::Value::as_u64))
-        });
-        join_all(asks).await.into_iter().collect::<Result<Vec<_>, _>>().map_err(http)?
+    let statuses = join_all(parts.iter().map(|(_, p)| p.status())).await;
+    let settling = if map.is_settling() {
+        let op = SourceOp::Settling(map.partitions);
+        let asks = parts.iter().map(|(_, p)| p.call::<Settling>(op.clone(), None));
+        let each = join_all(asks).await.into_iter().collect::<Result<Vec<_>, _>>().map_err(http)?;
+        each.into_iter().map(Some).collect()
     } else {
         vec![None; parts.len()]
     };
+    let settled = |s: &Option<Settling>| s.is_some_and(|s| s.foreign_targets == 0 && s.plain_keys == 0);
+    let settles_at_ms = settling.iter().flatten().map(|s| s.plain_keys_until_ms).max().filter(|at| *at > 0);
     let mut out = LogicalStatus {
         source: logical.to_string(),
         map: map.clone(),
@@ -267,21 +286,17 @@ async fn status(
         oldest_row_age_ms: None,
         lag_exceeded: false,
         relay_watermark: u64::MAX,
-        resize_settled: map.is_settling().then(|| foreign.iter().all(|f| *f == Some(0))),
+        resize_settled: map.is_settling().then(|| settling.iter().all(settled)),
+        settles_at_ms,
         partitions: Vec::new(),
     };
-    for ((partition, s), foreign_targets) in (0u32..).zip(statuses).zip(foreign) {
+    for ((&(partition, _), s), settling) in parts.iter().zip(statuses).zip(settling) {
         let s = s.map_err(http)?;
         out.totals.add(&s);
         out.oldest_row_age_ms = out.oldest_row_age_ms.max(s.oldest_row_age_ms);
         out.lag_exceeded |= s.lag_exceeded;
         out.relay_watermark = out.relay_watermark.min(s.relay_watermark);
-        out.partitions.push(PartitionStatus {
-            partition,
-            source: s.source.clone(),
-            foreign_targets,
-            status: s,
-        });
+        out.partitions.push(PartitionStatus { partition, source: s.source.clone(), settling, status: s });
     }
     Ok(out)
 }
@@ -291,6 +306,7 @@ mod tests {
     use super::*;
 
     fn at(partition: u32, target: &str) -> PartitionTarget {
+        let partition = Part::Index(partition);
         let report = TargetReport {
             target: target.into(),
             failed_cycles: 1,
@@ -306,7 +322,11 @@ mod tests {
     }
 
     fn names(page: &[PartitionTarget]) -> Vec<(u32, &str)> {
-        page.iter().map(|t| (t.partition, t.report.target.as_str())).collect()
+        let index = |p: Part| match p {
+            Part::Index(i) => i,
+            Part::Plain => u32::MAX,
+        };
+        page.iter().map(|t| (index(t.partition), t.report.target.as_str())).collect()
     }
 
     #[test]

@@ -308,9 +308,12 @@ fn source_op_scope(op: &SourceOp) -> Scope {
         SourceOp::Redrive(_)
         | SourceOp::Discard(_)
         | SourceOp::Rearm
-        | SourceOp::Adopt
-        | SourceOp::Claim
-        | SourceOp::ForeignTargets { .. } => Scope::Operator,
+        | SourceOp::Prepare
+        | SourceOp::Activate
+        | SourceOp::RecordKey
+        | SourceOp::Seal
+        | SourceOp::PlainKey
+        | SourceOp::Settling(_) => Scope::Operator,
     }
 }
 
@@ -531,7 +534,16 @@ mod tests {
 
     #[test]
     fn the_steps_the_front_door_refuses_still_need_an_operator() {
-        for op in [SourceOp::Adopt, SourceOp::Claim, SourceOp::ForeignTargets { partitions: 2, index: 1 }] {
+        let layout = durable_relay::core::Layout::Count(2);
+        let steps = [
+            SourceOp::Prepare,
+            SourceOp::Activate,
+            SourceOp::RecordKey,
+            SourceOp::Seal,
+            SourceOp::PlainKey,
+            SourceOp::Settling(layout),
+        ];
+        for op in steps {
             assert_eq!(FrontRoute::Source(s("a"), relay(op)).scope(), Scope::Operator);
         }
         assert_eq!(FrontRoute::Target(s("t"), TargetRoute::Relay(TargetOp::Apply)).scope(), Scope::Operator);

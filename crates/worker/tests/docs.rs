@@ -45,7 +45,12 @@ fn documented(route: &FrontRoute) -> Option<&'static str> {
                 SourceOp::Redrive(_) => Some("redrive"),
                 SourceOp::Discard(_) => Some("discard"),
                 SourceOp::Rearm => Some("rearm"),
-                SourceOp::Adopt | SourceOp::Claim | SourceOp::ForeignTargets { .. } => None,
+                SourceOp::Prepare
+                | SourceOp::Activate
+                | SourceOp::RecordKey
+                | SourceOp::Seal
+                | SourceOp::PlainKey
+                | SourceOp::Settling(_) => None,
             },
             SourceRoute::Alarms => Some("alarms"),
             SourceRoute::Retire => Some("retire"),

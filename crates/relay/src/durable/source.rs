@@ -13,15 +13,19 @@
 //! | `GET /parked/{target}?after=&limit=` | | a [`ParkedPage`](crate::ParkedPage) |
 //! | `POST /parked/{target}/redrive` | | `{"rows":n,"was_parked":bool}` |
 //! | `POST /parked/{target}/discard` | | `{"rows":n,"was_parked":bool}` |
-//! | `GET /foreign-targets/{partitions}/{index}` | | `{"foreign_targets":n}` (partitions) |
-//! | `POST /adopt` (routers) | `{"map":{...}}` | `{"previous":map or null}` |
-//! | `POST /claim` (routers) | `{"key","digest","probe"}` | `{"claim":"fresh"|"retry"}` |
+//! | `GET /settling/{layout}` | | a [`Settling`](crate::store::outbox::Settling) |
+//! | `POST /prepare` (routers) | `{"map":{...}}` | `{"known":[part...]}`: every object it knows |
+//! | `POST /activate` (routers) | `{"map":{...}}` | `{"active":true}` |
+//! | `POST /keys` (routers) | `{"key","digest","reach"}` | `{"verdict":"fresh"|"retry","ticket","reach"}` |
+//! | `POST /seal` (routers) | `{"key","digest","ticket"}` | a [`Sealed`](crate::store::outbox::Sealed) |
+//! | `POST /plain-key` (routers) | `{"key","digest"}` | `{"enqueued":Enqueued or null}` |
 //!
 //! A partition router adds `relay-partition-epoch` and `relay-partition-map`
 //! (its map's [`id`](crate::core::PartitionMap::id)) to `POST /enqueue` and
-//! `POST /claim`, and `relay-partition-gate: 1` at a moving target's old
-//! home; a gated enqueue the partition cannot take is 409 `target_moved`, a
-//! map it has not adopted 409 `epoch_not_adopted`.
+//! `POST /plain-key`, `relay-partition-gate: 1` at a moving target's old
+//! home, and, for a keyed request, `relay-key-ticket` (`gen_ms.attempt`)
+//! and `relay-key-digest`; a gated enqueue the object cannot take is 409
+//! `target_moved`, a map it has not activated 409 `epoch_not_adopted`.
 
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
 #![deny(clippy::unreachable, clippy::todo, clippy::unimplemented)]
@@ -32,10 +36,11 @@ use serde::{Deserialize, Serialize};
 use worker::{Request, Response};
 
 use super::{now_ms, DoAlarm};
-use crate::core::{decode_enqueue, Claim, Fence, Name, PartitionMap, Traceparent, SEQ_MAX};
+use crate::core::{decode_enqueue, Fence, KeyVerdict, Part, PartitionMap, Ticket, Traceparent, SEQ_MAX};
 use crate::http::{json, parse_json, read_body, HttpError};
 use crate::routes::SourceOp;
 use crate::source::Relay;
+use crate::store::outbox::RoutedKey;
 use crate::store::Sql;
 
 /// The header that carries W3C trace context on `POST /enqueue`.
@@ -77,6 +82,7 @@ pub async fn serve<S: Sql>(
         SourceOp::Enqueue => {
             let trace = traceparent(req)?;
             let fence = fence(req)?;
+            let ticket = key_ticket(req)?;
             let mut body = decode_enqueue(&read_body(req).await?)?;
             if trace.is_some() {
                 for row in &mut body.rows {
@@ -84,11 +90,17 @@ pub async fn serve<S: Sql>(
                 }
             }
             let key = body.idempotency_key.as_deref();
-            if fence == Fence::default() {
+            if fence == Fence::default() && ticket.is_none() {
                 return json(&relay.enqueue(now_ms(), key, &body.rows).await?).map_err(internal);
             }
-            let call = routed_call(req)?;
-            match relay.enqueue_routed(now_ms(), key, call.as_ref(), &body.rows, fence).await? {
+            if fence.epoch == 0 {
+                return Err(HttpError::bad_request(
+                    ErrorCode::InvalidPartition,
+                    format!("{TICKET_HEADER} needs {EPOCH_HEADER}"),
+                ));
+            }
+            let routed = routed_key(key, ticket.as_ref())?;
+            match relay.enqueue_routed(now_ms(), routed, &body.rows, fence).await? {
                 Some(done) => json(&done).map_err(internal),
                 None => Err(HttpError::new(
                     409,
@@ -97,21 +109,37 @@ pub async fn serve<S: Sql>(
                 )),
             }
         }
-        SourceOp::Adopt => {
+        SourceOp::Prepare => {
             let body: AdoptBody = parse_json(&read_body(req).await?)?;
-            let previous = relay.adopt(&body.map)?;
-            json(&serde_json::json!({ "previous": previous })).map_err(internal)
+            let known = relay.prepare(now_ms(), &body.map)?;
+            json(&serde_json::json!({ "known": known })).map_err(internal)
         }
-        SourceOp::Claim => {
+        SourceOp::Activate => {
+            let body: AdoptBody = parse_json(&read_body(req).await?)?;
+            relay.activate(now_ms(), &body.map)?;
+            json(&serde_json::json!({ "active": true })).map_err(internal)
+        }
+        SourceOp::RecordKey => {
+            let body: KeyBody = parse_json(&read_body(req).await?)?;
+            checked_key(&body.key)?;
+            let verdict = relay.record_key(now_ms(), &body.key, &body.digest, &body.reach)?;
+            json(&KeyReply::from(verdict)).map_err(internal)
+        }
+        SourceOp::Seal => {
+            let body: SealBody = parse_json(&read_body(req).await?)?;
+            checked_key(&body.key)?;
+            json(&relay.seal(now_ms(), &body.key, &body.digest, body.ticket)?).map_err(internal)
+        }
+        SourceOp::PlainKey => {
             let fence = fence(req)?;
-            let body: ClaimBody = parse_json(&read_body(req).await?)?;
-            let verdict = relay.claim(now_ms(), &body.key, &body.digest, body.probe, fence)?;
-            let text = if verdict == Claim::Retry { "retry" } else { "fresh" };
-            json(&serde_json::json!({ "claim": text })).map_err(internal)
+            let body: PlainKeyBody = parse_json(&read_body(req).await?)?;
+            checked_key(&body.key)?;
+            let enqueued = relay.probe_plain(now_ms(), &body.key, &body.digest, fence)?;
+            json(&serde_json::json!({ "enqueued": enqueued })).map_err(internal)
         }
-        SourceOp::ForeignTargets { partitions, index } => {
-            json(&serde_json::json!({ "foreign_targets": relay.foreign_targets(partitions, index)? }))
-                .map_err(internal)
+        SourceOp::Settling(layout) => {
+            let map = PartitionMap { partitions: layout, epoch: 1, from: Vec::new() };
+            json(&relay.settling(&map, now_ms())?).map_err(internal)
         }
         SourceOp::Status => json(&relay.status(now_ms()).await?).map_err(internal),
         SourceOp::Rearm => {
@@ -159,17 +187,76 @@ pub struct AdoptBody {
     pub map: PartitionMap,
 }
 
-/// `POST /claim`'s body.
+/// `POST /keys`'s body.
 #[derive(Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ClaimBody {
+pub struct KeyBody {
     /// The idempotency key.
     pub key: String,
     /// The digest of the whole request's content.
     pub digest: String,
-    /// Only compare; record nothing (an older layout's home).
+    /// Every object this attempt may send rows to.
+    pub reach: Vec<Part>,
+}
+
+/// `POST /keys`'s reply: a [`KeyVerdict`] on the wire.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct KeyReply {
+    /// `fresh` (the first attempt) or `retry`.
+    pub verdict: String,
+    /// This attempt.
+    pub ticket: Ticket,
+    /// For a retry: the objects earlier attempts may have sent rows to.
     #[serde(default)]
-    pub probe: bool,
+    pub reach: Vec<Part>,
+}
+
+impl From<KeyVerdict> for KeyReply {
+    fn from(v: KeyVerdict) -> KeyReply {
+        match v {
+            KeyVerdict::Fresh(ticket) => KeyReply { verdict: "fresh".into(), ticket, reach: Vec::new() },
+            KeyVerdict::Retry { ticket, reach } => KeyReply { verdict: "retry".into(), ticket, reach },
+        }
+    }
+}
+
+impl KeyReply {
+    /// The verdict it carries; `None` for one this build does not know.
+    pub fn verdict(self) -> Option<KeyVerdict> {
+        match self.verdict.as_str() {
+            "fresh" => Some(KeyVerdict::Fresh(self.ticket)),
+            "retry" => Some(KeyVerdict::Retry { ticket: self.ticket, reach: self.reach }),
+            _ => None,
+        }
+    }
+}
+
+/// `POST /seal`'s body.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SealBody {
+    /// The idempotency key.
+    pub key: String,
+    /// The digest of the whole request's content.
+    pub digest: String,
+    /// The retry's attempt.
+    pub ticket: Ticket,
+}
+
+/// `POST /plain-key`'s body.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlainKeyBody {
+    /// The idempotency key.
+    pub key: String,
+    /// The digest of the whole request's content.
+    pub digest: String,
+}
+
+/// A key a router sent, checked as an enqueue's key is.
+fn checked_key(key: &str) -> Result<(), HttpError> {
+    crate::core::dedup::validate_key(key).map_err(|e| HttpError::from(crate::core::EnqueueRefusal::Key(e)))
 }
 
 /// The header a partition router sends its map's epoch in (see
@@ -179,21 +266,61 @@ pub const EPOCH_HEADER: &str = "relay-partition-epoch";
 pub const MAP_HEADER: &str = "relay-partition-map";
 /// The header that marks a gated enqueue at a moving target's old home.
 pub const GATE_HEADER: &str = "relay-partition-gate";
-/// The header that names the moving target a routed call's chain carries
-/// (a partition records a key per call).
-pub const CALL_HEADER: &str = "relay-partition-call";
+/// The header a keyed routed enqueue carries its attempt in: `gen_ms.attempt`.
+pub const TICKET_HEADER: &str = "relay-key-ticket";
+/// The header a keyed routed enqueue carries its request's digest in.
+pub const DIGEST_HEADER: &str = "relay-key-digest";
 
-/// The request's routed call, if it names one.
-pub fn routed_call(req: &Request) -> Result<Option<Name>, HttpError> {
-    parse_call(req.headers().get(CALL_HEADER).ok().flatten().as_deref())
+/// A keyed routed enqueue's attempt and digest, from its headers.
+pub fn key_ticket(req: &Request) -> Result<Option<(Ticket, String)>, HttpError> {
+    let header = |h: &str| req.headers().get(h).ok().flatten();
+    parse_ticket(header(TICKET_HEADER).as_deref(), header(DIGEST_HEADER).as_deref())
 }
 
-/// A routed call from its header's text (absent or as sent).
-pub fn parse_call(text: Option<&str>) -> Result<Option<Name>, HttpError> {
-    let Some(text) = text else { return Ok(None) };
-    Name::new(text.trim())
-        .map(Some)
-        .map_err(|e| HttpError::bad_request(ErrorCode::InvalidPartition, format!("{CALL_HEADER}: {e}")))
+/// A keyed routed enqueue's attempt and digest from the text of their two
+/// headers (each absent or as sent): both or neither.
+pub fn parse_ticket(
+    ticket: Option<&str>,
+    digest: Option<&str>,
+) -> Result<Option<(Ticket, String)>, HttpError> {
+    let bad = |m: String| HttpError::bad_request(ErrorCode::InvalidPartition, m);
+    let (ticket, digest) = match (ticket, digest) {
+        (None, None) => return Ok(None),
+        (Some(t), Some(d)) => (t.trim(), d.trim()),
+        _ => return Err(bad(format!("{TICKET_HEADER} and {DIGEST_HEADER} go together"))),
+    };
+    let parsed = ticket.split_once('.').and_then(|(g, a)| {
+        let gen_ms = g.parse::<u64>().ok().filter(|g| *g <= SEQ_MAX)?;
+        let attempt = a.parse::<u32>().ok().filter(|a| *a >= 1)?;
+        Some(Ticket { gen_ms, attempt })
+    });
+    let ticket = parsed.ok_or_else(|| bad(format!("{TICKET_HEADER} {ticket:?} is not gen_ms.attempt")))?;
+    let hex = digest.len() == 64 && digest.bytes().all(|b| b.is_ascii_hexdigit());
+    if !hex {
+        return Err(bad(format!("{DIGEST_HEADER} is not a SHA-256 in hex")));
+    }
+    Ok(Some((ticket, digest.to_owned())))
+}
+
+/// The headers that carry a keyed routed enqueue's attempt.
+pub fn ticket_headers(ticket: Ticket, digest: &str) -> Vec<(&'static str, String)> {
+    vec![(TICKET_HEADER, format!("{}.{}", ticket.gen_ms, ticket.attempt)), (DIGEST_HEADER, digest.to_owned())]
+}
+
+/// A routed enqueue's key: the body's key with the headers' attempt; both
+/// or neither.
+fn routed_key<'a>(
+    key: Option<&'a str>,
+    ticket: Option<&'a (Ticket, String)>,
+) -> Result<Option<RoutedKey<'a>>, HttpError> {
+    match (key, ticket) {
+        (None, None) => Ok(None),
+        (Some(key), Some((ticket, digest))) => Ok(Some(RoutedKey { key, digest, ticket: *ticket })),
+        _ => Err(HttpError::bad_request(
+            ErrorCode::InvalidPartition,
+            format!("a routed idempotency_key travels with {TICKET_HEADER}, and only with one"),
+        )),
+    }
 }
 
 /// The request's partition fence; the default (unrouted) without the headers.

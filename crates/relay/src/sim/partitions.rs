@@ -1,30 +1,30 @@
 //! Partitioned sources in the simulator: the shipped router
 //! ([`crate::partition`]) over the simulated sources, each partition a real
-//! [`Relay`](crate::Relay) taking routed enqueues through the real fence.
+//! [`Relay`](crate::Relay) taking routed requests through the real fence.
 
 use std::rc::Rc;
 
 use super::world::World;
 use super::Sim;
-use crate::core::{partition_name, EnqueueRefusal, EnqueueRow, Fence, Name, PartitionMap};
+use crate::core::{EnqueueRefusal, EnqueueRow, Fence, KeyVerdict, Name, Part, PartitionMap, Ticket};
 use crate::partition::{self, Partitions, RouteFailure, RoutedEnqueue};
-use crate::store::outbox::{EnqueueFailure, Enqueued};
+use crate::store::outbox::{EnqueueFailure, Enqueued, RoutedKey, Sealed, Settling};
 
-/// The partitions of one logical source, as a router's sink.
+/// The objects of one logical source, as a router's sink.
 struct SimPartitions {
     world: Rc<World>,
     logical: Name,
 }
 
 impl SimPartitions {
-    fn partition(&self, index: u32) -> (Name, Rc<super::world::SimSource>) {
-        let name = partition_name(&self.logical, index);
+    fn part(&self, part: Part) -> (Name, Rc<super::world::SimSource>) {
+        let name = part.object(&self.logical);
         let src = self.world.source(&name);
         (name, src)
     }
 }
 
-/// A partition's refusal, or a storage failure, which the simulator's
+/// An object's refusal, or a storage failure, which the simulator's
 /// in-memory store never has.
 #[allow(clippy::panic, reason = "the simulator's in-memory store does not fail")]
 fn refusal(name: &Name, failure: EnqueueFailure) -> EnqueueRefusal {
@@ -40,39 +40,62 @@ impl Partitions for SimPartitions {
 
     async fn enqueue(
         &self,
-        index: u32,
-        key: Option<&str>,
-        call: Option<&Name>,
+        part: Part,
+        key: Option<RoutedKey<'_>>,
         rows: &[EnqueueRow],
         fence: Fence,
     ) -> Result<Option<Enqueued>, EnqueueRefusal> {
-        let (name, src) = self.partition(index);
-        let done = src.relay.enqueue_routed(self.world.now(), key, call, rows, fence).await;
+        let (name, src) = self.part(part);
+        #[allow(clippy::expect_used, reason = "the simulator's in-memory store does not fail")]
+        let before = src.relay.outbox().state().expect("an in-memory store").os;
+        let done = src.relay.enqueue_routed(self.world.now(), key, rows, fence).await;
         let done = done.map_err(|f| refusal(&name, f))?;
         if let Some(done) = &done {
-            if !done.duplicate {
-                self.world.record_enqueued(&name, rows, &done.seqs);
-            }
+            self.world.record_new(&name, rows, &done.seqs, before);
         }
         Ok(done)
     }
 
-    async fn claim(
+    async fn record_key(
         &self,
-        index: u32,
+        home: u32,
         key: &str,
         digest: &str,
-        probe: bool,
-        fence: Fence,
-    ) -> Result<(), EnqueueRefusal> {
-        let (name, src) = self.partition(index);
-        src.relay.claim(self.world.now(), key, digest, probe, fence).map_err(|f| refusal(&name, f))?;
-        Ok(())
+        reach: &[Part],
+    ) -> Result<KeyVerdict, EnqueueRefusal> {
+        let (name, src) = self.part(Part::Index(home));
+        src.relay.record_key(self.world.now(), key, digest, reach).map_err(|f| refusal(&name, f))
     }
 
-    async fn adopt(&self, index: u32, map: &PartitionMap) -> Result<Option<PartitionMap>, EnqueueRefusal> {
-        let (name, src) = self.partition(index);
-        src.relay.adopt(map).map_err(|f| refusal(&name, f))
+    async fn seal(
+        &self,
+        part: Part,
+        key: &str,
+        digest: &str,
+        ticket: Ticket,
+    ) -> Result<Sealed, EnqueueRefusal> {
+        let (name, src) = self.part(part);
+        src.relay.seal(self.world.now(), key, digest, ticket).map_err(|f| refusal(&name, f))
+    }
+
+    async fn probe_plain(
+        &self,
+        key: &str,
+        digest: &str,
+        fence: Fence,
+    ) -> Result<Option<Enqueued>, EnqueueRefusal> {
+        let (name, src) = self.part(Part::Plain);
+        src.relay.probe_plain(self.world.now(), key, digest, fence).map_err(|f| refusal(&name, f))
+    }
+
+    async fn prepare(&self, part: Part, map: &PartitionMap) -> Result<Vec<Part>, EnqueueRefusal> {
+        let (name, src) = self.part(part);
+        src.relay.prepare(self.world.now(), map).map_err(|f| refusal(&name, f))
+    }
+
+    async fn activate(&self, part: Part, map: &PartitionMap) -> Result<(), EnqueueRefusal> {
+        let (name, src) = self.part(part);
+        src.relay.activate(self.world.now(), map).map_err(|f| refusal(&name, f))
     }
 
     fn refused(&self, refusal: EnqueueRefusal) -> EnqueueRefusal {
@@ -83,9 +106,9 @@ impl Partitions for SimPartitions {
         matches!(error, EnqueueRefusal::EpochNotAdopted { .. })
     }
 
-    #[allow(clippy::panic, reason = "a partition that answers so is a bug the simulator reports")]
-    fn moved_on_direct(&self, index: u32) -> EnqueueRefusal {
-        panic!("partition {index} of {} answered a direct enqueue with moved", self.logical)
+    #[allow(clippy::panic, reason = "an object that answers so is a bug the simulator reports")]
+    fn moved_on_direct(&self, part: Part) -> EnqueueRefusal {
+        panic!("object {part} of {} answered a direct enqueue with moved", self.logical)
     }
 }
 
@@ -103,11 +126,11 @@ impl Sim {
         futures::executor::block_on(partition::enqueue(map, &sink, key, &rows, self.now_ms()))
     }
 
-    /// [`Relay::foreign_targets`](crate::Relay::foreign_targets) of
-    /// partition `index` of `logical` under `partitions`.
+    /// [`Relay::settling`](crate::Relay::settling) of object `part` of
+    /// `logical` under `map`.
     #[allow(clippy::expect_used, reason = "the simulator's in-memory store does not fail")]
-    pub fn foreign_targets(&self, logical: &str, partitions: u32, index: u32) -> u64 {
-        let name = partition_name(&super::name(logical), index);
-        self.world.source(&name).relay.foreign_targets(partitions, index).expect("an in-memory store")
+    pub fn settling(&self, logical: &str, part: Part, map: &PartitionMap) -> Settling {
+        let name = part.object(&super::name(logical));
+        self.world.source(&name).relay.settling(map, self.now_ms()).expect("an in-memory store")
     }
 }

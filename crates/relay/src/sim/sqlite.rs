@@ -32,6 +32,79 @@ impl SqliteSql {
     }
 }
 
+/// A database kept for reuse, with the rows it held when its object first
+/// opened it (what the migrations insert).
+struct Kept {
+    db: SqliteSql,
+    pristine: Option<Vec<(String, Vec<Vec<SqlValue>>)>>,
+}
+
+thread_local! {
+    /// Databases kept for reuse, by the object they served: a run of the
+    /// sequence explorer opens the same few objects thousands of times, and
+    /// a database brought back to how its object first opened it keeps its
+    /// tables and its prepared statements, which a fresh one must parse
+    /// again.
+    static POOL: std::cell::RefCell<std::collections::BTreeMap<String, Kept>> = std::cell::RefCell::default();
+}
+
+impl SqliteSql {
+    /// The database `key` used last (on this thread), brought back to how
+    /// its object first opened it, or a fresh one (then call
+    /// [`SqliteSql::opened`] once the object opened it). For runs that open
+    /// the same objects again and again, one run at a time: a database still
+    /// in use by an earlier run would be reset under it.
+    pub fn recycled(key: &str) -> Result<SqliteSql, StoreError> {
+        let kept = POOL.with(|p| p.borrow().get(key).map(|k| (k.db.clone(), k.pristine.clone())));
+        if let Some((db, Some(pristine))) = kept {
+            db.reset(&pristine)?;
+            return Ok(db);
+        }
+        let db = SqliteSql::memory()?;
+        POOL.with(|p| p.borrow_mut().insert(key.to_owned(), Kept { db: db.clone(), pristine: None }));
+        Ok(db)
+    }
+
+    /// Records what database `key` holds now as the state to reset it to.
+    pub fn opened(key: &str) -> Result<(), StoreError> {
+        let fresh = POOL.with(|p| p.borrow().get(key).filter(|k| k.pristine.is_none()).map(|k| k.db.clone()));
+        let Some(db) = fresh else { return Ok(()) };
+        let mut pristine = Vec::new();
+        for table in db.tables()? {
+            let rows = db.rows(&format!("SELECT * FROM \"{table}\""), vec![])?;
+            pristine.push((table, rows.into_iter().map(|r| r.0).collect()));
+        }
+        POOL.with(|p| {
+            if let Some(k) = p.borrow_mut().get_mut(key) {
+                k.pristine = Some(pristine);
+            }
+        });
+        Ok(())
+    }
+
+    fn tables(&self) -> Result<Vec<String>, StoreError> {
+        let rows = self.rows(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name",
+            vec![],
+        )?;
+        rows.iter().map(|r| r.text(0)).collect()
+    }
+
+    /// Deletes every row and puts back `pristine`'s.
+    fn reset(&self, pristine: &[(String, Vec<Vec<SqlValue>>)]) -> Result<(), StoreError> {
+        for table in self.tables()? {
+            self.run(&format!("DELETE FROM \"{table}\""), vec![])?;
+        }
+        for (table, rows) in pristine {
+            for row in rows {
+                let marks = vec!["?"; row.len()].join(", ");
+                self.run(&format!("INSERT INTO \"{table}\" VALUES ({marks})"), row.clone())?;
+            }
+        }
+        Ok(())
+    }
+}
+
 fn to_value(v: SqlValue) -> Value {
     match v {
         SqlValue::Null => Value::Null,

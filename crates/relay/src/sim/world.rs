@@ -149,6 +149,9 @@ pub(crate) struct World {
     /// the source was adopted with rows in flight (see `Sim::adopt_source`):
     /// the apply log starts after it.
     pub(crate) adopted_watermarks: RefCell<BTreeMap<(Name, Name), u64>>,
+    /// Whether objects open on databases recycled from an earlier world
+    /// (see [`SqliteSql::recycled`]) rather than fresh ones.
+    pub(crate) recycle: Cell<bool>,
 }
 
 /// The simulated clock starts here (Nov 2023), far from zero so that
@@ -172,6 +175,7 @@ impl World {
             not_before: RefCell::new(BTreeMap::new()),
             early: RefCell::new(Vec::new()),
             adopted_watermarks: RefCell::new(BTreeMap::new()),
+            recycle: Cell::new(false),
         }
     }
 
@@ -188,8 +192,16 @@ impl World {
         if let Some(s) = self.sources.borrow().get(name) {
             return s.clone();
         }
-        let sql = SqliteSql::memory().expect("an in-memory database");
-        self.open_source(name, sql).expect("a valid source")
+        let key = format!("source {name}");
+        let sql = match self.recycle.get() {
+            true => SqliteSql::recycled(&key),
+            false => SqliteSql::memory(),
+        };
+        let source = self.open_source(name, sql.expect("an in-memory database")).expect("a valid source");
+        if self.recycle.get() {
+            SqliteSql::opened(&key).expect("an in-memory database");
+        }
+        source
     }
 
     /// Opens the source `name` on `sql` (creating or migrating its tables)
@@ -214,8 +226,15 @@ impl World {
         if self.targets.borrow().contains_key(name) {
             return;
         }
-        let sql = SqliteSql::memory().expect("an in-memory database");
-        self.open_target(name, sql).expect("inbox and test tables");
+        let key = format!("target {name}");
+        let sql = match self.recycle.get() {
+            true => SqliteSql::recycled(&key),
+            false => SqliteSql::memory(),
+        };
+        self.open_target(name, sql.expect("an in-memory database")).expect("inbox and test tables");
+        if self.recycle.get() {
+            SqliteSql::opened(&key).expect("an in-memory database");
+        }
     }
 
     /// Opens the target `name` on `sql` (creating or migrating its inbox,
@@ -253,6 +272,21 @@ impl World {
                 self.not_before.borrow_mut().insert((source.clone(), *seq), asked);
             }
         }
+    }
+
+    /// Records the rows of a routed call that are new: those given a
+    /// sequence past `os_before` (a keyed retry's call answers the targets
+    /// an earlier attempt committed with their old sequences).
+    pub(crate) fn record_new(
+        &self,
+        source: &Name,
+        rows: &[crate::core::EnqueueRow],
+        seqs: &[u64],
+        os_before: u64,
+    ) {
+        let (new_rows, new_seqs): (Vec<_>, Vec<u64>) =
+            rows.iter().zip(seqs).filter(|(_, s)| **s > os_before).map(|(r, s)| (r.clone(), *s)).unzip();
+        self.record_enqueued(source, &new_rows, &new_seqs);
     }
 
     /// Notes every row of a target call sent before its time.

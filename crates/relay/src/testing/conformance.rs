@@ -30,13 +30,13 @@ use std::cell::{Cell, RefCell};
 use serde::{Deserialize, Serialize};
 
 use crate::core::{
-    CallOutcome, EnqueueRow, Failure, Fence, Name, NoHook, PartitionMap, RelayBudget, DEFAULT_MAX_IN_FLIGHT,
-    SEQ_MAX,
+    CallOutcome, EnqueueRow, Failure, Fence, KeyVerdict, Name, NoHook, Part, PartitionMap, RelayBudget,
+    DEFAULT_MAX_IN_FLIGHT, SEQ_MAX,
 };
 use crate::driver::{AlarmOptions, NoObserver, Targets};
 use crate::source::{Relay, SourceConfig};
 use crate::store::inbox::Inbox;
-use crate::store::outbox::OutboxSettings;
+use crate::store::outbox::{OutboxSettings, RoutedKey};
 use crate::store::{int, Rows, Sql, SqlValue, StoreError};
 use crate::testing::MemoryAlarm;
 
@@ -377,17 +377,23 @@ async fn script<S: Sql + Clone>(sql: &S) -> Result<(), String> {
     inbox.totals().map_err(|x| e(&x))?;
     inbox.forget_watermark("nobody").map_err(|x| e(&x))?;
 
-    let map = PartitionMap { partitions: 2, epoch: 1, from: vec![] };
-    relay.adopt(&map).map_err(|x| format!("{x:?}"))?;
-    relay.claim(now(), "key-2", "digest", false, Fence::of(&map)).map_err(|x| format!("{x:?}"))?;
-    relay.foreign_targets(2, 0).map_err(|x| e(&x))?;
+    let map = PartitionMap::new(2, 1);
+    let refused = |x: crate::store::outbox::EnqueueFailure| format!("{x:?}");
+    relay.prepare(now(), &map).map_err(refused)?;
+    relay.activate(now(), &map).map_err(refused)?;
+    let digest = "0".repeat(64);
+    let verdict = relay.record_key(now(), "key-2", &digest, &[Part::Index(0)]).map_err(refused)?;
+    let ticket = match verdict {
+        KeyVerdict::Fresh(t) | KeyVerdict::Retry { ticket: t, .. } => t,
+    };
+    relay.settling(&map, now()).map_err(|x| e(&x))?;
     let home =
         (0u32..).map(|i| format!("t{i}")).find(|t| Name::new(t).is_ok_and(|n| crate::core::home(&n, 2) == 0));
     let home = name(&home.unwrap_or_default())?;
-    relay
-        .enqueue_routed(now(), Some("key-2"), None, &rows_for(&home, 1), Fence::of(&map))
-        .await
-        .map_err(|x| format!("{x:?}"))?;
+    let key = RoutedKey { key: "key-2", digest: &digest, ticket };
+    relay.enqueue_routed(now(), Some(key), &rows_for(&home, 1), Fence::of(&map)).await.map_err(refused)?;
+    let next = crate::core::Ticket { attempt: ticket.attempt + 1, ..ticket };
+    relay.seal(now(), "key-2", &digest, next).map_err(refused)?;
 
     relay.outbox().audit().map_err(|x| e(&x))?.map_err(|b| format!("the outbox audit failed: {b}"))?;
     Ok(())

@@ -9,7 +9,7 @@ use serde::Serialize;
 use super::{int, Outbox, Pending, Sql, SqlValue, StoreError};
 use crate::core::{
     admit, due_list, Admission, AdmissionInput, AppendPlan, DedupRecord, EnqueueError, EnqueueRefusal,
-    EnqueueRow, Name, StoredRow,
+    EnqueueRow, StoredRow,
 };
 
 /// Rows per multi-row INSERT: six bound parameters each, under SQLite's
@@ -52,35 +52,6 @@ impl Enqueued {
     /// the alarm: `at_ms` when any is due at once.
     pub fn first_due_ms(&self) -> u64 {
         self.due_ms.iter().copied().min().map_or(self.at_ms, |d| d.max(self.at_ms))
-    }
-}
-
-/// Where a keyed enqueue's record is stored at this source.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RecordKey<'a> {
-    /// Under the caller's key: a plain source.
-    Plain,
-    /// At a partition, under the key and the router's call: one request
-    /// may reach a partition in more than one call (its own rows, and a
-    /// moving target's rows that its old homes released to it), and each
-    /// call's rows are a duplicate or not on their own. `None`: the call
-    /// for the rows homed here; `Some(target)`: a moving target's chain.
-    Routed(Option<&'a Name>),
-}
-
-/// Separates a routed record's key from its call; no target name holds it,
-/// so the split at its last occurrence is unambiguous.
-const CALL_SEPARATOR: char = '\u{1f}';
-
-impl RecordKey<'_> {
-    /// The key the record is stored under for the caller's `key`.
-    pub fn stored(&self, key: &str) -> String {
-        match self {
-            RecordKey::Plain => key.to_owned(),
-            RecordKey::Routed(call) => {
-                format!("{key}{CALL_SEPARATOR}{}", call.map_or("", |t| t.as_str()))
-            }
-        }
     }
 }
 
@@ -136,28 +107,10 @@ impl<S: Sql> Outbox<S> {
         key: Option<&str>,
         rows: &[EnqueueRow],
     ) -> Result<Enqueued, EnqueueFailure> {
-        self.enqueue_recorded(now_ms, key.map(|k| (k, RecordKey::Plain)), rows)
-    }
-
-    /// [`enqueue`](Outbox::enqueue) with the key's record stored where
-    /// `record` says (see [`RecordKey`]).
-    pub(super) fn enqueue_recorded(
-        &self,
-        now_ms: u64,
-        record: Option<(&str, RecordKey<'_>)>,
-        rows: &[EnqueueRow],
-    ) -> Result<Enqueued, EnqueueFailure> {
-        let key = record.map(|(k, _)| k);
-        let stored_key = record.map(|(k, at)| at.stored(k));
         let state = self.state()?;
-        let record = match (&stored_key, record) {
-            (Some(stored), Some((k, at))) => match self.dedup_record(stored)? {
-                Some(r) => Some(r),
-                // A partition's record from before records were kept per call.
-                None if at != RecordKey::Plain => self.dedup_record(k)?,
-                None => None,
-            },
-            _ => None,
+        let record = match key {
+            Some(k) => self.dedup_record(k)?,
+            None => None,
         };
         let (parked, held) = self.records_of(rows, now_ms)?;
         let input = AdmissionInput {
@@ -189,10 +142,7 @@ impl<S: Sql> Outbox<S> {
                     due_ms,
                 })
             }
-            Ok(Admission::Append(mut plan)) => {
-                if let (Some(r), Some(stored)) = (plan.record.as_mut(), stored_key) {
-                    r.key = stored;
-                }
+            Ok(Admission::Append(plan)) => {
                 self.write_append(&plan)?;
                 Ok(Enqueued {
                     due_ms: due_list(&plan.plan.rows, now_ms),

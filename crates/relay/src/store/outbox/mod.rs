@@ -8,11 +8,12 @@
 //! - [`checkpoint`](Outbox::checkpoint) writes a settled fire, guarded;
 //! - `parking.rs`: operator actions on parked targets;
 //! - `prune.rs`: horizon pruning of dedup records, key claims and discarded rows;
-//! - `routing.rs`: a partition's half of routing (fence, adoption, key claims);
+//! - `routing.rs`: an object's half of routing (fence, two-phase adoption, keys);
 //! - `audit.rs`: the invariants below, checked on the real tables.
 //!
-//! Schema (component `relay_source`, version 7; version 2 added parking and
-//! dedup, version 7 the indexes that keep status and parking reads bounded):
+//! Schema (component `relay_source`, version 8; version 2 added parking and
+//! dedup, version 7 the indexes that keep status and parking reads bounded,
+//! version 8 the records that keep a partitioned source's keys exactly once):
 //!
 //! ```sql
 //! relay_state   (id = 1, os, rs, queued_rows, queued_bytes, parked_rows, parked_bytes,
@@ -20,8 +21,11 @@
 //! relay_outbox  (seq INTEGER PRIMARY KEY, target, at_ms, bytes, body, due_ms)
 //! relay_parked  (seq INTEGER PRIMARY KEY, target, at_ms, bytes, body, discarded_at_ms, due_ms)
 //! relay_holds   (target PRIMARY KEY, due_ms)   -- version 4: delayed rows
-//! relay_partition (id = 1, epoch, map)        -- version 5: partitioned sources (map: 6)
-//! relay_claims  (key PRIMARY KEY, digest, at_ms) -- version 6: keys at their home partition
+//! relay_partition (id = 1, epoch, map, active, since_ms, known) -- partitioned sources: the
+//!                map prepared, whether (and since when) it is active, the objects known
+//! relay_keys    (key PRIMARY KEY, digest, gen_ms, attempt, reach) -- keys at their home
+//! relay_routed  (key PRIMARY KEY, digest, gen_ms, attempt, taken, at_ms) -- what an object
+//!                took for a routed key, by target
 //! relay_targets (target PRIMARY KEY, failed_cycles, parked, reason, first/last_failure_ms, last_error)
 //! relay_dedup   (key PRIMARY KEY, digest, first_seq, rows, at_ms, due_ms)
 //! ```
@@ -55,7 +59,7 @@ pub use checkpoint::{Commit, CHECKPOINT_GUARD_SQL};
 pub use enqueue::{EnqueueFailure, Enqueued};
 pub use ledger::Pending;
 pub use parking::{ActionOutcome, ParkedPage, ParkedRow, TargetFilter, TargetPage, TargetReport};
-pub use routing::{Adopted, Seat};
+pub use routing::{RoutedKey, Sealed, Seat, Settling};
 
 use super::{int, schema, Sql, SqlValue, StoreError};
 use crate::core::{
@@ -157,6 +161,24 @@ const MIGRATIONS: &[&[&str]] = &[
     &[
         "CREATE INDEX relay_parked_target ON relay_parked (target, seq)",
         "CREATE INDEX relay_targets_parked ON relay_targets (parked, target)",
+    ],
+    // Version 8: exactly once through every sequence at a partitioned
+    // source. Maps are adopted in two phases (prepared, then active, with
+    // when); a key is recorded at a home no map change moves, with its
+    // generation, attempt and reach; each object records what it took for
+    // a key by target. The claims of version 6 are dropped: no release
+    // wrote them.
+    &[
+        "ALTER TABLE relay_partition ADD COLUMN active INTEGER NOT NULL DEFAULT 1",
+        "ALTER TABLE relay_partition ADD COLUMN since_ms INTEGER NOT NULL DEFAULT 0",
+        "ALTER TABLE relay_partition ADD COLUMN known TEXT",
+        "DROP TABLE relay_claims",
+        "CREATE TABLE relay_keys (key TEXT PRIMARY KEY, digest TEXT NOT NULL, gen_ms INTEGER NOT NULL, \
+         attempt INTEGER NOT NULL, reach TEXT NOT NULL)",
+        "CREATE INDEX relay_keys_gen ON relay_keys (gen_ms)",
+        "CREATE TABLE relay_routed (key TEXT PRIMARY KEY, digest TEXT NOT NULL, gen_ms INTEGER NOT NULL, \
+         attempt INTEGER NOT NULL, taken TEXT NOT NULL, at_ms INTEGER NOT NULL)",
+        "CREATE INDEX relay_routed_at ON relay_routed (at_ms)",
     ],
 ];
 

@@ -1,11 +1,11 @@
-//! Horizon pruning: expired dedup records, key claims and discarded rows are deleted by
+//! Horizon pruning: expired dedup records, routed keys and discarded rows are deleted by
 //! the alarm in bounded batches ([`PrunePlan`]), and an idle source wakes to
 //! prune at most once per interval ([`idle_prune_at`](crate::core::schedule::idle_prune_at)).
 
 use super::ledger::StateWrite;
 use super::{int, Outbox, Sql, StoreError};
 use crate::core::schedule::{idle_prune_at, records_prune};
-use crate::core::{PrunePlan, CLAIM_GRACE_MS};
+use crate::core::PrunePlan;
 
 impl<S: Sql> Outbox<S> {
     /// Deletes expired dedup records and discarded rows as the plan for
@@ -30,7 +30,7 @@ impl<S: Sql> Outbox<S> {
         let due = |t: Option<u64>, before: u64| t.is_some_and(|t| t <= before);
         if !(due(oldest.hold_due_ms, expired)
             || due(oldest.dedup_at_ms, plan.dedup_before_ms)
-            || due(oldest.claim_at_ms, plan.dedup_before_ms.saturating_sub(CLAIM_GRACE_MS))
+            || due(oldest.key_at_ms, plan.dedup_before_ms)
             || due(oldest.discarded_at_ms, plan.discard_before_ms))
         {
             return Ok((0, Some(oldest)));
@@ -43,13 +43,20 @@ impl<S: Sql> Outbox<S> {
                  ORDER BY at_ms LIMIT ?)",
                 vec![int(plan.dedup_before_ms), batch.clone()],
             )?;
-            // A key's home remembers it a grace longer than the partitions do.
-            let claims = self.sql.run(
-                "DELETE FROM relay_claims WHERE key IN (SELECT key FROM relay_claims WHERE at_ms <= ? \
-                 ORDER BY at_ms LIMIT ?)",
-                vec![int(plan.dedup_before_ms.saturating_sub(CLAIM_GRACE_MS)), batch.clone()],
+            // A key's record expires a horizon after its generation; an
+            // object's record of it a horizon after it was last written,
+            // which is never before the generation.
+            let keys = self.sql.run(
+                "DELETE FROM relay_keys WHERE key IN (SELECT key FROM relay_keys WHERE gen_ms <= ? \
+                 ORDER BY gen_ms LIMIT ?)",
+                vec![int(plan.dedup_before_ms), batch.clone()],
             )?;
-            let dedup = dedup + claims;
+            let routed = self.sql.run(
+                "DELETE FROM relay_routed WHERE key IN (SELECT key FROM relay_routed WHERE at_ms <= ? \
+                 ORDER BY at_ms LIMIT ?)",
+                vec![int(plan.dedup_before_ms), batch.clone()],
+            )?;
+            let dedup = dedup + keys + routed;
             let discarded = self.sql.run(
                 "DELETE FROM relay_parked WHERE seq IN (SELECT seq FROM relay_parked \
                  WHERE discarded_at_ms IS NOT NULL AND discarded_at_ms <= ? LIMIT ?)",
@@ -76,14 +83,15 @@ impl<S: Sql> Outbox<S> {
         let row = self.sql.first(
             "SELECT (SELECT MIN(at_ms) FROM relay_dedup), \
              (SELECT MIN(discarded_at_ms) FROM relay_parked WHERE discarded_at_ms IS NOT NULL), \
-             (SELECT MIN(at_ms) FROM relay_claims), (SELECT MIN(due_ms) FROM relay_holds)",
+             (SELECT MIN(m) FROM (SELECT MIN(gen_ms) AS m FROM relay_keys UNION ALL \
+             SELECT MIN(at_ms) FROM relay_routed)), (SELECT MIN(due_ms) FROM relay_holds)",
             vec![],
         )?;
         let Some(r) = row else { return Ok(Oldest::default()) };
         Ok(Oldest {
             dedup_at_ms: r.opt_u64(0)?,
             discarded_at_ms: r.opt_u64(1)?,
-            claim_at_ms: r.opt_u64(2)?,
+            key_at_ms: r.opt_u64(2)?,
             hold_due_ms: r.opt_u64(3)?,
         })
     }
@@ -112,8 +120,8 @@ impl<S: Sql> Outbox<S> {
         let s = self.settings();
         let dedup = oldest.dedup_at_ms.map(|d| d.saturating_add(s.dedup_horizon_ms));
         let discard = oldest.discarded_at_ms.map(|p| p.saturating_add(s.discard_horizon_ms));
-        let claims = oldest.claim_at_ms.map(|c| c.saturating_add(s.dedup_horizon_ms + CLAIM_GRACE_MS));
-        let first_expiry = dedup.into_iter().chain(discard).chain(claims).min();
+        let keys = oldest.key_at_ms.map(|c| c.saturating_add(s.dedup_horizon_ms));
+        let first_expiry = dedup.into_iter().chain(discard).chain(keys).min();
         idle_prune_at(first_expiry, last_prune_ms)
     }
 }
@@ -126,8 +134,9 @@ pub(crate) struct Oldest {
     dedup_at_ms: Option<u64>,
     /// The oldest discarded row's `discarded_at_ms`.
     discarded_at_ms: Option<u64>,
-    /// The oldest key claim's `at_ms`.
-    claim_at_ms: Option<u64>,
+    /// The oldest routed key's time: a key's generation, or an object's
+    /// last write of its record.
+    key_at_ms: Option<u64>,
     /// The earliest hold's `due_ms`.
     hold_due_ms: Option<u64>,
 }
