@@ -25,6 +25,7 @@
 
 mod adopt;
 mod audit;
+pub mod explore;
 mod ops;
 mod partitions;
 mod rng;
