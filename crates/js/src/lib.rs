@@ -12,6 +12,7 @@
 
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
 
+use std::cell::RefCell;
 use std::rc::Rc;
 
 use durable_relay::core::{
@@ -34,9 +35,32 @@ fn start() {
     console_error_panic_hook::set_once();
 }
 
+thread_local! {
+    /// The package's `RelayError` class, which every refusal is an instance
+    /// of (so callers can catch it with `instanceof`); the package registers
+    /// it once, as it instantiates the module.
+    static ERROR_CLASS: RefCell<Option<Function>> = const { RefCell::new(None) };
+}
+
+/// Registers the package's `RelayError` class: `new class(code, message,
+/// status, retryAfterS)` builds each refusal from here on.
+#[wasm_bindgen(js_name = useErrorClass)]
+pub fn use_error_class(class: Function) {
+    ERROR_CLASS.with(|c| *c.borrow_mut() = Some(class));
+}
+
 /// A refusal as a JavaScript `RelayError`: the message leads with the
-/// code, and `code` and `status` carry the HTTP API's.
+/// code, and `code`, `status` (and `retryAfterS` when there is one) carry
+/// the HTTP API's.
 fn js_error(e: HttpError) -> JsValue {
+    let retry = e.retry_after_s.map_or(JsValue::UNDEFINED, JsValue::from);
+    let args =
+        js_sys::Array::of4(&e.code.as_str().into(), &e.message.as_str().into(), &e.status.into(), &retry);
+    if let Some(class) = ERROR_CLASS.with(|c| c.borrow().clone()) {
+        // A constructor that throws answers its throw instead.
+        return Reflect::construct(&class, &args).unwrap_or_else(|thrown| thrown);
+    }
+    // No class registered (the module used without the package): an Error shaped alike.
     let error = js_sys::Error::new(&format!("{}: {}", e.code, e.message));
     error.set_name("RelayError");
     // Setting a property on a fresh Error object cannot fail.

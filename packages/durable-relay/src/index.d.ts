@@ -31,11 +31,19 @@ export type {
   TargetReport,
 } from "../dist/wire.js";
 
-/** A refusal: `code` and `status` are the HTTP API's; the message leads with the code. */
-export interface RelayError extends Error {
+/**
+ * A refusal (or a failure of the relay): `code` and `status` are the HTTP API's; the message leads
+ * with the code. Everything the package throws or rejects with is one: catch it with
+ * `instanceof RelayError` (or by `name`).
+ */
+export declare class RelayError extends Error {
   name: "RelayError";
   code: ErrorCode;
+  /** The HTTP status the same refusal has on the HTTP API. */
   status: number;
+  /** Seconds to wait before retrying (with `outbox_full`). */
+  retryAfterS?: number;
+  constructor(code: ErrorCode, message: string, status?: number, retryAfterS?: number);
 }
 
 /** How to enqueue. */

@@ -6,17 +6,38 @@
 // instantiated synchronously here, once per isolate.
 
 import wasm from "../dist/relay_bg.wasm";
-import { initSync, RawSource, RawTarget } from "../dist/relay.js";
+import { initSync, RawSource, RawTarget, useErrorClass } from "../dist/relay.js";
 
 initSync({ module: wasm });
 
-/** A refusal of the caller's input, shaped as the engine's own. */
+/**
+ * A refusal of the caller's input (or a failure of the relay): `code` and
+ * `status` are the HTTP API's, the message leads with the code. Every
+ * error the package throws or rejects with is one, so `instanceof
+ * RelayError` catches them; `name` is "RelayError" too.
+ */
+export class RelayError extends Error {
+  /**
+   * @param {string} code the stable error code
+   * @param {string} message what was wrong
+   * @param {number} [status] the HTTP status the same refusal has (400)
+   * @param {number} [retryAfterS] seconds to wait before a retry (with `outbox_full`)
+   */
+  constructor(code, message, status = 400, retryAfterS = undefined) {
+    super(`${code}: ${message}`);
+    this.name = "RelayError";
+    this.code = code;
+    this.status = status;
+    if (retryAfterS !== undefined) this.retryAfterS = retryAfterS;
+  }
+}
+
+// The engine's own refusals are built as instances of the class above.
+useErrorClass(RelayError);
+
+/** A refusal of the caller's input (400). */
 function relayError(code, message) {
-  const error = new Error(`${code}: ${message}`);
-  error.name = "RelayError";
-  error.code = code;
-  error.status = 400;
-  return error;
+  return new RelayError(code, message);
 }
 
 /**
