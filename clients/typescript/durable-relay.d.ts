@@ -276,6 +276,7 @@ export type ErrorCode =
   | "invalid_idempotency_key"
   | "idempotency_conflict"
   | "aborted"
+  | "async_callback"
   | "invalid_seq"
   | "invalid_limit"
   | "invalid_query"

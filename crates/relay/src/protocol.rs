@@ -134,6 +134,7 @@ const ENQUEUE_CODES: &[ErrorCode] = &[
     ErrorCode::InvalidIdempotencyKey,
     ErrorCode::IdempotencyConflict,
     ErrorCode::Aborted,
+    ErrorCode::AsyncCallback,
     ErrorCode::InvalidTraceparent,
     ErrorCode::ConflictingDelay,
     ErrorCode::DelayTooLong,

@@ -52,8 +52,12 @@ export interface EnqueueOptions {
   idempotencyKey?: string;
   /** W3C trace context, stored and sent with every row. */
   traceparent?: string;
-  /** Your own writes, run inside the enqueue's transaction with what it did: a throw rolls both back. */
-  writes?: (enqueued: Enqueued) => void;
+  /**
+   * Your own writes, run inside the enqueue's transaction with what it did: a throw rolls both back.
+   * Synchronous only (its type refuses an async function): one that returns a promise is refused
+   * with `async_callback` and nothing is written.
+   */
+  writes?: (enqueued: Enqueued) => undefined;
 }
 
 /** The source side of the relay in your Durable Object. */
@@ -97,8 +101,12 @@ export interface AppliedRow {
 
 /** The target side of the relay in your Durable Object. */
 export declare class RelayTarget {
-  /** `onApply` runs inside each apply's transaction with the rows new to this object; a throw rolls the batch back and the source retries it. */
-  constructor(ctx: DurableObjectState, options?: { onApply?: (source: string, rows: AppliedRow[]) => void });
+  /**
+   * `onApply` runs inside each apply's transaction with the rows new to this object; a throw rolls
+   * the batch back and the source retries it. Synchronous only (its type refuses an async
+   * function): one that returns a promise fails the apply the same way (`async_callback`, logged).
+   */
+  constructor(ctx: DurableObjectState, options?: { onApply?: (source: string, rows: AppliedRow[]) => undefined });
   /** Serves the relay's target protocol: pass it the requests sources send. */
   fetch(request: Request): Promise<Response>;
 }

@@ -78,6 +78,29 @@ function handler(value, what) {
   return value;
 }
 
+/**
+ * `callback` as the engine runs it, inside a synchronous transaction: a
+ * result that is a promise (any thenable) is refused by a throw, which
+ * rolls the transaction back with whatever the callback wrote before its
+ * first `await`. Its rejection is handled here, so it is never reported as
+ * unhandled; `refused(error, args)` hears of each refusal.
+ */
+function synchronous(callback, what, refused) {
+  if (callback === undefined) return undefined;
+  return (...args) => {
+    const result = callback(...args);
+    if (typeof result?.then !== "function") return;
+    Promise.resolve(result).catch(() => {});
+    const error = relayError(
+      "async_callback",
+      `${what} returned a promise; it runs inside the relay's synchronous transaction, so it must be synchronous ` +
+        "(what an async function writes after its first await would land outside the transaction)",
+    );
+    refused(error, args);
+    throw error;
+  };
+}
+
 /** Runs `f`, turning a synchronous refusal into a rejected promise. */
 function rejecting(f) {
   try {
@@ -136,13 +159,21 @@ export class RelaySource {
 
   /**
    * Enqueues rows; `writes(enqueued)` runs inside the same transaction, so
-   * your writes and the rows commit together or not at all.
+   * your writes and the rows commit together or not at all. `writes` must
+   * be synchronous (one that returns a promise is refused, `async_callback`,
+   * and nothing is written).
    */
   enqueue(rows, { idempotencyKey, traceparent, writes } = {}) {
     return rejecting(() => {
       const body = bodyText(rows, idempotencyKey);
       const trace = optionalText(traceparent, "invalid_traceparent", "traceparent");
-      return this.#raw.enqueue(body, trace, handler(writes, "writes"));
+      // The engine answers a throw from `writes` as `aborted`; a promise
+      // from it is the caller's mistake and answers as itself.
+      let refusal;
+      const run = synchronous(handler(writes, "writes"), "writes", (error) => (refusal = error));
+      return this.#raw.enqueue(body, trace, run).catch((e) => {
+        throw refusal ?? e;
+      });
     });
   }
 
@@ -210,6 +241,16 @@ export class RelaySource {
 }
 
 /**
+ * Logs an `onApply` that returned a promise, at the target where the
+ * mistake is: the source only sees its apply fail (`hook_refused`, with
+ * this message) and retries it until it parks the target.
+ */
+function logRefusal(error, [source, rows]) {
+  const seqs = Array.isArray(rows) ? rows.map((row) => row.seq) : [];
+  console.error(JSON.stringify({ event: "relay_async_callback", callback: "onApply", source, seqs, message: error.message }));
+}
+
+/**
  * The target side of the relay in your Durable Object: applies the relay's
  * batches once each, in order, with an optional handler that runs inside
  * the apply's transaction.
@@ -219,10 +260,10 @@ export class RelayTarget {
 
   /**
    * @param {DurableObjectState} ctx your object's state
-   * @param {{ onApply?: (source: string, rows: object[]) => void }} [options]
+   * @param {{ onApply?: (source: string, rows: object[]) => undefined }} [options] a synchronous handler
    */
   constructor(ctx, { onApply } = {}) {
-    this.#raw = new RawTarget(ctx, handler(onApply, "onApply"));
+    this.#raw = new RawTarget(ctx, synchronous(handler(onApply, "onApply"), "onApply", logRefusal));
   }
 
   /** Serves the relay's target protocol: pass it the requests sources send. */
