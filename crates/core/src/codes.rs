@@ -73,7 +73,7 @@ codes! {
     KeyTooLong => "key_too_long": "A key over MAX_KEY_BYTES.",
     ValueTooLarge => "value_too_large": "A value over MAX_VALUE_BYTES.",
     ValueTooDeep => "value_too_deep": "A value (or body) nested deeper than MAX_VALUE_DEPTH allows.",
-    InvalidValue => "invalid_value": "A value is not JSON.",
+    InvalidValue => "invalid_value": "A value is not JSON (from the npm package: a JavaScript value JSON cannot carry exactly, such as `NaN`, `undefined` or a `Date`; the message names its path).",
     DuplicateObjectKey => "duplicate_object_key": "An object in a value names a key twice.",
     LoneSurrogate => "lone_surrogate": "A string in a value holds an unpaired UTF-16 surrogate.",
     DuplicateKey => "duplicate_key": "A row names a key twice.",

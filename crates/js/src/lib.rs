@@ -16,8 +16,8 @@ use std::cell::RefCell;
 use std::rc::Rc;
 
 use durable_relay::core::{
-    decode_enqueue, ApplyRow, ErrorCode, Name, Traceparent, MAX_PARKED_ROWS_PER_PAGE, MAX_TARGETS_PER_PAGE,
-    SEQ_MAX,
+    decode_enqueue, ApplyRow, ErrorCode, Name, Traceparent, ENQUEUE_ENVELOPE_DEPTH, MAX_PARKED_ROWS_PER_PAGE,
+    MAX_TARGETS_PER_PAGE, MAX_VALUE_DEPTH, SEQ_MAX,
 };
 use durable_relay::durable::now_ms;
 use durable_relay::embed::{log_alarm_as, Enqueue, OnApply, Source, Target};
@@ -47,6 +47,14 @@ thread_local! {
 #[wasm_bindgen(js_name = useErrorClass)]
 pub fn use_error_class(class: Function) {
     ERROR_CLASS.with(|c| *c.borrow_mut() = Some(class));
+}
+
+/// The deepest nesting the engine decodes in an enqueue body
+/// (`MAX_VALUE_DEPTH` inside a value plus the body's own levels): the
+/// package's check of the caller's values walks no deeper.
+#[wasm_bindgen(js_name = maxEnqueueDepth)]
+pub fn max_enqueue_depth() -> u32 {
+    MAX_VALUE_DEPTH + ENQUEUE_ENVELOPE_DEPTH
 }
 
 /// A refusal as a JavaScript `RelayError`: the message leads with the

@@ -66,10 +66,14 @@ export declare class RelaySource {
   constructor(ctx: DurableObjectState, env: object, options?: { targets?: string });
   /**
    * Enqueues rows without awaiting, inside your own `ctx.storage.transactionSync`: they commit or
-   * roll back with your writes. Throws a `RelayError` on a refusal.
+   * roll back with your writes. Throws a `RelayError` on a refusal (values as for `enqueue`).
    */
   enqueueSync(rows: Row[], options?: Omit<EnqueueOptions, "writes">): Enqueued;
-  /** Enqueues rows (with your writes, atomically); rejects with a `RelayError`. */
+  /**
+   * Enqueues rows (with your writes, atomically); rejects with a `RelayError`. Every value must be
+   * one JSON carries exactly (no `NaN`, `undefined`, `Date`, `Map`, class instance, cycle, ...):
+   * anything else is refused as `invalid_value`, naming its path, and nothing is written.
+   */
   enqueue(rows: Row[], options?: EnqueueOptions): Promise<Enqueued>;
   /** Delivers what is due; call it from your object's `alarm()`. */
   alarm(): Promise<AlarmSummary>;

@@ -1,12 +1,13 @@
 // durable-relay for JavaScript and TypeScript Durable Objects. This file is
-// binding glue only: the relay (the outbox, the alarm, delivery, the inbox)
-// is the Rust engine in dist/relay_bg.wasm, the same code the Rust crates
-// ship. workerd does not compile wasm from bytes at run time, so the module
+// binding glue, plus the checks only JavaScript can make of what callers
+// hand over (values JSON would change, callbacks that return promises):
+// the relay (the outbox, the alarm, delivery, the inbox) is the Rust engine
+// in dist/relay_bg.wasm, the same code the Rust crates ship. workerd does not compile wasm from bytes at run time, so the module
 // is imported statically (wrangler uploads it as a module of its own) and
 // instantiated synchronously here, once per isolate.
 
 import wasm from "../dist/relay_bg.wasm";
-import { initSync, RawSource, RawTarget, useErrorClass } from "../dist/relay.js";
+import { initSync, maxEnqueueDepth, RawSource, RawTarget, useErrorClass } from "../dist/relay.js";
 
 initSync({ module: wasm });
 
@@ -41,17 +42,105 @@ function relayError(code, message) {
 }
 
 /**
- * The request body as JSON text, the form the relay decodes on every path.
- * A value JSON cannot carry (a BigInt, a cycle) is the caller's bad input:
- * a RelayError like any other refusal, not a TypeError from deep inside.
+ * The deepest nesting of arrays and objects the engine decodes in an
+ * enqueue body: `MAX_VALUE_DEPTH` inside a value, plus the body's own levels
+ * (`{ rows: [{ puts: [[key, value]] }] }`). The check below walks no deeper.
+ */
+const MAX_ENQUEUE_DEPTH = maxEnqueueDepth();
+
+/**
+ * How deep a row's own fields sit in an enqueue body (`{ rows: [row] }`): a
+ * field of a row that is `undefined` is an optional field left out, as the
+ * types allow; `undefined` anywhere else is refused.
+ */
+const ROW_LEVEL = 2;
+
+/** `path` extended by the member `key`, as JavaScript would write it. */
+function member(path, key) {
+  return /^[A-Za-z_$][\w$]*$/.test(key) ? `${path}.${key}` : `${path}[${JSON.stringify(key)}]`;
+}
+
+/** The refusal of a value JSON cannot carry exactly. */
+function inexact(path, what) {
+  return relayError("invalid_value", `${path} is ${what}, which JSON cannot carry exactly`);
+}
+
+/** What a primitive is when JSON cannot carry it exactly, or undefined when it can. */
+function inexactPrimitive(value) {
+  switch (typeof value) {
+    case "number":
+      return Number.isFinite(value) ? undefined : String(value);
+    case "undefined":
+      return "undefined";
+    case "function":
+      return "a function";
+    case "symbol":
+      return "a symbol";
+    case "bigint":
+      return "a BigInt";
+    default:
+      return undefined;
+  }
+}
+
+/**
+ * Refuses, naming its path, anything in `value` that `JSON.stringify` would
+ * not carry exactly: NaN and the infinities (they become null), undefined,
+ * functions and symbols (dropped, or null in an array), BigInt (a throw),
+ * objects other than plain ones (a Map or Set becomes {}, a Date a string),
+ * arrays with holes or named members, properties JSON skips, and cycles.
+ * Plain objects with a null prototype are fine. `level` is how many arrays
+ * and objects enclose `value`; `ancestors` holds them, to find cycles.
+ */
+function exact(value, path, level, ancestors) {
+  const primitive = inexactPrimitive(value);
+  if (primitive !== undefined) throw inexact(path, primitive);
+  if (value === null || typeof value !== "object") return;
+  if (ancestors.has(value)) throw inexact(path, "a cycle (it contains itself)");
+  if (level >= MAX_ENQUEUE_DEPTH) {
+    throw relayError("value_too_deep", `${path} nests arrays and objects deeper than MAX_VALUE_DEPTH allows`);
+  }
+  const array = Array.isArray(value);
+  const proto = Object.getPrototypeOf(value);
+  if (array ? proto !== Array.prototype : proto !== Object.prototype && proto !== null) {
+    const name = typeof proto?.constructor === "function" ? proto.constructor.name : "";
+    throw inexact(path, `an instance of ${name || "a class"}`);
+  }
+  const keys = Object.keys(value);
+  if (Reflect.ownKeys(value).length !== keys.length + (array ? 1 : 0)) {
+    throw inexact(path, "an object with a symbol-keyed or non-enumerable property");
+  }
+  ancestors.add(value);
+  if (array) {
+    for (let i = 0; i < value.length; i++) {
+      if (!Object.hasOwn(value, i)) throw inexact(`${path}[${i}]`, "a hole in a sparse array");
+      exact(value[i], `${path}[${i}]`, level + 1, ancestors);
+    }
+    if (keys.length !== value.length) throw inexact(path, "an array with named members");
+  } else {
+    for (const key of keys) {
+      if (value[key] === undefined && level === ROW_LEVEL) continue;
+      exact(value[key], member(path, key), level + 1, ancestors);
+    }
+  }
+  ancestors.delete(value);
+}
+
+/**
+ * The request body as JSON text, the form the relay decodes on every path,
+ * once every value in it is one JSON carries exactly: values arrive exactly
+ * as sent, or the enqueue is refused and writes nothing.
  */
 function bodyText(rows, idempotencyKey) {
-  const body = idempotencyKey === undefined ? { rows } : { rows, idempotency_key: idempotencyKey };
+  if (!Array.isArray(rows)) throw relayError("invalid_request", "rows must be an array of rows");
+  const key = optionalText(idempotencyKey, "invalid_idempotency_key", "idempotencyKey");
   try {
-    return JSON.stringify(body);
+    exact(rows, "rows", 1, new Set());
   } catch (e) {
-    throw relayError("invalid_value", `the rows are not JSON: ${e.message}`);
+    // A getter or a proxy that throws is the caller's bad input too.
+    throw e instanceof RelayError ? e : relayError("invalid_value", `the rows could not be read: ${e?.message ?? e}`);
   }
+  return JSON.stringify(key === undefined ? { rows } : { rows, idempotency_key: key });
 }
 
 /**
@@ -139,7 +228,8 @@ export class RelaySource {
    * Enqueues rows without awaiting: call it inside your own
    * `ctx.storage.transactionSync(() => ...)`, and the rows commit or roll
    * back with your writes. Throws a `RelayError` on a refusal (which then
-   * rolls your transaction back too, unless you catch it).
+   * rolls your transaction back too, unless you catch it), among them a
+   * value JSON cannot carry exactly (see `exact`).
    */
   enqueueSync(rows, { idempotencyKey, traceparent } = {}) {
     const trace = optionalText(traceparent, "invalid_traceparent", "traceparent");
@@ -161,7 +251,7 @@ export class RelaySource {
    * Enqueues rows; `writes(enqueued)` runs inside the same transaction, so
    * your writes and the rows commit together or not at all. `writes` must
    * be synchronous (one that returns a promise is refused, `async_callback`,
-   * and nothing is written).
+   * and nothing is written); values are checked as for `enqueueSync`.
    */
   enqueue(rows, { idempotencyKey, traceparent, writes } = {}) {
     return rejecting(() => {
