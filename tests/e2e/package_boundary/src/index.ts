@@ -1,0 +1,247 @@
+// What crosses the npm package's boundary, in workerd: JavaScript values
+// built here from the test's JSON descriptions (so NaN, undefined, a Date,
+// a cycle... can be sent at all) go through both enqueue methods, and each
+// verdict goes back to the test; callbacks that return promises are given
+// to `enqueue` (`writes`) and to `RelayTarget` (`onApply`, at objects named
+// async-*), which the package must refuse.
+
+import { DurableObject } from "cloudflare:workers";
+import { RelayError, RelaySource, RelayTarget, type AppliedRow, type Row } from "../../../../packages/durable-relay/src/index.js";
+
+// workerd reports a promise rejected with no handler to this event (it
+// logs nothing by itself): the test reads these lines.
+addEventListener("unhandledrejection", (event) => {
+  const reason = (event as PromiseRejectionEvent).reason as { message?: string } | undefined;
+  console.error(`unhandled rejection: ${reason?.message ?? String(reason)}`);
+});
+
+interface Env {
+  WRITERS: DurableObjectNamespace<Writer>;
+  READERS: DurableObjectNamespace<Reader>;
+}
+
+/** One enqueue to try: its rows as described (see `revive`), its key, and how to call. */
+interface Attempt {
+  rows: unknown;
+  key?: unknown;
+  /** `enqueueSync` inside the object's own `transactionSync`, instead of `enqueue`. */
+  sync?: boolean;
+  /** Give `enqueue` a `writes` that inserts one row into the object's own table. */
+  writes?: boolean;
+}
+
+/** What the caller saw. */
+type Verdict =
+  | { ok: true; seqs: number[]; duplicate: boolean }
+  | { ok: false; instance: boolean; name: string; code?: string; status?: number; retryAfterS?: number; message: string };
+
+/** A thrown value as a verdict; `instance` says whether it is a `RelayError` by `instanceof`. */
+function refused(e: unknown): Verdict {
+  const err = e as { name?: string; code?: string; status?: number; message?: string };
+  if (e instanceof RelayError) {
+    // The class's type: `code` is an ErrorCode.
+    const code: string = e.code;
+    return { ok: false, instance: true, name: e.name, code, status: e.status, retryAfterS: e.retryAfterS, message: e.message };
+  }
+  return { ok: false, instance: false, name: String(err?.name), code: err?.code, status: err?.status, message: String(err?.message ?? e) };
+}
+
+class Point {
+  constructor(
+    public x: number,
+    public y: number,
+  ) {}
+}
+
+/**
+ * A value the test described, made real: `{ "$": kind }` stands for a value
+ * JSON cannot describe (`NaN`, `undefined`, a Map, a cycle, ...; `bare` is a
+ * plain object with a null prototype holding `v`); anything else is itself,
+ * with its members revived in place (so an own `__proto__` key stays one).
+ */
+function revive(v: unknown): unknown {
+  if (Array.isArray(v)) {
+    for (let i = 0; i < v.length; i++) v[i] = revive(v[i]);
+    return v;
+  }
+  if (v === null || typeof v !== "object") return v;
+  const o = v as Record<string, unknown>;
+  if (typeof o.$ === "string") return special(o.$, o.v);
+  for (const k of Object.keys(o)) o[k] = revive(o[k]);
+  return o;
+}
+
+function special(kind: string, v: unknown): unknown {
+  switch (kind) {
+    case "NaN":
+      return NaN;
+    case "Infinity":
+      return Infinity;
+    case "-Infinity":
+      return -Infinity;
+    case "-0":
+      return -0;
+    case "undefined":
+      return undefined;
+    case "function":
+      return () => 1;
+    case "symbol":
+      return Symbol("s");
+    case "BigInt":
+      return 10n;
+    case "Map":
+      return new Map([["k", 1]]);
+    case "Set":
+      return new Set([1]);
+    case "Date":
+      return new Date(0);
+    case "class":
+      return new Point(1, 2);
+    case "toJSON":
+      return { toJSON: () => "x" };
+    case "sparse": {
+      const a: unknown[] = [1];
+      a[2] = 3; // index 1 is a hole
+      return a;
+    }
+    case "named":
+      return Object.assign([1, 2], { extra: 3 });
+    case "symbolKey":
+      return { a: 1, [Symbol("k")]: 2 };
+    case "hidden":
+      return Object.defineProperty({ a: 1 }, "b", { value: 2, enumerable: false });
+    case "cycle": {
+      const o: Record<string, unknown> = { a: 1 };
+      o.self = o;
+      return o;
+    }
+    case "bare":
+      return Object.assign(Object.create(null), revive(v));
+    default:
+      throw new Error(`no such kind ${kind}`);
+  }
+}
+
+export class Writer extends DurableObject<Env> {
+  relay = new RelaySource(this.ctx, this.env, { targets: "READERS" });
+
+  constructor(ctx: DurableObjectState, env: Env) {
+    super(ctx, env);
+    ctx.storage.sql.exec("CREATE TABLE IF NOT EXISTS mine (what TEXT)");
+  }
+
+  /** Each attempt in turn, each its own enqueue: their verdicts. */
+  async attempt(attempts: Attempt[]): Promise<Verdict[]> {
+    const out: Verdict[] = [];
+    for (const a of attempts) {
+      const rows = revive(a.rows) as Row[];
+      const idempotencyKey = a.key === undefined ? undefined : (revive(a.key) as string);
+      try {
+        const done = a.sync
+          ? this.ctx.storage.transactionSync(() => this.relay.enqueueSync(rows, { idempotencyKey }))
+          : await this.relay.enqueue(rows, {
+              idempotencyKey,
+              writes: a.writes
+                ? () => {
+                    this.ctx.storage.sql.exec("INSERT INTO mine VALUES ('writes')");
+                  }
+                : undefined,
+            });
+        out.push({ ok: true, seqs: done.seqs, duplicate: done.duplicate });
+      } catch (e) {
+        out.push(refused(e));
+      }
+    }
+    return out;
+  }
+
+  /**
+   * An enqueue whose `writes` is an async function: it writes before any
+   * await, then resolves (or, with `reject`, throws).
+   */
+  async asyncWrites(target: string, reject: boolean): Promise<Verdict> {
+    const writes = async () => {
+      this.ctx.storage.sql.exec("INSERT INTO mine VALUES ('async writes')");
+      if (reject) throw new Error("the async writes failed");
+    };
+    try {
+      // @ts-expect-error: the types refuse an async writes (it returns a promise, not undefined).
+      const done = await this.relay.enqueue([{ target, puts: [["k", 1]] }], { writes });
+      return { ok: true, seqs: done.seqs, duplicate: done.duplicate };
+    } catch (e) {
+      return refused(e);
+    }
+  }
+
+  mine() {
+    return this.ctx.storage.sql.exec("SELECT what FROM mine").toArray();
+  }
+
+  async fetch(request: Request) {
+    return this.relay.fetch(request);
+  }
+
+  async alarm() {
+    await this.relay.alarm();
+  }
+}
+
+export class Reader extends DurableObject<Env> {
+  relay: RelayTarget;
+
+  constructor(ctx: DurableObjectState, env: Env) {
+    super(ctx, env);
+    ctx.storage.sql.exec("CREATE TABLE IF NOT EXISTS seen (source TEXT, seq INTEGER)");
+    const note = (source: string, rows: AppliedRow[]) => {
+      for (const row of rows) ctx.storage.sql.exec("INSERT INTO seen VALUES (?, ?)", source, row.seq);
+    };
+    if (ctx.id.name?.startsWith("async-")) {
+      // Writes before any await (so inside the apply's transaction), then
+      // resolves, or rejects for a row putting the key `boom`.
+      const onApply = async (source: string, rows: AppliedRow[]) => {
+        note(source, rows);
+        if (rows.some((r) => r.effects.puts.some(([key]) => key === "boom"))) throw new Error("the async hook failed");
+      };
+      // @ts-expect-error: the types refuse an async onApply (it returns a promise, not undefined).
+      this.relay = new RelayTarget(ctx, { onApply });
+    } else {
+      this.relay = new RelayTarget(ctx, {
+        onApply: (source, rows) => {
+          note(source, rows);
+        },
+      });
+    }
+  }
+
+  seen() {
+    return this.ctx.storage.sql.exec("SELECT source, seq FROM seen ORDER BY seq").toArray();
+  }
+
+  async fetch(request: Request) {
+    return this.relay.fetch(request);
+  }
+}
+
+export default {
+  async fetch(request: Request, env: Env): Promise<Response> {
+    const url = new URL(request.url);
+    const [kind, name, op, ...rest] = url.pathname.split("/").filter(Boolean);
+    if (kind === "health") return new Response("ok");
+    const inner = () => new Request(`https://relay/${rest.join("/")}${url.search}`, request);
+    if (kind === "writer" && name) {
+      const writer = env.WRITERS.getByName(name);
+      if (op === "relay") return writer.fetch(inner());
+      if (op === "attempt") return Response.json(await writer.attempt(await request.json()));
+      if (op === "async-writes") {
+        return Response.json(await writer.asyncWrites(url.searchParams.get("target") ?? "t", url.searchParams.has("reject")));
+      }
+      if (op === "mine") return Response.json(await writer.mine());
+    }
+    if (kind === "reader" && name) {
+      const reader = env.READERS.getByName(name);
+      if (op === "relay") return reader.fetch(inner());
+      if (op === "seen") return Response.json(await reader.seen());
+    }
+    return new Response("no route", { status: 404 });
+  },
+};
