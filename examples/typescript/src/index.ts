@@ -4,7 +4,7 @@
 // per row, in order.
 
 import { DurableObject } from "cloudflare:workers";
-import { RelaySource, RelayTarget, type AppliedRow, type Row } from "../../../packages/durable-relay/src/index.js";
+import { RelayError, RelaySource, RelayTarget, type AppliedRow, type Row } from "../../../packages/durable-relay/src/index.js";
 
 interface Env {
   ORDERS: DurableObjectNamespace<Orders>;
@@ -49,6 +49,19 @@ export class Orders extends DurableObject<Env> {
       if (o.fail_after_enqueue) throw new Error("the order failed after its row was enqueued");
       return done;
     });
+  }
+
+  /**
+   * Either order, with a refusal answered as data: a `RelayError` is a class in this object only
+   * (RPC hands the caller a plain `Error`), so the object itself tells refusals from failures.
+   */
+  async place(o: Order, idempotencyKey?: string, sync = false) {
+    try {
+      return { enqueued: await (sync ? this.orderSync(o, idempotencyKey) : this.order(o, idempotencyKey)) };
+    } catch (e) {
+      if (e instanceof RelayError) return { refused: { code: e.code, message: e.message }, status: e.status };
+      throw e; // not the relay's refusal: the order itself failed
+    }
   }
 
   orders() {
@@ -121,11 +134,10 @@ export default {
         const key = request.headers.get("idempotency-key") ?? undefined;
         const sync = new URL(request.url).searchParams.has("sync");
         try {
-          const body: Order = await request.json();
-          return json(await (sync ? shard.orderSync(body, key) : shard.order(body, key)));
+          const placed = await shard.place(await request.json(), key, sync);
+          return placed.refused ? json({ error: placed.refused }, placed.status) : json(placed.enqueued);
         } catch (e) {
-          const err = e as { code?: string; status?: number; message: string };
-          return json({ error: { code: err.code ?? "internal", message: err.message } }, err.status ?? 500);
+          return json({ error: { code: "internal", message: (e as Error).message } }, 500);
         }
       }
       return json(await shard.orders());
