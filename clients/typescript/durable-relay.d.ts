@@ -160,12 +160,12 @@ export interface ScanState {
   passed_failing?: boolean;
   /** The earliest retry time of a failing target this cycle passed over, ms since the epoch. */
   next_retry_ms?: number;
-  /** Failing targets retried this cycle (absent when none). */
+  /** Failing targets retried this cycle that did not answer (absent when none). */
   retries?: number;
-  capped?: boolean;
-  spread?: number;
-  rotation?: number;
-  calm?: number;
+  /** This cycle retries only failing targets due by this time, ms since the epoch (absent: every due one). */
+  retry_through_ms?: number;
+  /** The earliest retry time of the due failing targets this cycle passed over for want of retries. */
+  waiting_retry_ms?: number;
 }
 
 /** What one alarm did (the `relay_alarm` log line, and a status's `last_alarm`). */

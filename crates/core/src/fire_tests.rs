@@ -250,7 +250,7 @@ fn fire_knowing(
     failing: &[(&str, Failing)],
     rs: Option<&ScanState>,
 ) -> Fire {
-    let os = rows.last().map_or(0, |r| r.seq);
+    let os = rows.last().map_or(0, |r| r.seq).max(rs.map_or(0, |s| s.cycle_end));
     let mut st = start(os, rs, b);
     st.failing = failing.iter().map(|(t, f)| (n(t), *f)).collect();
     let begun = begin(st).unwrap();
@@ -302,13 +302,18 @@ fn a_cycle_that_passed_over_a_failing_row_in_an_earlier_fire_never_ends_idle() {
     );
 }
 
-#[test]
-fn a_cycle_retries_its_share_of_due_failing_targets_and_the_next_one_spreads_them() {
+/// Ten failing targets `f01`..`f10` with one row each, then `healthy`.
+fn ten_failing_then_healthy() -> (Vec<StoredRow>, Vec<String>) {
     let mut rows: Vec<_> = (1..=10).map(|s| stored(s, &format!("f{s:02}"))).collect();
     rows.push(stored(11, "healthy"));
-    let names: Vec<String> = (1..=10).map(|s| format!("f{s:02}")).collect();
+    (rows, (1..=10).map(|s| format!("f{s:02}")).collect())
+}
+
+#[test]
+fn a_cycle_retries_its_share_of_due_failing_targets_and_the_next_one_the_most_overdue() {
+    let (rows, names) = ten_failing_then_healthy();
     let due = Failing { cycles: 1, last_failure_ms: NOW - 1_000 };
-    let failing: Vec<(&str, Failing)> = names.iter().map(|t| (t.as_str(), due)).collect();
+    let mut failing: Vec<(&str, Failing)> = names.iter().map(|t| (t.as_str(), due)).collect();
     let mut f = fire_knowing(&rows, RelayBudget::FREE, &failing, None);
     let calls = drive(&mut f, |c| if c.target.as_str() == "healthy" { ok(c) } else { failed() });
     let called: Vec<&str> = calls.iter().map(|c| c.target.as_str()).collect();
@@ -319,21 +324,101 @@ fn a_cycle_retries_its_share_of_due_failing_targets_and_the_next_one_spreads_the
     );
     let s = f.settle();
     assert_eq!(deleted(&s), vec![11]);
-    assert_eq!((s.scan.retries, s.scan.capped), (4, true), "f05 on were passed over for want of retries");
-    assert!(s.scan.is_complete());
-    // The next cycle considers one class of two: about half of them.
+    assert_eq!(s.scan.retries, 4, "all four failed");
+    assert_eq!(s.scan.waiting_retry_ms, Some(NOW), "f05 on were passed over for want of retries");
+    assert!(s.scan.is_complete(), "no retry is left to give back: the cursor need not wait");
+    // The four retried failed again: the next cycle goes to the ones left waiting.
+    let again = Failing { cycles: 2, last_failure_ms: NOW - 1_000 };
+    for (_, f) in failing.iter_mut().take(4) {
+        *f = again;
+    }
     let mut f = fire_knowing(&rows[..10], RelayBudget::FREE, &failing, Some(&s.scan));
-    assert_eq!((f.begun.scan.spread, f.begun.scan.rotation), (2, 1));
+    assert_eq!(f.begun.scan.retry_through_ms, Some(NOW));
     let calls = drive(&mut f, |_| failed());
     let called: Vec<&str> = calls.iter().map(|c| c.target.as_str()).collect();
-    assert!(!called.is_empty() && called.len() <= 4, "{called:?}");
-    let class: Vec<&str> = names
-        .iter()
-        .map(String::as_str)
-        .filter(|t| crate::partition::fnv(t.as_bytes()) % 2 == 1)
-        .take(4)
-        .collect();
-    assert_eq!(called, class, "the first of its class, in sequence order");
+    assert_eq!(called, vec!["f05", "f06", "f07", "f08"], "the most overdue, in sequence order");
+    let s = f.settle();
+    assert_eq!(s.scan.waiting_retry_ms, Some(NOW), "f09 and f10 are next");
+}
+
+#[test]
+fn retries_that_answer_cost_nothing_and_the_next_fire_retries_the_deferred() {
+    let (rows, names) = ten_failing_then_healthy();
+    let due = Failing { cycles: 3, last_failure_ms: NOW - 4_000 };
+    let failing: Vec<(&str, Failing)> = names.iter().map(|t| (t.as_str(), due)).collect();
+    // Every failing target came back. One fire may retry four.
+    let mut f = fire_knowing(&rows, RelayBudget::FREE, &failing, None);
+    let calls = drive(&mut f, ok);
+    let called: Vec<&str> = calls.iter().map(|c| c.target.as_str()).collect();
+    assert_eq!(called, vec!["f01", "f02", "f03", "f04", "healthy"], "f05 on deferred, healthy goes on");
+    let s = f.settle();
+    assert_eq!(deleted(&s), vec![1, 2, 3, 4, 11]);
+    assert_eq!(s.report.retries, 4);
+    assert_eq!((s.scan.retries, s.scan.waiting_retry_ms), (0, None), "they answered: nothing spent");
+    assert_eq!(s.scan.cursor, 4, "stopped before the first deferred target");
+    assert_eq!(s.report.recovered.len(), 4);
+    assert_eq!(s.wake, Wake::Now);
+    // The next fire of the cycle retries the next four, and so on.
+    let recovered: Vec<(&str, Failing)> = failing[4..].to_vec();
+    let mut f = fire_knowing(&rows[..10], RelayBudget::FREE, &recovered, Some(&s.scan));
+    let calls = drive(&mut f, ok);
+    let called: Vec<&str> = calls.iter().map(|c| c.target.as_str()).collect();
+    assert_eq!(called, vec!["f05", "f06", "f07", "f08"]);
+    assert_eq!(f.settle().scan.cursor, 8);
+}
+
+#[test]
+fn a_deferred_target_is_passed_over_once_its_fires_retries_all_failed() {
+    let (rows, names) = ten_failing_then_healthy();
+    let due = Failing { cycles: 3, last_failure_ms: NOW - 4_000 };
+    let failing: Vec<(&str, Failing)> = names.iter().map(|t| (t.as_str(), due)).collect();
+    // f01 answers, f02..f04 fail: one retry comes back for the next fire.
+    let mut f = fire_knowing(&rows, RelayBudget::FREE, &failing, None);
+    drive(&mut f, |c| if ["f01", "healthy"].contains(&c.target.as_str()) { ok(c) } else { failed() });
+    let s = f.settle();
+    assert_eq!((s.scan.retries, s.scan.cursor), (3, 4), "three failed; f05 waits for the next fire");
+    let mut f = fire_knowing(&rows[..10], RelayBudget::FREE, &failing[4..], Some(&s.scan));
+    let calls = drive(&mut f, |_| failed());
+    assert_eq!(calls.iter().map(|c| c.target.as_str()).collect::<Vec<_>>(), vec!["f05"]);
+    let s = f.settle();
+    assert_eq!(s.scan.retries, 4);
+    assert!(s.scan.is_complete(), "f06 on: passed over, and the cycle ends");
+    assert_eq!(s.scan.waiting_retry_ms, Some(NOW));
+    assert!(matches!(s.wake, Wake::After { .. }), "nothing delivered: back off");
+}
+
+#[test]
+fn a_cycle_that_ran_out_of_retries_comes_round_within_a_targets_back_off_and_one_that_did_not_at_the_next_retry(
+) {
+    let rows = [stored(1, "a"), stored(2, "b")];
+    let due = Failing { cycles: 1, last_failure_ms: NOW - 1_000 };
+    // Due now, and 8 s after failing again.
+    let a = Failing { cycles: 3, last_failure_ms: NOW - 4_000 };
+    let one = RelayBudget { targets_per_fire: 2, ..RelayBudget::FREE };
+    assert_eq!(one.retries_per_cycle(), 1);
+    let mut rs = ScanState::new_cycle(0, None);
+    rs.cursor = 0;
+    rs.idle_fires = 6;
+    // b is due but a took the only retry: after a long streak (60 s), the
+    // next cycle comes when one failing target would be retried again.
+    let mut f = fire_knowing(&rows, one, &[("a", a), ("b", due)], Some(&rs));
+    drive(&mut f, |_| failed());
+    let s = f.settle();
+    assert_eq!(s.scan.waiting_retry_ms, Some(NOW));
+    assert_eq!(s.wake, Wake::After { delay_ms: TARGET_RETRY_BACKOFF_MAX_MS });
+    // Early in the streak, the streak's own back-off is shorter.
+    let mut short = rs.clone();
+    short.idle_fires = 0;
+    let mut f = fire_knowing(&rows, one, &[("a", a), ("b", due)], Some(&short));
+    drive(&mut f, |_| failed());
+    assert_eq!(f.settle().wake, Wake::After { delay_ms: RETRY_BACKOFF_MS });
+    // b's back-off has 3 s to run and nothing waits for a retry: wake for b.
+    let later = Failing { cycles: 3, last_failure_ms: NOW - 1_000 };
+    let mut f = fire_knowing(&rows, one, &[("a", a), ("b", later)], Some(&rs));
+    drive(&mut f, |_| failed());
+    let s = f.settle();
+    assert_eq!(s.scan.waiting_retry_ms, None);
+    assert_eq!(s.wake, Wake::After { delay_ms: 3_000 });
 }
 
 #[test]

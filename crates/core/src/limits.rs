@@ -22,14 +22,10 @@ pub const SEQ_MAX: u64 = (1 << 53) - 1;
 /// any number of failing targets can be passed over.
 pub const MAX_BLOCKED_TARGETS: usize = 32;
 
-/// A scan cycle retries at most `targets_per_fire / RETRY_SHARE_DIVISOR`
-/// failing targets (at least one): half a fire's target slots.
+/// A scan cycle spends at most `targets_per_fire / RETRY_SHARE_DIVISOR`
+/// retries (at least one) on failing targets that do not answer: half a
+/// fire's target slots. A retry that answers spends nothing.
 pub const RETRY_SHARE_DIVISOR: u32 = 2;
-
-/// Most classes a cycle's retries rotate through: with 1,024, a source
-/// whose retries are spent on every cycle still retries each failing target
-/// within 1,024 cycles, and each cycle considers about 1/1,024 of them.
-pub const MAX_RETRY_SPREAD: u32 = 1_024;
 
 /// Rows older than this raise the lag metric.
 pub const RELAY_LAG_BOUND_MS: u64 = 60_000;
@@ -347,10 +343,12 @@ impl RelayBudget {
         self.calls_per_fire().saturating_mul(self.fires_per_alarm).min(self.subrequests_per_alarm)
     }
 
-    /// Failing targets one scan cycle calls again: a fire's target slots
-    /// over [`RETRY_SHARE_DIVISOR`], at least one. Any more are passed over
-    /// until a later cycle, so however many targets fail, most of the
-    /// budget reaches the targets that answer.
+    /// Retries of failing targets that may fail in one scan cycle (and
+    /// retries one fire may make): a fire's target slots over
+    /// [`RETRY_SHARE_DIVISOR`], at least one. A retry that answers spends
+    /// none, so targets that come back are all retried in the cycle; once
+    /// this many failed, the rest wait for a later cycle, so however many
+    /// targets fail, most of the budget reaches the targets that answer.
     pub fn retries_per_cycle(&self) -> u32 {
         (self.targets_per_fire / RETRY_SHARE_DIVISOR).max(1)
     }

@@ -13,7 +13,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::limits::{MAX_BLOCKED_TARGETS, MAX_RETRY_SPREAD, SEQ_MAX};
+use crate::limits::{MAX_BLOCKED_TARGETS, SEQ_MAX};
 use crate::name::Name;
 
 /// Version tag of the persisted encoding.
@@ -63,60 +63,27 @@ pub struct ScanState {
     /// back is reached within its own back-off.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next_retry_ms: Option<u64>,
-    /// Failing targets called again this cycle. Invariant: at most the
-    /// budget's [`retries_per_cycle`](crate::RelayBudget::retries_per_cycle),
-    /// so most of a fire's calls stay with targets that answer.
+    /// Failing targets called again this cycle that did not answer (a retry
+    /// that answers costs nothing: its target is healthy again).
+    /// Invariant: at most the budget's
+    /// [`retries_per_cycle`](crate::RelayBudget::retries_per_cycle), so most
+    /// of a fire's calls stay with targets that answer.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub retries: u32,
-    /// Whether this cycle passed over a failing target that was due for a
-    /// retry because its retries were spent: the next cycle spreads its
-    /// retries thinner (see [`crate::fire::retry`]).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub capped: bool,
-    /// This cycle retries only the failing targets whose name hashes to
-    /// `rotation` modulo `spread`, so that however many are due, each gets
-    /// its turn within `spread` cycles. Invariant: a power of two,
-    /// `1..=MAX_RETRY_SPREAD`.
-    #[serde(default = "one", skip_serializing_if = "is_one")]
-    pub spread: u32,
-    /// Counts cycles, for the rotation through the spread's classes.
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub rotation: u32,
-    /// Consecutive cycles at this spread that did not run out of retries.
-    /// The spread halves only after a whole rotation of them (`calm ==
-    /// spread`), so every class has had its turn at each spread and a
-    /// spread that flips back and forth cannot keep one class from its turn.
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub calm: u32,
-}
-
-fn one() -> u32 {
-    1
-}
-
-fn is_one(n: &u32) -> bool {
-    *n == 1
+    /// This cycle retries only failing targets whose retry time is at most
+    /// this: the most overdue, when the cycle before had more due than it
+    /// could retry (see [`crate::fire::retry`]). `None`: every due one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_through_ms: Option<u64>,
+    /// The earliest retry time of the due failing targets this cycle passed
+    /// over for want of retries: the next cycle's `retry_through_ms`, so
+    /// they go first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting_retry_ms: Option<u64>,
 }
 
 fn is_zero(n: &u32) -> bool {
     *n == 0
-}
-
-/// The spread and calm streak of a cycle after one with `spread` and
-/// `calm` that was (or was not) `capped`: twice as thin after a cycle that
-/// ran out of retries; twice as thick after a whole rotation of cycles that
-/// did not; within `1..=MAX_RETRY_SPREAD`.
-fn next_spread(spread: u32, calm: u32, capped: bool) -> (u32, u32) {
-    let spread = spread.clamp(1, MAX_RETRY_SPREAD);
-    if capped {
-        return ((spread * 2).min(MAX_RETRY_SPREAD), 0);
-    }
-    let calm = calm.saturating_add(1);
-    if calm >= spread {
-        ((spread / 2).max(1), 0)
-    } else {
-        (spread, calm)
-    }
 }
 
 /// Why a persisted `rs` value was rejected.
@@ -131,10 +98,11 @@ impl fmt::Display for CorruptScan {
 
 impl ScanState {
     /// A new cycle from the head, ending at `os`. Carries the generation and
-    /// idle streak over from `previous` so guards and back-off keep working.
+    /// idle streak over from `previous` so guards and back-off keep working,
+    /// and the retry time of the targets it passed over for want of retries,
+    /// so they are retried first.
     pub fn new_cycle(os: u64, previous: Option<&ScanState>) -> ScanState {
         assert!(os <= SEQ_MAX, "os {os} past SEQ_MAX");
-        let (spread, calm) = previous.map_or((1, 0), |p| next_spread(p.spread, p.calm, p.capped));
         ScanState {
             v: RS_VERSION,
             generation: previous.map_or(0, |p| p.generation),
@@ -147,10 +115,8 @@ impl ScanState {
             passed_failing: false,
             next_retry_ms: None,
             retries: 0,
-            capped: false,
-            spread,
-            rotation: previous.map_or(0, |p| p.rotation.wrapping_add(1)),
-            calm,
+            retry_through_ms: previous.and_then(|p| p.waiting_retry_ms),
+            waiting_retry_ms: None,
         }
     }
 
@@ -200,9 +166,6 @@ impl ScanState {
         }
         if self.blocked.windows(2).any(|w| w[0] >= w[1]) {
             return fail("blocked is not strictly ascending".into());
-        }
-        if !self.spread.is_power_of_two() || self.spread > MAX_RETRY_SPREAD {
-            return fail(format!("spread {} is not a power of two up to {MAX_RETRY_SPREAD}", self.spread));
         }
         Ok(())
     }

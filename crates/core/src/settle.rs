@@ -9,11 +9,12 @@
 //! failure) keeps it passed over for the rest of the cycle, however many
 //! targets fail. The walk stops before the first undelivered row of a
 //! healthy target (one the target budget paused, or whose batches were cut
-//! by the call budget) and before a corrupt row. Delivered rows past the
+//! by the call budget), of a failing target deferred to the next fire (see
+//! [`crate::fire::retry`]) and before a corrupt row. Delivered rows past the
 //! stop are deleted too: their target's watermark already covers them.
 
 use crate::fire::{Failure, Fire, GroupState};
-use crate::limits::{retry_backoff_ms, RELAY_LAG_BOUND_MS, RETRY_BACKOFF_MS};
+use crate::limits::{retry_backoff_ms, RELAY_LAG_BOUND_MS, RETRY_BACKOFF_MS, TARGET_RETRY_BACKOFF_MAX_MS};
 use crate::name::Name;
 use crate::scan::ScanState;
 
@@ -176,8 +177,10 @@ struct Walk {
 
 impl Fire {
     /// Settles the fire after every call was recorded.
-    pub fn settle(self) -> Settlement {
+    pub fn settle(mut self) -> Settlement {
         assert_eq!(self.in_flight, 0, "settle with calls outstanding");
+        let failed_retries = self.failed_retries();
+        self.pass_deferred(failed_retries);
         let walk = self.walk();
         let mut scan = walk.scan;
         let deleted = self.delete_ranges();
@@ -186,8 +189,8 @@ impl Fire {
         if complete {
             scan.cursor = scan.cycle_end;
         }
-        scan.retries = scan.retries.saturating_add(self.retries.made);
-        scan.capped |= self.retries.capped;
+        scan.retries = scan.retries.saturating_add(failed_retries);
+        scan.waiting_retry_ms = [scan.waiting_retry_ms, self.retries.passed_ms].into_iter().flatten().min();
         let start = &self.begun.scan;
         let advanced = self.begun.new_cycle || scan.cursor != start.cursor;
         let rows_parked = self.rows_parked();
@@ -202,6 +205,31 @@ impl Fire {
         let mut report = self.report(rows_delivered, complete);
         report.rows_parked = rows_parked;
         Settlement { checkpoint, scan, wake, report }
+    }
+
+    /// This fire's retries whose target did not answer (a retried target
+    /// that took its batches is healthy again and costs the cycle nothing).
+    fn failed_retries(&self) -> u32 {
+        let answered =
+            self.groups.iter().filter(|g| g.retry && g.applied_once && g.state == GroupState::Active);
+        self.retries.made - answered.count() as u32
+    }
+
+    /// Passes over the targets this fire deferred when no retry is left for
+    /// the next fire to give them: the next fire would pass them anyway,
+    /// and the cursor need not stop for them.
+    fn pass_deferred(&mut self, failed_retries: u32) {
+        let spent = self.begun.scan.retries.saturating_add(failed_retries);
+        if spent < self.budget().retries_per_cycle() {
+            return;
+        }
+        for g in 0..self.groups.len() {
+            if self.groups[g].state == GroupState::Deferred {
+                let at = self.group_retry_at(g);
+                self.retries.pass(at);
+                self.groups[g].state = GroupState::Blocked;
+            }
+        }
     }
 
     /// Moves the cursor over the window; see the module doc.
@@ -241,10 +269,11 @@ impl Fire {
     }
 
     /// The first row the cursor must not pass: the first undelivered row of
-    /// any group that neither is blocked nor failed, or the corrupt row.
+    /// any group that neither is blocked nor failed (a deferred one
+    /// included), or the corrupt row.
     fn stop_seq(&self) -> Option<u64> {
         let healthy = self.groups.iter().filter_map(|g| match g.state {
-            GroupState::Waiting | GroupState::Active if g.next < g.due_len => {
+            GroupState::Waiting | GroupState::Active | GroupState::Deferred if g.next < g.due_len => {
                 Some(self.rows[g.rows[g.next] as usize].seq)
             }
             _ => None,
@@ -327,13 +356,18 @@ impl Fire {
         scan.idle_fires = scan.idle_fires.saturating_add(1);
         let backoff = retry_backoff_ms(scan.idle_fires);
         // A back-off never makes a held row wait past its due time, nor a
-        // failing target past its retry: but when many are failing (a wide
-        // spread), idle cycles stay at least a second per class apart.
-        let floor = RETRY_BACKOFF_MS.saturating_mul(u64::from(scan.spread.max(1)));
-        let until_retry = scan
-            .next_retry_ms
-            .filter(|_| complete)
-            .map(|r| r.saturating_sub(self.begun.start.now_ms).max(floor));
+        // failing target past its retry (a second apart at least). Targets
+        // left waiting for want of retries are due already: the next cycle
+        // comes as soon as one failing target would be retried again, so
+        // a source with failing targets goes round at least that often,
+        // and one whose targets came back finds out within that time.
+        let until_retry = match scan.waiting_retry_ms {
+            Some(_) => Some(TARGET_RETRY_BACKOFF_MAX_MS),
+            None => {
+                scan.next_retry_ms.map(|r| r.saturating_sub(self.begun.start.now_ms).max(RETRY_BACKOFF_MS))
+            }
+        }
+        .filter(|_| complete);
         let delay_ms = [Some(backoff), until_due, until_retry].into_iter().flatten().min().unwrap_or(backoff);
         Wake::After { delay_ms }
     }

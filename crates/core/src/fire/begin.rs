@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::fire::retry::{standing, Failing, Retries, Standing};
+use crate::fire::retry::{standing, Failing, Retries, Standing, Turn};
 use crate::limits::{BudgetError, RelayBudget, MAX_FIRE_BYTES};
 use crate::name::Name;
 use crate::scan::{CorruptScan, ScanState};
@@ -65,9 +65,10 @@ impl Begun {
     /// one whose body this fire needs: a row of one of the first
     /// [`calls_cap`] distinct targets that are neither passed over (failing
     /// and not retried, see [`retry`](crate::fire::retry)) nor held (their
-    /// first row not due). No other row can be sent by this fire (selection
-    /// is in first-sequence order, costs a call, and spends the cycle's
-    /// retries in the same order), so a shell may read the rows after it
+    /// first row not due), a failing target counting only while the retries
+    /// the fire began with last. No other row can be sent by this fire
+    /// (selection is in first-sequence order, costs a call, and spends the
+    /// fire's retries in the same order), so a shell may read the rows after it
     /// without their bodies. A selectable target's held rows are read too:
     /// its watermark may already cover them (a call that applied before a
     /// lost checkpoint), and a row leaving the outbox must carry its size
@@ -84,12 +85,17 @@ impl Begun {
             let selectable = match seen.get(target) {
                 Some(&selectable) => selectable,
                 None => {
-                    let standing = Name::new(target)
-                        .map_or(Standing::Passed, |n| standing(&self.scan, &self.start.failing, &n));
+                    let name = Name::new(target).ok();
+                    let standing = name
+                        .as_ref()
+                        .map_or(Standing::Passed, |n| standing(&self.scan, &self.start.failing, n));
+                    let retry_at =
+                        || name.as_ref().and_then(|n| self.start.failing.get(n)).map(Failing::retry_at_ms);
                     let selectable = standing != Standing::Passed
                         && self.scan.is_due(due_ms)
                         && selectable_targets < cap
-                        && (standing != Standing::Retry || retries.take());
+                        && (standing != Standing::Retry
+                            || retries.take(retry_at().unwrap_or(0)) == Turn::Call);
                     selectable_targets += usize::from(selectable);
                     seen.insert(target, selectable);
                     selectable

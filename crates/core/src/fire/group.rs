@@ -20,6 +20,11 @@ pub(crate) enum GroupState {
     Held,
     /// Not selected (yet).
     Waiting,
+    /// Failing and due for a retry, met after this fire's retries were
+    /// spent while one of them may still answer (see
+    /// [`crate::fire::retry`]): not called, and the cursor stops before its
+    /// first row, so the next fire decides.
+    Deferred,
     /// Selected; more calls may follow.
     Active,
     /// A call to it failed: its record (written with the checkpoint) has it

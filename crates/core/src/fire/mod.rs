@@ -35,7 +35,7 @@ pub use begin::{begin, Begun, FireStart, RelayPolicy, WindowQuery};
 pub use call::{classify_thrown, CallOutcome, Failure, TargetCall, ThrownBy};
 pub(crate) use group::{Group, GroupState};
 pub use retry::Failing;
-use retry::Retries;
+use retry::{Retries, Turn};
 
 use crate::limits::{RelayBudget, BATCH_ROW_FRAMING_BYTES, MAX_BATCH_BYTES, MAX_BATCH_EFFECTS};
 use crate::name::Name;
@@ -202,7 +202,7 @@ impl Fire {
         while self.next_group < self.groups.len() {
             let g = self.next_group;
             match self.groups[g].state {
-                GroupState::Blocked | GroupState::Held => {
+                GroupState::Blocked | GroupState::Held | GroupState::Deferred => {
                     self.next_group += 1;
                     continue;
                 }
@@ -212,11 +212,14 @@ impl Fire {
             if self.slots_used >= self.budget().targets_per_fire || !self.has_call_budget(calls.len()) {
                 return;
             }
-            if self.groups[g].retry && !self.retries.take() {
-                // Its turn comes in a later cycle; passed over in this one.
-                self.groups[g].state = GroupState::Blocked;
-                self.next_group += 1;
-                continue;
+            if self.groups[g].retry {
+                let turn = self.retries.take(self.group_retry_at(g));
+                if turn != Turn::Call {
+                    self.groups[g].state =
+                        if turn == Turn::Defer { GroupState::Deferred } else { GroupState::Blocked };
+                    self.next_group += 1;
+                    continue;
+                }
             }
             self.slots_used += 1;
             let group = &mut self.groups[g];
@@ -225,6 +228,12 @@ impl Fire {
             calls.push(self.batch(g));
             self.next_group += 1;
         }
+    }
+
+    /// When group `g`'s target may be called again by its failure record
+    /// (0 for a target with none).
+    pub(crate) fn group_retry_at(&self, g: usize) -> u64 {
+        self.begun.start.failing.get(&self.groups[g].target).map_or(0, Failing::retry_at_ms)
     }
 
     /// Cuts group `g`'s next batch at the row, byte and effect limits,

@@ -12,24 +12,30 @@
 //!   [`TARGET_RETRY_BACKOFF_MAX_MS`](crate::TARGET_RETRY_BACKOFF_MAX_MS)),
 //!   so a failing target is not hammered and one that comes back is
 //!   reached within seconds;
-//! - it is in the cycle's class: its name hashes to the cycle's `rotation`
-//!   modulo its `spread` (1 while retries go round; doubled after a cycle
-//!   that ran out of them, halved after a whole rotation of cycles that did
-//!   not), so when more are due than a cycle may retry, each still gets its
-//!   turn;
-//! - and the cycle has retries left ([`RelayBudget::retries_per_cycle`]), so
-//!   most calls go to targets that answer.
+//! - it is among the most overdue when the cycle before could not retry
+//!   every due target: its retry time is at most the earliest one that
+//!   cycle passed over for want of retries (`retry_through_ms`), so the
+//!   targets retried last wait for the others and each gets its turn;
+//! - and the cycle has retries left ([`RelayBudget::retries_per_cycle`]),
+//!   so most calls go to targets that answer. Only a retry that fails
+//!   spends one: a target that answers is healthy again, so once targets
+//!   come back, the cycle retries them all.
 //!
-//! Every input is fixed for the cycle (its clock, `rotation` and `spread`,
-//! the records of targets it has not called) or only grows (its retries),
-//! so a target passed over once is passed over for the rest of the cycle,
-//! and its later rows can never overtake the ones passed.
+//! A fire cannot know how its retries end before they do, so it calls at
+//! most the retries left when it began. A due target it meets after those
+//! is deferred when one of its own retries may yet answer (the cursor
+//! stops before its first row and the next fire decides), and passed over
+//! for the rest of the cycle when none can.
+//!
+//! Every input is fixed for the cycle (its clock, `retry_through_ms`, the
+//! records of targets it has not called) or only grows (its failed
+//! retries), so a target passed over once is passed over for the rest of
+//! the cycle, and its later rows can never overtake the ones passed.
 
 use std::collections::BTreeMap;
 
 use crate::limits::{target_retry_backoff_ms, RelayBudget};
 use crate::name::Name;
-use crate::partition::fnv;
 use crate::scan::ScanState;
 
 /// What a source knows about a target whose delivery failed.
@@ -69,43 +75,68 @@ pub(crate) fn standing(scan: &ScanState, failing: &BTreeMap<Name, Failing>, targ
     }
     match failing.get(target) {
         None => Standing::Healthy,
-        Some(f) if f.retry_at_ms() > scan.clock_ms || !in_class(scan, target) => Standing::Passed,
+        Some(f) if !retried_in(scan, f.retry_at_ms()) => Standing::Passed,
         Some(_) => Standing::Retry,
     }
 }
 
-/// Whether `target` is in the class of failing targets `scan` retries.
-fn in_class(scan: &ScanState, target: &Name) -> bool {
-    let spread = u64::from(scan.spread.max(1));
-    fnv(target.as_str().as_bytes()) % spread == u64::from(scan.rotation) % spread
+/// Whether a failing target that may be called again at `retry_at_ms` is
+/// retried in the cycle `scan`: due by the cycle's clock, and among the
+/// most overdue when the cycle before left some waiting.
+fn retried_in(scan: &ScanState, retry_at_ms: u64) -> bool {
+    retry_at_ms <= scan.clock_ms && scan.retry_through_ms.is_none_or(|t| retry_at_ms <= t)
+}
+
+/// What a fire does with a failing target due for a retry (see
+/// [`Retries::take`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Turn {
+    /// Called now, spending one of the cycle's retries.
+    Call,
+    /// Left for the next fire of the cycle: this fire's retries are out,
+    /// but one of them may answer and give its retry back.
+    Defer,
+    /// Passed over for the rest of the cycle: no retry is left, and none of
+    /// this fire's can come back.
+    Pass,
 }
 
 /// A fire's count of the cycle's retries, applied in first-sequence order.
 #[derive(Clone, Debug)]
 pub(crate) struct Retries {
-    /// Retries the cycle may still make.
+    /// Retries this fire may still make: those the cycle had left when the
+    /// fire began (failed retries of earlier fires spent theirs).
     left: u32,
     /// Retries this fire made.
     pub(crate) made: u32,
-    /// Whether this fire passed over a due target for want of retries.
-    pub(crate) capped: bool,
+    /// The earliest retry time of the due targets this fire passed over for
+    /// want of retries.
+    pub(crate) passed_ms: Option<u64>,
 }
 
 impl Retries {
     pub(crate) fn new(scan: &ScanState, budget: &RelayBudget) -> Retries {
-        Retries { left: budget.retries_per_cycle().saturating_sub(scan.retries), made: 0, capped: false }
+        Retries { left: budget.retries_per_cycle().saturating_sub(scan.retries), made: 0, passed_ms: None }
     }
 
-    /// Whether a due target is retried now (counting it), or passed over
-    /// for want of retries.
-    pub(crate) fn take(&mut self) -> bool {
-        if self.left == 0 {
-            self.capped = true;
-            return false;
+    /// The turn of a due target whose retry time is `retry_at_ms`, counting
+    /// a call against the fire's retries.
+    pub(crate) fn take(&mut self, retry_at_ms: u64) -> Turn {
+        if self.left > 0 {
+            self.left -= 1;
+            self.made += 1;
+            return Turn::Call;
         }
-        self.left -= 1;
-        self.made += 1;
-        true
+        if self.made > 0 {
+            return Turn::Defer;
+        }
+        self.pass(retry_at_ms);
+        Turn::Pass
+    }
+
+    /// Notes a due target passed over for want of retries.
+    pub(crate) fn pass(&mut self, retry_at_ms: u64) {
+        self.passed_ms = Some(self.passed_ms.map_or(retry_at_ms, |p| p.min(retry_at_ms)));
     }
 }
 
@@ -136,43 +167,51 @@ mod tests {
     }
 
     #[test]
-    fn a_spread_cycle_retries_one_class_and_every_class_comes_round() {
-        let due = Failing { cycles: 1, last_failure_ms: 0 };
-        let names: Vec<Name> = (0..64).map(|i| n(&format!("f{i}"))).collect();
-        let failing: BTreeMap<Name, Failing> = names.iter().map(|t| (t.clone(), due)).collect();
+    fn after_a_cycle_that_ran_out_of_retries_the_most_overdue_go_first() {
         let mut scan = ScanState::new_cycle(10, None);
         scan.clock_ms = 10_000;
-        scan.spread = 4;
-        let mut retried = std::collections::BTreeSet::new();
-        for rotation in 0..4 {
-            scan.rotation = rotation;
-            let class: Vec<&Name> =
-                names.iter().filter(|t| standing(&scan, &failing, t) == Standing::Retry).collect();
-            assert!((8..=24).contains(&class.len()), "about a quarter: {}", class.len());
-            retried.extend(class);
-        }
-        assert_eq!(retried.len(), names.len(), "four cycles reach every target");
+        let failing: BTreeMap<Name, Failing> = [
+            (n("old"), Failing { cycles: 1, last_failure_ms: 2_000 }),
+            (n("tied"), Failing { cycles: 2, last_failure_ms: 1_000 }),
+            (n("recent"), Failing { cycles: 1, last_failure_ms: 8_000 }),
+        ]
+        .into();
+        let retried = |scan: &ScanState| -> Vec<&str> {
+            ["old", "tied", "recent"]
+                .into_iter()
+                .filter(|t| standing(scan, &failing, &n(t)) == Standing::Retry)
+                .collect()
+        };
+        assert_eq!(retried(&scan), vec!["old", "tied", "recent"], "every due one");
+        scan.retry_through_ms = Some(3_000);
+        assert_eq!(retried(&scan), vec!["old", "tied"], "at most the earliest left waiting");
+        scan.retry_through_ms = Some(2_999);
+        assert_eq!(retried(&scan), Vec::<&str>::new(), "one ms short");
+        scan.cursor = scan.cycle_end;
+        scan.waiting_retry_ms = None;
+        assert_eq!(
+            ScanState::new_cycle(10, Some(&scan)).retry_through_ms,
+            None,
+            "none waited: all due again"
+        );
     }
 
     #[test]
-    fn a_cycle_retries_at_most_its_share_then_spreads_the_next_thinner() {
+    fn a_fire_calls_the_retries_left_then_defers_while_one_may_answer_else_passes() {
         let mut scan = ScanState::new_cycle(100, None);
         scan.retries = 3;
         let mut r = Retries::new(&scan, &RelayBudget::FREE);
-        assert!(r.take(), "the fourth retry of the cycle");
-        assert!(!r.take(), "past the share");
-        assert_eq!((r.made, r.capped), (1, true));
-        scan.capped = true;
+        assert_eq!(r.take(50), Turn::Call, "the fourth retry of the cycle");
+        assert_eq!(r.take(40), Turn::Defer, "past the share, while the fourth may answer");
+        assert_eq!((r.made, r.passed_ms), (1, None));
+        scan.retries = 4;
+        let mut r = Retries::new(&scan, &RelayBudget::FREE);
+        assert_eq!(r.take(50), Turn::Pass, "spent by failed retries: passed over");
+        assert_eq!(r.take(40), Turn::Pass);
+        assert_eq!((r.made, r.passed_ms), (0, Some(40)), "the earliest retry time passed over");
+        scan.waiting_retry_ms = r.passed_ms;
         scan.cursor = scan.cycle_end;
         let next = ScanState::new_cycle(120, Some(&scan));
-        assert_eq!((next.retries, next.spread, next.rotation), (0, 2, 1));
-        let calm = ScanState::new_cycle(130, Some(&next));
-        assert_eq!((calm.spread, calm.calm), (2, 1), "one calm cycle is not a whole rotation");
-        let calmer = ScanState::new_cycle(130, Some(&calm));
-        assert_eq!((calmer.spread, calmer.calm, calmer.rotation), (1, 0, 3), "two at spread 2 halve it");
-        let mut wide = next.clone();
-        wide.spread = crate::MAX_RETRY_SPREAD;
-        wide.capped = true;
-        assert_eq!(ScanState::new_cycle(140, Some(&wide)).spread, crate::MAX_RETRY_SPREAD, "at its limit");
+        assert_eq!((next.retries, next.retry_through_ms, next.waiting_retry_ms), (0, Some(40), None));
     }
 }
