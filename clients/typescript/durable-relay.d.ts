@@ -162,9 +162,11 @@ export interface ScanState {
   next_retry_ms?: number;
   /** Failing targets retried this cycle that did not answer (absent when none). */
   retries?: number;
-  /** This cycle retries only failing targets due by this time, ms since the epoch (absent: every due one). */
+  /** Failing targets retried this cycle that answered (absent when none). */
+  recovered?: number;
+  /** This cycle retries only failing targets whose retry time is at most this (those that waited longest), ms since the epoch (absent: every due one). */
   retry_through_ms?: number;
-  /** The earliest retry time of the due failing targets this cycle passed over for want of retries. */
+  /** The next cycle's `retry_through_ms`: a share's worth of the due failing targets this cycle left waiting. */
   waiting_retry_ms?: number;
 }
 

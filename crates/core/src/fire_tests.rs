@@ -342,6 +342,36 @@ fn a_cycle_retries_its_share_of_due_failing_targets_and_the_next_one_the_most_ov
 }
 
 #[test]
+fn targets_passed_over_for_more_overdue_ones_wait_their_turn_and_go_next() {
+    let (rows, names) = ten_failing_then_healthy();
+    // f05..f08 have waited longest; f01..f04 and f09, f10 are due too.
+    let oldest = Failing { cycles: 5, last_failure_ms: NOW - 40_000 };
+    let older = Failing { cycles: 5, last_failure_ms: NOW - 30_000 };
+    let recent = Failing { cycles: 5, last_failure_ms: NOW - 20_000 };
+    let record = |i: usize| match i {
+        4..=7 => oldest,
+        8 | 9 => older,
+        _ => recent,
+    };
+    let failing: Vec<(&str, Failing)> =
+        names.iter().enumerate().map(|(i, t)| (t.as_str(), record(i))).collect();
+    let mut rs = ScanState::new_cycle(0, None);
+    rs.waiting_retry_ms = Some(oldest.retry_at_ms());
+    let mut f = fire_knowing(&rows, RelayBudget::FREE, &failing, Some(&rs));
+    assert_eq!(f.begun.scan.retry_through_ms, Some(oldest.retry_at_ms()));
+    let calls = drive(&mut f, |c| if c.target.as_str() == "healthy" { ok(c) } else { failed() });
+    let called: Vec<&str> = calls.iter().map(|c| c.target.as_str()).collect();
+    assert_eq!(called, vec!["f05", "f06", "f07", "f08", "healthy"], "the most overdue only");
+    let s = f.settle();
+    // Six wait, passed over for older ones: the
+    // next cycle takes the share's worth that waited longest. f09 and f10,
+    // then f01..f04 would be six: f09 and f10 go alone, f01..f04 after.
+    assert_eq!(s.scan.waiting_retry_ms, Some(older.retry_at_ms()));
+    let next = ScanState::new_cycle(11, Some(&s.scan));
+    assert_eq!(next.retry_through_ms, Some(older.retry_at_ms()));
+}
+
+#[test]
 fn retries_that_answer_cost_nothing_and_the_next_fire_retries_the_deferred() {
     let (rows, names) = ten_failing_then_healthy();
     let due = Failing { cycles: 3, last_failure_ms: NOW - 4_000 };
@@ -388,8 +418,7 @@ fn a_deferred_target_is_passed_over_once_its_fires_retries_all_failed() {
 }
 
 #[test]
-fn a_cycle_that_ran_out_of_retries_comes_round_within_a_targets_back_off_and_one_that_did_not_at_the_next_retry(
-) {
+fn a_cycle_that_left_targets_waiting_backs_off_when_its_retries_all_failed() {
     let rows = [stored(1, "a"), stored(2, "b")];
     let due = Failing { cycles: 1, last_failure_ms: NOW - 1_000 };
     // Due now, and 8 s after failing again.
@@ -397,15 +426,14 @@ fn a_cycle_that_ran_out_of_retries_comes_round_within_a_targets_back_off_and_one
     let one = RelayBudget { targets_per_fire: 2, ..RelayBudget::FREE };
     assert_eq!(one.retries_per_cycle(), 1);
     let mut rs = ScanState::new_cycle(0, None);
-    rs.cursor = 0;
     rs.idle_fires = 6;
-    // b is due but a took the only retry: after a long streak (60 s), the
-    // next cycle comes when one failing target would be retried again.
+    // b is due but a took the only retry, and a failed: an outage. After a
+    // long streak the source backs off its longest, b's turn notwithstanding.
     let mut f = fire_knowing(&rows, one, &[("a", a), ("b", due)], Some(&rs));
     drive(&mut f, |_| failed());
     let s = f.settle();
-    assert_eq!(s.scan.waiting_retry_ms, Some(NOW));
-    assert_eq!(s.wake, Wake::After { delay_ms: TARGET_RETRY_BACKOFF_MAX_MS });
+    assert_eq!((s.scan.waiting_retry_ms, s.scan.recovered), (Some(NOW), 0));
+    assert_eq!(s.wake, Wake::After { delay_ms: RETRY_BACKOFF_MAX_MS });
     // Early in the streak, the streak's own back-off is shorter.
     let mut short = rs.clone();
     short.idle_fires = 0;
@@ -419,6 +447,47 @@ fn a_cycle_that_ran_out_of_retries_comes_round_within_a_targets_back_off_and_one
     let s = f.settle();
     assert_eq!(s.scan.waiting_retry_ms, None);
     assert_eq!(s.wake, Wake::After { delay_ms: 3_000 });
+    // The targets that were to go first are gone (discarded, say): b waits
+    // behind them without a retry made, so no retry failed either, and the
+    // next cycle, which will try b, comes within a target's back-off.
+    let mut gone = rs.clone();
+    gone.waiting_retry_ms = Some(NOW - 5_000);
+    let mut f = fire_knowing(&rows[1..], one, &[("b", due)], Some(&gone));
+    assert!(drive(&mut f, |_| failed()).is_empty());
+    let s = f.settle();
+    assert_eq!((s.scan.retries, s.scan.waiting_retry_ms), (0, Some(NOW)));
+    assert_eq!(s.wake, Wake::After { delay_ms: TARGET_RETRY_BACKOFF_MAX_MS });
+}
+
+#[test]
+fn a_cycle_that_left_targets_waiting_after_one_answered_comes_round_within_a_targets_back_off() {
+    let rows = [stored(1, "back"), stored(2, "a"), stored(3, "b")];
+    let due = Failing { cycles: 1, last_failure_ms: NOW - 1_000 };
+    let failing = [("back", due), ("a", due), ("b", due)];
+    let one = RelayBudget { targets_per_fire: 2, ..RelayBudget::FREE };
+    // The first fire of the cycle retries `back`, which answers: its retry
+    // is given back, and the cursor waits before a, deferred.
+    let mut f = fire_knowing(&rows, one, &failing, None);
+    drive(&mut f, |c| if c.target.as_str() == "back" { ok(c) } else { failed() });
+    let s = f.settle();
+    assert_eq!((s.scan.recovered, s.scan.retries, s.scan.cursor), (1, 0, 1));
+    assert_eq!(s.wake, Wake::Now);
+    // The next retries a, which fails; b waits for want of retries. Even
+    // after a long streak, the source comes round within a target's
+    // longest back-off: a target came back, so more may have.
+    let mut rs = s.scan.clone();
+    rs.idle_fires = 6;
+    let mut f = fire_knowing(&rows[1..], one, &failing[1..], Some(&rs));
+    let calls = drive(&mut f, |_| failed());
+    assert_eq!(calls.iter().map(|c| c.target.as_str()).collect::<Vec<_>>(), vec!["a"]);
+    let s = f.settle();
+    assert!(s.scan.is_complete());
+    assert_eq!((s.scan.recovered, s.scan.waiting_retry_ms), (1, Some(NOW)));
+    assert_eq!(s.wake, Wake::After { delay_ms: TARGET_RETRY_BACKOFF_MAX_MS });
+    // And the next cycle retries every due target, not only the most
+    // overdue: those that came back cost nothing.
+    let next = ScanState::new_cycle(3, Some(&s.scan));
+    assert_eq!((next.retry_through_ms, next.recovered), (None, 0));
 }
 
 #[test]

@@ -70,14 +70,23 @@ pub struct ScanState {
     /// of a fire's calls stay with targets that answer.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub retries: u32,
+    /// Failing targets called again this cycle that answered: evidence that
+    /// targets are coming back, so a cycle that also left some waiting
+    /// comes round within a target's longest back-off rather than backing
+    /// off as an idle source, and the next retries every due target (see
+    /// [`crate::fire::retry`]).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub recovered: u32,
     /// This cycle retries only failing targets whose retry time is at most
-    /// this: the most overdue, when the cycle before had more due than it
-    /// could retry (see [`crate::fire::retry`]). `None`: every due one.
+    /// this: a share's worth of those that waited longest, when the cycle
+    /// before left due targets waiting and none of its retries answered
+    /// (see [`crate::fire::retry`]). `None`: every due one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry_through_ms: Option<u64>,
-    /// The earliest retry time of the due failing targets this cycle passed
-    /// over for want of retries: the next cycle's `retry_through_ms`, so
-    /// they go first.
+    /// Set when this cycle left due failing targets waiting (for want of
+    /// retries, or behind older ones): the next cycle's `retry_through_ms`,
+    /// through a share's worth of them, those that waited longest, so they
+    /// go first. Each fire's own reckoning, the earliest kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub waiting_retry_ms: Option<u64>,
 }
@@ -99,8 +108,8 @@ impl fmt::Display for CorruptScan {
 impl ScanState {
     /// A new cycle from the head, ending at `os`. Carries the generation and
     /// idle streak over from `previous` so guards and back-off keep working,
-    /// and the retry time of the targets it passed over for want of retries,
-    /// so they are retried first.
+    /// and, unless one of its retries answered, the bound on the retry times
+    /// of the targets it left waiting, so they are retried first.
     pub fn new_cycle(os: u64, previous: Option<&ScanState>) -> ScanState {
         assert!(os <= SEQ_MAX, "os {os} past SEQ_MAX");
         ScanState {
@@ -115,7 +124,8 @@ impl ScanState {
             passed_failing: false,
             next_retry_ms: None,
             retries: 0,
-            retry_through_ms: previous.and_then(|p| p.waiting_retry_ms),
+            recovered: 0,
+            retry_through_ms: previous.filter(|p| p.recovered == 0).and_then(|p| p.waiting_retry_ms),
             waiting_retry_ms: None,
         }
     }

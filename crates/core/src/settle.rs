@@ -13,6 +13,7 @@
 //! [`crate::fire::retry`]) and before a corrupt row. Delivered rows past the
 //! stop are deleted too: their target's watermark already covers them.
 
+use crate::fire::retry::waits_its_turn;
 use crate::fire::{Failure, Fire, GroupState};
 use crate::limits::{retry_backoff_ms, RELAY_LAG_BOUND_MS, RETRY_BACKOFF_MS, TARGET_RETRY_BACKOFF_MAX_MS};
 use crate::name::Name;
@@ -179,8 +180,10 @@ impl Fire {
     /// Settles the fire after every call was recorded.
     pub fn settle(mut self) -> Settlement {
         assert_eq!(self.in_flight, 0, "settle with calls outstanding");
-        let failed_retries = self.failed_retries();
+        let answered = self.answered_retries();
+        let failed_retries = self.retries.made - answered;
         self.pass_deferred(failed_retries);
+        self.note_waiting_turns();
         let walk = self.walk();
         let mut scan = walk.scan;
         let deleted = self.delete_ranges();
@@ -190,7 +193,9 @@ impl Fire {
             scan.cursor = scan.cycle_end;
         }
         scan.retries = scan.retries.saturating_add(failed_retries);
-        scan.waiting_retry_ms = [scan.waiting_retry_ms, self.retries.passed_ms].into_iter().flatten().min();
+        scan.recovered = scan.recovered.saturating_add(answered);
+        scan.waiting_retry_ms =
+            [scan.waiting_retry_ms, self.retries.turn_through_ms()].into_iter().flatten().min();
         let start = &self.begun.scan;
         let advanced = self.begun.new_cycle || scan.cursor != start.cursor;
         let rows_parked = self.rows_parked();
@@ -207,12 +212,12 @@ impl Fire {
         Settlement { checkpoint, scan, wake, report }
     }
 
-    /// This fire's retries whose target did not answer (a retried target
-    /// that took its batches is healthy again and costs the cycle nothing).
-    fn failed_retries(&self) -> u32 {
+    /// This fire's retries whose target answered: it took its batches, is
+    /// healthy again and costs the cycle none of its retries.
+    fn answered_retries(&self) -> u32 {
         let answered =
             self.groups.iter().filter(|g| g.retry && g.applied_once && g.state == GroupState::Active);
-        self.retries.made - answered.count() as u32
+        answered.count() as u32
     }
 
     /// Passes over the targets this fire deferred when no retry is left for
@@ -228,6 +233,20 @@ impl Fire {
                 let at = self.group_retry_at(g);
                 self.retries.pass(at);
                 self.groups[g].state = GroupState::Blocked;
+            }
+        }
+    }
+
+    /// Notes the due failing targets this fire passed over because more
+    /// overdue ones went first: they wait for a later cycle's turn.
+    fn note_waiting_turns(&mut self) {
+        let scan = &self.begun.scan;
+        for g in &self.groups {
+            if g.state != GroupState::Blocked || scan.is_blocked(&g.target) {
+                continue;
+            }
+            if let Some(f) = self.begun.start.failing.get(&g.target).filter(|f| waits_its_turn(scan, f)) {
+                self.retries.pass(f.retry_at_ms());
             }
         }
     }
@@ -356,20 +375,30 @@ impl Fire {
         scan.idle_fires = scan.idle_fires.saturating_add(1);
         let backoff = retry_backoff_ms(scan.idle_fires);
         // A back-off never makes a held row wait past its due time, nor a
-        // failing target past its retry (a second apart at least). Targets
-        // left waiting for want of retries are due already: the next cycle
-        // comes as soon as one failing target would be retried again, so
-        // a source with failing targets goes round at least that often,
-        // and one whose targets came back finds out within that time.
-        let until_retry = match scan.waiting_retry_ms {
-            Some(_) => Some(TARGET_RETRY_BACKOFF_MAX_MS),
-            None => {
-                scan.next_retry_ms.map(|r| r.saturating_sub(self.begun.start.now_ms).max(RETRY_BACKOFF_MS))
-            }
-        }
-        .filter(|_| complete);
+        // failing target past its turn (see `until_retry`).
+        let until_retry = self.until_retry(scan).filter(|_| complete);
         let delay_ms = [Some(backoff), until_due, until_retry].into_iter().flatten().min().unwrap_or(backoff);
         Wake::After { delay_ms }
+    }
+
+    /// How soon a cycle that ended idle must come round for its failing
+    /// targets, if sooner than its back-off. One that left none of them
+    /// due and waiting comes by the earliest retry time it passed over (a
+    /// second apart at least). One that left some waiting (they are due
+    /// already) comes within a target's longest back-off when one of its
+    /// retries answered, since targets are coming back and more may have,
+    /// or when it made none, since the ones that go first next time have
+    /// not been tried; when it made retries and every one failed, it is an
+    /// outage: the source backs off as an idle one does (up to a minute,
+    /// an alarm a minute at most), and the next cycle still retries those
+    /// that waited longest first.
+    fn until_retry(&self, scan: &ScanState) -> Option<u64> {
+        if scan.waiting_retry_ms.is_none() {
+            let now = self.begun.start.now_ms;
+            return scan.next_retry_ms.map(|r| r.saturating_sub(now).max(RETRY_BACKOFF_MS));
+        }
+        let every_retry_failed = scan.retries > 0 && scan.recovered == 0;
+        (!every_retry_failed).then_some(TARGET_RETRY_BACKOFF_MAX_MS)
     }
 
     /// When a passed-over target may be called again: a failing target's

@@ -2,7 +2,10 @@
 //! again, a source drains what it owes within the bound the book states
 //! (docs/how-delivery-works.md, "Recovery"), in alarms and in time, for
 //! every budget variable at both edges of its documented range; and a plain
-//! backlog, with nothing failing, drains within the same bound.
+//! backlog, with nothing failing, drains within the same bound. While they
+//! stay down, the source goes round about once a minute, each failing
+//! target in its turn, and an hour of outage costs the alarms the book
+//! states.
 //!
 //! The schedule: 48 targets with three rows each, enqueued in three rounds
 //! (so each target's rows are interleaved with the others'); 30 targets
@@ -15,9 +18,10 @@
 use std::collections::BTreeSet;
 
 use durable_relay::core::{
-    EnqueueRow, Name, RelayBudget, RelayPolicy, Wake, MAX_BATCH_ROWS, MAX_CALLS_PER_TARGET, MAX_COALESCE_MS,
-    MAX_FIRES_PER_ALARM, MAX_PARK_AFTER_FAILED_CYCLES, MAX_ROWS_PER_FIRE, MAX_TARGETS_PER_FIRE,
-    RETRY_BACKOFF_MS, TARGET_RETRY_BACKOFF_MAX_MS, WINDOW_ROWS_PER_BUDGET_ROW, WORKER_PAID_SUBREQUESTS,
+    retry_backoff_ms, target_retry_backoff_ms, EnqueueRow, Name, RelayBudget, RelayPolicy, MAX_BATCH_ROWS,
+    MAX_CALLS_PER_TARGET, MAX_COALESCE_MS, MAX_FIRES_PER_ALARM, MAX_PARK_AFTER_FAILED_CYCLES,
+    MAX_ROWS_PER_FIRE, MAX_TARGETS_PER_FIRE, RETRY_BACKOFF_MAX_MS, RETRY_BACKOFF_MS,
+    TARGET_RETRY_BACKOFF_MAX_MS, WINDOW_ROWS_PER_BUDGET_ROW, WORKER_PAID_SUBREQUESTS,
 };
 use durable_relay::sim::{Sim, SourcePolicy};
 use serde_json::json;
@@ -178,6 +182,15 @@ fn finish(sim: &Sim) {
 /// back-off (at most `TARGET_RETRY_BACKOFF_MAX_MS`) ends.
 const MAX_RECOVERY_CYCLES: u64 = 4 + 2 * TARGET_RETRY_BACKOFF_MAX_MS.div_ceil(RETRY_BACKOFF_MS);
 
+/// Longest a drain after the heal may wait in all, coalescing aside: one
+/// wait of the source's longest idle back-off, armed by the cycle whose
+/// retries all failed just before the heal (or by the cycle under way
+/// then, which spent its retries before it), and a target's longest
+/// back-off: the alarm armed at the heal may be due that late, and every
+/// target still backing off is due by then. Each later cycle has seen a
+/// retry answer and comes round at once or within a second.
+const MAX_RECOVERY_WAIT_MS: u64 = RETRY_BACKOFF_MAX_MS + TARGET_RETRY_BACKOFF_MAX_MS;
+
 /// The bound of docs/how-delivery-works.md, as figures of one drain.
 #[derive(Debug)]
 struct Bound {
@@ -212,11 +225,9 @@ fn bound(c: &Case, d: &Drain) -> Bound {
     // Alarms: each runs `fires_per_alarm` fires unless its calls run out,
     // or a fire waits (once a cycle at most), or the outbox is empty.
     let alarms = u64::from(d.fires).div_ceil(u64::from(b.fires_per_alarm)) + l.div_ceil(per_alarm) + k + 1;
-    // Time: the first alarm comes within a target's longest back-off; if
-    // its cycle had spent its retries, the next within another; a target
-    // still backing off is retried when its own back-off ends. Coalescing
-    // may add its wait to every alarm.
-    let waits = if d.failing == 0 { 0 } else { 2 * TARGET_RETRY_BACKOFF_MAX_MS };
+    // Time: see MAX_RECOVERY_WAIT_MS. Coalescing may add its wait to every
+    // alarm.
+    let waits = if d.failing == 0 { 0 } else { MAX_RECOVERY_WAIT_MS };
     let time_ms = waits + u64::from(d.alarms) * c.coalesce_ms;
     Bound { cycles, calls, fires, alarms, time_ms }
 }
@@ -347,33 +358,128 @@ fn coalescing_and_parking_recover_within_the_bound_at_their_edges() {
     }
 }
 
-#[test]
-fn a_source_whose_retries_are_spent_wakes_within_a_targets_longest_back_off() {
-    // Fewer retries per cycle than failing targets: every cycle leaves some
-    // waiting. The source must still come round within 10 s, not back off
-    // to a minute, so a target that comes back is found that soon.
-    let c = with("targets_per_fire 1", |b| b.targets_per_fire = 1);
-    let mut sim = source(&c);
-    for t in targets().iter().take(FAILING) {
-        sim.fail_target(t);
-    }
-    let mut waits = Vec::new();
-    for _ in 0..200 {
-        let at = sim.alarm_at(S).expect("armed");
+/// Runs `S`'s alarms as they fall due for `ms` of simulated time, each
+/// after the clock moves to its due time, and counts them.
+fn run_for(sim: &mut Sim, budget: RelayBudget, ms: u64) -> u32 {
+    let until = sim.now_ms() + ms;
+    let mut alarms = 0;
+    while let Some(at) = sim.alarm_at(S).filter(|&at| at < until) {
         sim.advance(at.saturating_sub(sim.now_ms()));
-        let alarm = sim.run_alarm(S, c.budget);
-        if let Some(Wake::After { delay_ms }) = alarm.fires.last().map(|f| f.wake) {
-            waits.push(delay_ms);
-        }
+        sim.run_alarm(S, budget);
+        alarms += 1;
     }
-    let longest = waits.iter().copied().max().unwrap();
-    println!("longest wait with 30 failing targets and one retry a cycle: {longest} ms");
-    assert_eq!(longest, TARGET_RETRY_BACKOFF_MAX_MS);
+    alarms
 }
 
-/// Cycles and time until `back` (one of `FAILING` failing targets, the
-/// last in sequence order) is delivered after it alone comes back, under
-/// `budget`.
+/// An hour of simulated time.
+const HOUR_MS: u64 = 3_600_000;
+
+/// Alarms the old retry rules (hashed classes of failing targets) made in
+/// an hour with 47 of 48 targets failing on the Free preset, measured on
+/// the schedule of `an_hour_of_outage_costs_an_alarm_a_minute`.
+const OLD_OUTAGE_ALARMS_PER_HOUR: u32 = 135;
+
+/// Alarms a source makes in the hour from its first alarm, when every
+/// target fails at that alarm but one, which takes its rows: the first
+/// cycle's alarms (one per `targets_per_fire x fires_per_alarm` targets,
+/// and one more for the idle fire that ends it), then one per wait, each
+/// the back-off `wait(k)` after the k-th wait's cycle, doubling up to its
+/// cap, until the hour is out.
+fn model_alarms(budget: RelayBudget, targets: u32, wait: impl Fn(u32) -> u64) -> u32 {
+    let first = targets.div_ceil(budget.targets_per_fire * budget.fires_per_alarm) + 1;
+    let (mut at, mut k, mut later) = (wait(1), 1, 0);
+    while at < HOUR_MS {
+        later += 1;
+        k += 1;
+        at += wait(k);
+    }
+    first + later
+}
+
+/// The outage schedule of `source`, every target but the last failing
+/// (`failing` of them), run for an hour; the alarms it made.
+fn outage_hour(failing: usize) -> (Sim, u32) {
+    let mut sim = source(&case("free", RelayBudget::FREE));
+    for t in targets().iter().take(failing) {
+        sim.fail_target(t);
+    }
+    let alarms = run_for(&mut sim, RelayBudget::FREE, HOUR_MS);
+    (sim, alarms)
+}
+
+#[test]
+fn an_hour_of_outage_costs_an_alarm_a_minute() {
+    // 47 of 48 targets fail for an hour on Free (4 retries a cycle): every
+    // cycle's retries fail and leave targets waiting, so the source backs
+    // off as an idle one does, 1 s doubling to a minute, and the next
+    // cycle retries the 4 that waited longest. Every alarm is a billed
+    // request and writes a row (its setAlarm).
+    let (sim, alarms) = outage_hour(TARGETS - 1);
+    let model = model_alarms(RelayBudget::FREE, TARGETS as u32, retry_backoff_ms);
+    println!(
+        "47 of 48 failing for an hour: {alarms} alarms (model {model}; the old rules made \
+         {OLD_OUTAGE_ALARMS_PER_HOUR}, a 10 s pace about 650)"
+    );
+    // The pin: no more than the model (the first cycle's 4 alarms, 6 while
+    // the back-off doubles, then one a minute: 68), and at least one a
+    // minute, so the failing targets' turns keep coming.
+    assert!(alarms <= model, "{alarms} alarms, more than the model's {model}");
+    assert!(alarms as u64 >= HOUR_MS / RETRY_BACKOFF_MAX_MS, "{alarms} alarms: fewer than one a minute");
+    assert!(alarms <= OLD_OUTAGE_ALARMS_PER_HOUR);
+    // The turns go round: each failing target is retried once in every
+    // ceil(47 / 4) = 12 cycles, so all within one retry of each other.
+    let calls: Vec<u64> = targets().iter().take(TARGETS - 1).map(|t| sim.target_calls(t)).collect();
+    let (least, most) = (calls.iter().min().unwrap(), calls.iter().max().unwrap());
+    println!("calls per failing target: {least} to {most}");
+    assert!(most - least <= 1, "uneven turns: {calls:?}");
+    assert!(*least >= 4, "{least} retries in an hour");
+}
+
+#[test]
+fn targets_that_fail_one_by_one_are_still_retried_a_share_at_a_time() {
+    // 47 targets start failing one at a time, 1.5 s apart, so no two share
+    // a retry time. Each cycle must still take the 4 that waited longest
+    // (not only the one that waited longest of all), so that over the hour
+    // that follows (59 cycles, a minute apart) the turns go round every
+    // ceil(47 / 4) = 12 cycles and each target is retried at least 4 times.
+    let budget = RelayBudget::FREE;
+    let mut sim = Sim::new(SEED);
+    let all = targets();
+    let row = |t: &str| EnqueueRow::new(Name::new(t).unwrap(), vec![("k".to_owned(), json!(1))], vec![]);
+    sim.enqueue(S, vec![row(&all[TARGETS - 1])]).unwrap();
+    for t in all.iter().take(TARGETS - 1) {
+        sim.fail_target(t);
+        sim.advance(1_500);
+        sim.enqueue(S, vec![row(t)]).unwrap();
+        run_for(&mut sim, budget, 1);
+    }
+    let before: Vec<u64> = all.iter().take(TARGETS - 1).map(|t| sim.target_calls(t)).collect();
+    let alarms = run_for(&mut sim, budget, HOUR_MS);
+    let retries: Vec<u64> =
+        all.iter().take(TARGETS - 1).zip(&before).map(|(t, b)| sim.target_calls(t) - b).collect();
+    println!("failing one by one, then an hour: {alarms} alarms; retries per target {retries:?}");
+    assert!(retries.iter().all(|&r| r >= 4), "{retries:?}");
+    sim.audit().unwrap();
+}
+
+#[test]
+fn an_hour_with_one_target_failing_costs_an_alarm_per_its_back_off() {
+    // One failing target never leaves another waiting: the source wakes
+    // when its back-off ends, 1 s doubling to 10 s, as the old rules did
+    // (they made 366 here too).
+    let (sim, alarms) = outage_hour(1);
+    let model = model_alarms(RelayBudget::FREE, TARGETS as u32, target_retry_backoff_ms);
+    println!("1 of 48 failing for an hour: {alarms} alarms (model {model})");
+    // The pin: no more than the model (4, then 4 while the back-off
+    // doubles, then one every 10 s: 366), and at least one every 10 s, as
+    // often as the target may be retried.
+    assert!(alarms <= model, "{alarms} alarms, more than the model's {model}");
+    assert!(alarms as u64 >= HOUR_MS / TARGET_RETRY_BACKOFF_MAX_MS, "{alarms} alarms");
+    assert!(sim.target_calls("t00") >= HOUR_MS / TARGET_RETRY_BACKOFF_MAX_MS, "retried every 10 s");
+}
+
+/// Cycles and time until `back` (one of `FAILING` failing targets) is
+/// delivered after it alone comes back, under `budget`.
 fn one_comes_back(budget: RelayBudget, back: &str) -> (u32, u64) {
     let c = case("one comes back", budget);
     let mut sim = source(&c);
@@ -401,17 +507,24 @@ fn one_comes_back(budget: RelayBudget, back: &str) -> (u32, u64) {
 
 #[test]
 fn a_target_that_comes_back_while_the_others_stay_down_is_reached_in_its_turn() {
-    // Each cycle retries at most its share of the failing targets, the most
-    // overdue first: one that comes back behind 29 that stay down is
-    // retried within a round of ceil(F / R) cycles (plus the cycle under way
-    // and one whose retries the others' back-off leaves unspent), each
-    // within a target's longest back-off of the last.
+    // Each cycle retries at most its share of the failing targets, those
+    // that waited longest: one that comes back while 29 stay down is
+    // retried within a round of ceil(F / share) cycles, plus the cycle under
+    // way, each a back-off (at most a minute, as every retry fails) after
+    // the last. Every one of them, wherever it stands in the round.
     for tpf in [1, 2, 8] {
         let budget = RelayBudget { targets_per_fire: tpf, ..RelayBudget::FREE };
         let round = (FAILING as u32).div_ceil(budget.retries_per_cycle());
-        let (cycles, ms) = one_comes_back(budget, &format!("t{:02}", FAILING - 1));
-        println!("targets_per_fire {tpf}: the last failing target, back alone, reached after {cycles} cycles, {ms} ms");
-        assert!(cycles <= 2 * round + 2, "{cycles} cycles");
-        assert!(ms <= u64::from(2 * round + 2) * TARGET_RETRY_BACKOFF_MAX_MS, "{ms} ms");
+        let (mut worst_cycles, mut worst_ms) = (0, 0);
+        for back in targets().iter().take(FAILING) {
+            let (cycles, ms) = one_comes_back(budget, back);
+            assert!(cycles <= round + 1, "{back}, targets_per_fire {tpf}: {cycles} cycles");
+            assert!(ms <= u64::from(round + 1) * RETRY_BACKOFF_MAX_MS, "{back}: {ms} ms");
+            (worst_cycles, worst_ms) = (worst_cycles.max(cycles), worst_ms.max(ms));
+        }
+        println!(
+            "targets_per_fire {tpf}: a failing target back alone reached within {worst_cycles} cycles, \
+             {worst_ms} ms (a round is {round} cycles)"
+        );
     }
 }

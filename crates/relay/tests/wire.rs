@@ -82,7 +82,7 @@ fn samples() -> Vec<(&'static str, Value)> {
     let mut scan = ScanState::new_cycle(9, None);
     (scan.blocked, scan.clock_ms, scan.next_due_ms, scan.passed_failing) =
         (vec![Name::new("b").unwrap()], 1, Some(2), true);
-    (scan.retries, scan.retry_through_ms, scan.waiting_retry_ms) = (1, Some(2), Some(3));
+    (scan.retries, scan.recovered, scan.retry_through_ms, scan.waiting_retry_ms) = (1, 1, Some(2), Some(3));
     scan.next_retry_ms = Some(3);
     let delayed = Enqueued { due_ms: vec![1], ..enqueued.clone() };
     let routed = RoutedEnqueue {

@@ -12,14 +12,23 @@
 //!   [`TARGET_RETRY_BACKOFF_MAX_MS`](crate::TARGET_RETRY_BACKOFF_MAX_MS)),
 //!   so a failing target is not hammered and one that comes back is
 //!   reached within seconds;
-//! - it is among the most overdue when the cycle before could not retry
-//!   every due target: its retry time is at most the earliest one that
-//!   cycle passed over for want of retries (`retry_through_ms`), so the
-//!   targets retried last wait for the others and each gets its turn;
+//! - it is among those that waited longest when the cycle before left due
+//!   targets waiting (for want of retries, or behind older ones): its retry
+//!   time is at most `retry_through_ms`, which takes a share's worth of
+//!   them (see `Retries::turn_through_ms`), so the targets retried last wait
+//!   for the others and each gets its turn, in rounds of about
+//!   `ceil(failing / share)` cycles;
 //! - and the cycle has retries left ([`RelayBudget::retries_per_cycle`]),
 //!   so most calls go to targets that answer. Only a retry that fails
 //!   spends one: a target that answers is healthy again, so once targets
-//!   come back, the cycle retries them all.
+//!   come back, the cycle retries them all, and the cycle after one in
+//!   which a retry answered retries every due target.
+//!
+//! How often the source comes round is [`crate::settle`]'s: a cycle that
+//! left targets waiting while every retry failed backs off as an idle
+//! source does (up to a minute), so a long outage costs about an alarm a
+//! minute; one in which a retry answered comes round within a target's
+//! longest back-off.
 //!
 //! A fire cannot know how its retries end before they do, so it calls at
 //! most the retries left when it began. A due target it meets after those
@@ -81,8 +90,8 @@ pub(crate) fn standing(scan: &ScanState, failing: &BTreeMap<Name, Failing>, targ
 }
 
 /// Whether a failing target that may be called again at `retry_at_ms` is
-/// retried in the cycle `scan`: due by the cycle's clock, and among the
-/// most overdue when the cycle before left some waiting.
+/// retried in the cycle `scan`: due by the cycle's clock, and among those
+/// that waited longest when the cycle before left some waiting.
 fn retried_in(scan: &ScanState, retry_at_ms: u64) -> bool {
     retry_at_ms <= scan.clock_ms && scan.retry_through_ms.is_none_or(|t| retry_at_ms <= t)
 }
@@ -101,22 +110,33 @@ pub(crate) enum Turn {
     Pass,
 }
 
+/// Whether a failing target with record `f` is due by the cycle's clock
+/// but passed over in `scan` because more overdue ones go first: it waits
+/// for its turn like one passed over for want of retries.
+pub(crate) fn waits_its_turn(scan: &ScanState, f: &Failing) -> bool {
+    let at = f.retry_at_ms();
+    at <= scan.clock_ms && scan.retry_through_ms.is_some_and(|t| at > t)
+}
+
 /// A fire's count of the cycle's retries, applied in first-sequence order.
 #[derive(Clone, Debug)]
 pub(crate) struct Retries {
+    /// The cycle's share ([`RelayBudget::retries_per_cycle`]).
+    share: u32,
     /// Retries this fire may still make: those the cycle had left when the
     /// fire began (failed retries of earlier fires spent theirs).
     left: u32,
     /// Retries this fire made.
     pub(crate) made: u32,
-    /// The earliest retry time of the due targets this fire passed over for
-    /// want of retries.
-    pub(crate) passed_ms: Option<u64>,
+    /// The retry times of the due targets this fire left waiting for their
+    /// turn.
+    passed: Vec<u64>,
 }
 
 impl Retries {
     pub(crate) fn new(scan: &ScanState, budget: &RelayBudget) -> Retries {
-        Retries { left: budget.retries_per_cycle().saturating_sub(scan.retries), made: 0, passed_ms: None }
+        let share = budget.retries_per_cycle();
+        Retries { share, left: share.saturating_sub(scan.retries), made: 0, passed: Vec::new() }
     }
 
     /// The turn of a due target whose retry time is `retry_at_ms`, counting
@@ -134,9 +154,26 @@ impl Retries {
         Turn::Pass
     }
 
-    /// Notes a due target passed over for want of retries.
+    /// Notes a due target left waiting for its turn.
     pub(crate) fn pass(&mut self, retry_at_ms: u64) {
-        self.passed_ms = Some(self.passed_ms.map_or(retry_at_ms, |p| p.min(retry_at_ms)));
+        self.passed.push(retry_at_ms);
+    }
+
+    /// The retry time through which the next cycle should retry, by what
+    /// this fire left waiting: the latest that takes at most the cycle's
+    /// share of them, the longest waiting first and a run of equal retry
+    /// times whole; the earliest when that run alone is more than a share
+    /// (it takes the next cycles, in turn). So a cycle's retries go to the
+    /// targets that waited longest, filling its share where it can, and a
+    /// target that waited longer is never left behind one that waited
+    /// less. `None` when none waited.
+    pub(crate) fn turn_through_ms(&self) -> Option<u64> {
+        let mut times = self.passed.clone();
+        times.sort_unstable();
+        let share = self.share as usize;
+        let Some(&first_left_out) = times.get(share) else { return times.last().copied() };
+        let fits = times[..share].iter().rev().find(|&&t| t < first_left_out);
+        Some(*fits.unwrap_or(&times[0]))
     }
 }
 
@@ -203,15 +240,36 @@ mod tests {
         let mut r = Retries::new(&scan, &RelayBudget::FREE);
         assert_eq!(r.take(50), Turn::Call, "the fourth retry of the cycle");
         assert_eq!(r.take(40), Turn::Defer, "past the share, while the fourth may answer");
-        assert_eq!((r.made, r.passed_ms), (1, None));
+        assert_eq!((r.made, r.turn_through_ms()), (1, None));
         scan.retries = 4;
         let mut r = Retries::new(&scan, &RelayBudget::FREE);
         assert_eq!(r.take(50), Turn::Pass, "spent by failed retries: passed over");
         assert_eq!(r.take(40), Turn::Pass);
-        assert_eq!((r.made, r.passed_ms), (0, Some(40)), "the earliest retry time passed over");
-        scan.waiting_retry_ms = r.passed_ms;
+        assert_eq!((r.made, r.turn_through_ms()), (0, Some(50)), "fewer than a share waited: all of them");
+        scan.waiting_retry_ms = r.turn_through_ms();
         scan.cursor = scan.cycle_end;
         let next = ScanState::new_cycle(120, Some(&scan));
-        assert_eq!((next.retries, next.retry_through_ms, next.waiting_retry_ms), (0, Some(40), None));
+        assert_eq!((next.retries, next.retry_through_ms, next.waiting_retry_ms), (0, Some(50), None));
+        scan.recovered = 1;
+        let next = ScanState::new_cycle(120, Some(&scan));
+        assert_eq!(next.retry_through_ms, None, "a retry answered: every due target again");
+    }
+
+    /// The next cycle's bound for a fire on Free (a share of 4) that left
+    /// targets with these retry times waiting.
+    fn through(times: &[u64]) -> Option<u64> {
+        let mut r = Retries::new(&ScanState::new_cycle(1, None), &RelayBudget::FREE);
+        times.iter().for_each(|&t| r.pass(t));
+        r.turn_through_ms()
+    }
+
+    #[test]
+    fn the_next_cycle_takes_a_share_of_the_longest_waiting_and_never_splits_equal_times() {
+        assert_eq!(through(&[]), None);
+        assert_eq!(through(&[9, 3, 7, 5, 8, 4]), Some(7), "the four earliest");
+        assert_eq!(through(&[9, 3, 5, 5, 5, 4]), Some(4), "5 three times would make five: 3 and 4 go");
+        assert_eq!(through(&[5, 5, 5, 5, 5, 9]), Some(5), "a run of more than a share goes first, in turns");
+        assert_eq!(through(&[5, 5, 5, 5, 9]), Some(5), "exactly a share");
+        assert_eq!(through(&[9, 2]), Some(9), "fewer than a share: all");
     }
 }
