@@ -266,6 +266,12 @@ fn a_spanning_enqueue_is_atomic_per_partition_and_a_keyed_retry_completes_it() {
     let done = sim.enqueue_routed(L, &m, Some("order-1"), rows).unwrap();
     assert_eq!(done.positions[0], failed.committed[0], "partition 0 answered the retry as a duplicate");
     assert!(!done.duplicate, "partition 1 took its row now");
+    assert_eq!(
+        sim.admission_counters("orders:0"),
+        (1, 0),
+        "the retry's answer from partition 0 is a dedup hit"
+    );
+    assert_eq!(sim.admission_counters("orders:1"), (0, 1), "partition 1 refused once as full");
     drain_all(&mut sim, &targets);
     assert_eq!(applied.borrow().get(&a).cloned(), Some(vec![1]), "once");
     assert_eq!(applied.borrow().get(&b).cloned(), Some(vec![2]));

@@ -322,6 +322,10 @@ impl<S: Sql> Outbox<S> {
         if stored.as_ref() != Some(&record) {
             self.put_routed(key, &record)?;
         }
+        if !record.taken.is_empty() {
+            // A retry answered, in part, from what an earlier attempt took.
+            self.add_pending(Pending { dedup_hits: 1, ..Pending::default() });
+        }
         let state = self.state()?;
         Ok(Sealed { taken: record.taken, queued_rows: state.queued_rows, parked_rows: state.parked_rows })
     }
