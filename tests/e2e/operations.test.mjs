@@ -171,6 +171,26 @@ test("status figures match what happened: delivered, subrequests, rows written p
   assert.equal(s.last_alarm.queued_rows, 0);
 });
 
+test("a status read while the alarm awaits a target arms no second, empty alarm", async () => {
+  const src = "fig-slow";
+  await fault("fig-slow-t", { delay_ms: 1_500 });
+  try {
+    await relay.enqueue(src, [put("fig-slow-t", "k", 1)]);
+    await sleep(600); // the alarm now awaits the slow target
+    const during = await relay.status(src);
+    assert.equal(during.rearmed, false, "the running alarm arms its own next wake-up");
+    const s = await relay.drained(src);
+    await sleep(1_500); // time for a stray alarm to fire
+    const after = await relay.status(src);
+    assert.equal(after.delivered_rows, 1);
+    assert.equal(after.alarms, 1, `one alarm, not a second empty one: ${JSON.stringify(after.last_alarm)}`);
+    assert.equal(after.last_alarm.rows_delivered, 1);
+    assert.equal(s.queued_rows, 0);
+  } finally {
+    await fault("fig-slow-t", { delay_ms: 0 });
+  }
+});
+
 test("with an Analytics Engine dataset bound, alarms still deliver and write their data points", async () => {
   const extraToml = '[[analytics_engine_datasets]]\nbinding = "RELAY_METRICS"\ndataset = "relay_metrics"';
   const metrics = await Relay.start({ extraToml });

@@ -197,6 +197,23 @@ fn blocked_now(rs: Option<&ScanState>, targets: &[TargetReport], now_ms: u64) ->
     blocked
 }
 
+/// Marks an alarm as running for as long as it lives, whichever way the
+/// alarm ends.
+struct Firing<'a>(&'a Cell<bool>);
+
+impl<'a> Firing<'a> {
+    fn start(flag: &'a Cell<bool>) -> Self {
+        flag.set(true);
+        Firing(flag)
+    }
+}
+
+impl Drop for Firing<'_> {
+    fn drop(&mut self) {
+        self.0.set(false);
+    }
+}
+
 /// The source side of the relay in one Durable Object: see the module doc.
 pub struct Relay<S, A> {
     name: Name,
@@ -208,6 +225,12 @@ pub struct Relay<S, A> {
     /// When an alarm last delivered rows (this instance's memory): rows that
     /// arrive soon after may wait to share calls (`coalesce_ms`).
     last_delivery_ms: Cell<Option<u64>>,
+    /// Whether an alarm of this instance is running. The platform consumes
+    /// an alarm when it wakes the object, so a status read or a sweep
+    /// during the fire finds none stored while rows wait; arming one then
+    /// would wake the object again for nothing, since the fire arms its own
+    /// next wake-up when it ends.
+    firing: Cell<bool>,
     /// A `Cell` so a running source can be reconfigured without exclusive
     /// access. Invariant: its budget is valid.
     config: Cell<SourceConfig>,
@@ -226,6 +249,7 @@ impl<S: Sql, A: AlarmStore> Relay<S, A> {
             known: Cell::new(AlarmKnown::Unknown),
             alarm_failures: Cell::new(0),
             last_delivery_ms: Cell::new(None),
+            firing: Cell::new(false),
             config: Cell::new(config),
         })
     }
@@ -523,6 +547,7 @@ impl<S: Sql, A: AlarmStore> Relay<S, A> {
     ) -> Result<AlarmSummary, AlarmFailure> {
         // The platform consumed the alarm that woke us.
         self.known.set(AlarmKnown::None);
+        let _firing = Firing::start(&self.firing);
         match run_alarm(&self.outbox, &self.name, &self.config.get().alarm, targets, now, observer).await {
             Ok(mut summary) => {
                 self.alarm_failures.set(0);
@@ -576,7 +601,8 @@ impl<S: Sql, A: AlarmStore> Relay<S, A> {
         let stored = self.alarm.get().await?;
         self.known.set(stored.map_or(AlarmKnown::None, AlarmKnown::At));
         let queued_rows = self.outbox.state()?.queued_rows;
-        let rearmed = needs_rearm(queued_rows, stored);
+        // A running fire arms its own next wake-up.
+        let rearmed = !self.firing.get() && needs_rearm(queued_rows, stored);
         if rearmed {
             self.arm_at(now_ms).await?;
         }
