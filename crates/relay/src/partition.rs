@@ -184,8 +184,15 @@ fn reach_of(calls: &[Call]) -> Vec<Part> {
     all.into_iter().collect()
 }
 
-/// What earlier attempts of a key committed, by target: where, and which rows.
-type Found = BTreeMap<String, (Part, Taken)>;
+/// What the seals of a retry found.
+#[derive(Default)]
+struct Found {
+    /// What earlier attempts of the key committed, by target: where, and
+    /// which rows.
+    by_target: BTreeMap<String, (Part, Taken)>,
+    /// Each sealed object's queued and parked rows, for the reply's counts.
+    counts: BTreeMap<Part, (u64, u64)>,
+}
 
 /// Routes one enqueue of `rows` (with an optional idempotency `key`) by
 /// `map` to `sink`, at `now_ms` (for the delays' check). See the module doc.
@@ -210,7 +217,7 @@ pub async fn enqueue<P: Partitions>(
             let (ticket, found) = attempt(sink, key, digest, &reach_of(&calls)).await?;
             (Some(RoutedKey { key, digest, ticket }), found)
         }
-        _ => (None, Found::new()),
+        _ => (None, Found::default()),
     };
     let calls = without_found(calls, rows, &found);
     let mut results = join_all(calls.iter().map(|call| run(sink, call, routed, rows, fence))).await;
@@ -239,17 +246,18 @@ async fn attempt<P: Partitions>(
 ) -> Result<(Ticket, Found), RouteFailure<P::Error>> {
     let verdict = sink.record_key(key_home(key), key, digest, reach).await.map_err(RouteFailure::nothing)?;
     let (ticket, earlier) = match verdict {
-        KeyVerdict::Fresh(ticket) => return Ok((ticket, Found::new())),
+        KeyVerdict::Fresh(ticket) => return Ok((ticket, Found::default())),
         KeyVerdict::Retry { ticket, reach } => (ticket, reach),
     };
     let seals = join_all(earlier.iter().map(|&p| sink.seal(p, key, digest, ticket))).await;
-    let mut found = Found::new();
+    let mut found = Found::default();
     let mut error = None;
     for (&part, sealed) in earlier.iter().zip(seals) {
         match sealed {
             Ok(s) => {
+                found.counts.insert(part, (s.queued_rows, s.parked_rows));
                 for (target, taken) in s.taken {
-                    found.entry(target).or_insert((part, taken));
+                    found.by_target.entry(target).or_insert((part, taken));
                 }
             }
             Err(e) => error = error.or(Some(e)),
@@ -264,6 +272,7 @@ async fn attempt<P: Partitions>(
 
 fn found_positions(found: &Found) -> Vec<Position> {
     found
+        .by_target
         .values()
         .flat_map(|(part, taken)| taken.seqs.iter().map(|&seq| Position { partition: *part, seq }))
         .collect()
@@ -285,7 +294,7 @@ fn plain_duplicate(done: Enqueued) -> RoutedEnqueue {
 
 /// The calls left once the targets earlier attempts committed are taken out.
 fn without_found(calls: Vec<Call>, rows: &[EnqueueRow], found: &Found) -> Vec<Call> {
-    let left = |i: &usize| rows.get(*i).is_some_and(|r| !found.contains_key(r.target.as_str()));
+    let left = |i: &usize| rows.get(*i).is_some_and(|r| !found.by_target.contains_key(r.target.as_str()));
     calls
         .into_iter()
         .map(|c| Call { rows: c.rows.into_iter().filter(left).collect(), chain: c.chain })
@@ -322,7 +331,7 @@ fn merge<E>(
     let (mut duplicate, mut queued_rows, mut parked_rows, mut at_ms) = (true, 0u64, 0u64, 0u64);
     let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
     for (i, row) in rows.iter().enumerate() {
-        let Some((part, taken)) = found.get(row.target.as_str()) else { continue };
+        let Some((part, taken)) = found.by_target.get(row.target.as_str()) else { continue };
         let k = seen.entry(row.target.as_str()).or_insert(0);
         if let (Some(slot), Some(&seq)) = (positions.get_mut(i), taken.seqs.get(*k)) {
             *slot = Some(Position { partition: *part, seq });
@@ -334,9 +343,11 @@ fn merge<E>(
         *k += 1;
     }
     let mut error = None;
+    let mut counted: BTreeSet<Part> = BTreeSet::new();
     for (call, result) in calls.iter().zip(results) {
         match result {
             Ok((part, done)) => {
+                counted.insert(part);
                 for (k, &i) in call.rows.iter().enumerate() {
                     if let (Some(slot), Some(&seq)) = (positions.get_mut(i), done.seqs.get(k)) {
                         *slot = Some(Position { partition: part, seq });
@@ -355,6 +366,13 @@ fn merge<E>(
     }
     if let Some(error) = error {
         return Err(RouteFailure { error, committed: positions.into_iter().flatten().collect() });
+    }
+    // An object that only answered a seal still counts in the reply's totals.
+    for (part, (queued, parked)) in &found.counts {
+        if !counted.contains(part) {
+            queued_rows += queued;
+            parked_rows += parked;
+        }
     }
     let positions: Vec<Position> =
         positions.into_iter().map(|p| p.unwrap_or(Position { partition: Part::Plain, seq: 0 })).collect();

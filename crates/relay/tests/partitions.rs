@@ -266,6 +266,7 @@ fn a_spanning_enqueue_is_atomic_per_partition_and_a_keyed_retry_completes_it() {
     let done = sim.enqueue_routed(L, &m, Some("order-1"), rows).unwrap();
     assert_eq!(done.positions[0], failed.committed[0], "partition 0 answered the retry as a duplicate");
     assert!(!done.duplicate, "partition 1 took its row now");
+    assert_eq!(done.queued_rows, 2, "the reply counts the sealed partition's rows too");
     assert_eq!(
         sim.admission_counters("orders:0"),
         (1, 0),
