@@ -180,11 +180,12 @@ export class Relay {
     for (const [kind, names] of [["sources", this.seen.sources], ["targets", this.seen.targets]]) {
       for (const name of [...names]) {
         const r = await this.api("GET", `/v1/${kind}/${name}/audit`);
-        if (r.body?.error?.code === "partitioned_source") {
-          // A logical source has no tables: audit each of its partitions.
-          const status = await this.status(name);
-          for (const p of status.partitions) {
-            const a = await this.api("GET", `/v1/sources/${p.source}/audit`);
+        const status = kind === "sources" ? await this.api("GET", `/v1/sources/${name}/status`) : null;
+        if (Array.isArray(status?.body?.partitions)) {
+          // A logical source: audit each of its objects (its own, at its
+          // name, while the map lists the plain layout).
+          for (const p of status.body.partitions) {
+            const a = p.source === name ? r : await this.api("GET", `/v1/sources/${p.source}/audit`);
             if (a.status !== 200 || !a.body.ok) breaches.push(`sources/${p.source}: ${a.text}`);
           }
           continue;

@@ -190,7 +190,12 @@ pub async fn handle(mut req: Request, env: &Env) -> Result<Response, HttpError> 
         FrontRoute::Source(source, route) => {
             let config = crate::config(env)?;
             if let Some(map) = config.partition_map(&source) {
-                return crate::partitioned::serve(env, &mut req, &source, map, route).await;
+                // While the map lists the plain layout, the logical name's own
+                // object is one of the objects: its per-object routes reach it.
+                let own = matches!(route, SourceRoute::Alarms | SourceRoute::Audit | SourceRoute::Faults);
+                if !(own && map.has_plain()) {
+                    return crate::partitioned::serve(env, &mut req, &source, map, route).await;
+                }
             }
             let body = match route {
                 SourceRoute::Relay(SourceOp::Enqueue) | SourceRoute::Faults => {
