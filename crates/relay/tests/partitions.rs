@@ -3,7 +3,9 @@
 //! target) order holds under load with failing targets while the partition
 //! count grows and shrinks; routers with an older map are fenced; an enqueue
 //! spanning partitions is atomic per partition and completed by a keyed
-//! retry. A target's hook records the values it applied, in order, and the
+//! retry; the plain layout's edges: a map without it is refused while the
+//! plain object remembers a key, and a source back to plain takes plain
+//! enqueues a horizon later, answering keys it took routed. A target's hook records the values it applied, in order, and the
 //! test compares them with the order in which enqueues were accepted.
 
 use std::cell::RefCell;
@@ -276,4 +278,95 @@ fn a_spanning_enqueue_is_atomic_per_partition_and_a_keyed_retry_completes_it() {
     drain_all(&mut sim, &targets);
     assert_eq!(applied.borrow().get(&a).cloned(), Some(vec![1]), "once");
     assert_eq!(applied.borrow().get(&b).cloned(), Some(vec![2]));
+}
+
+/// A map of `layout` under `epoch`, with `from` listing earlier layouts.
+fn layout_map(layout: Layout, epoch: u64, from: &[Layout]) -> PartitionMap {
+    PartitionMap { partitions: layout, epoch, from: from.to_vec() }
+}
+
+/// The dedup horizon the plain-layout tests give every object, ms.
+const SHORT_HORIZON_MS: u64 = 600_000;
+
+fn short_horizon(sim: &mut Sim) {
+    let policy = SourcePolicy { dedup_horizon_ms: SHORT_HORIZON_MS, ..SourcePolicy::default() };
+    sim.set_policy(L, policy);
+    for p in 0..MAX_PARTITIONS_USED {
+        sim.set_policy(partition_name(&Name::new(L).unwrap(), p).as_str(), policy);
+    }
+}
+
+#[test]
+fn a_source_back_to_plain_takes_plain_enqueues_a_horizon_after_and_answers_the_keys_it_took_routed() {
+    let targets: Vec<String> = (0..4).map(|i| format!("b{i}")).collect();
+    let (mut sim, applied) = world(11, &targets);
+    short_horizon(&mut sim);
+    sim.enqueue_routed(L, &map(2, 1, None), None, vec![row(&targets[0], 1)]).unwrap();
+    drain_all(&mut sim, &targets);
+    let back = layout_map(Layout::Plain, 2, &[Layout::Count(2)]);
+    sim.enqueue_routed(L, &back, None, vec![row(&targets[0], 2)]).unwrap();
+    let plain = layout_map(Layout::Plain, 3, &[]);
+    sim.enqueue_routed(L, &plain, None, vec![row(&targets[1], 3)]).unwrap();
+    let active_ms = sim.now_ms();
+    sim.advance(1_000);
+    let keyed = vec![row(&targets[2], 4)];
+    let routed = sim.enqueue_routed(L, &plain, Some("late"), keyed.clone()).unwrap();
+    assert_eq!(routed.positions[0].partition, Part::Plain);
+
+    sim.advance(active_ms + SHORT_HORIZON_MS - 1 - sim.now_ms());
+    match sim.enqueue_keyed(L, None, vec![row(&targets[3], 5)]) {
+        Err(EnqueueRefusal::PartitionedSource { plain_at_ms, .. }) => {
+            assert_eq!(plain_at_ms, Some(active_ms + SHORT_HORIZON_MS), "the refusal says when")
+        }
+        other => panic!("a plain enqueue a millisecond early: {other:?}"),
+    }
+    sim.advance(1);
+    let retry = sim.enqueue_keyed(L, Some("late"), keyed).unwrap();
+    assert!(retry.duplicate, "the key the plain object took routed answers a plain retry");
+    assert_eq!(retry.seqs, routed.seqs);
+    let other = sim.enqueue_keyed(L, Some("late"), vec![row(&targets[2], 99)]);
+    assert!(matches!(other, Err(EnqueueRefusal::Conflict { .. })), "{other:?}");
+    sim.enqueue_keyed(L, None, vec![row(&targets[3], 5)]).unwrap();
+    drain_all(&mut sim, &targets);
+    for (t, want) in targets.iter().zip([vec![1, 2], vec![3], vec![4], vec![5]]) {
+        assert_eq!(applied.borrow().get(t).cloned(), Some(want), "{t}: once each, in order");
+    }
+}
+
+#[test]
+fn a_map_without_plain_is_refused_while_the_plain_object_remembers_a_key() {
+    let targets: Vec<String> = (0..2).map(|i| format!("k{i}")).collect();
+    let (mut sim, applied) = world(12, &targets);
+    short_horizon(&mut sim);
+    let rows = vec![row(&targets[0], 1)];
+    let first_ms = sim.now_ms();
+    let first = sim.enqueue_keyed(L, Some("plain-key"), rows.clone()).unwrap();
+    sim.advance(1_000);
+    // One alarm delivers the row; draining until idle would run the
+    // prune alarm a horizon later, when the key is gone.
+    sim.run_alarm(L, RelayBudget::FREE);
+    let with_plain = layout_map(Layout::Count(2), 1, &[Layout::Plain]);
+    let retry = sim.enqueue_routed(L, &with_plain, Some("plain-key"), rows.clone()).unwrap();
+    assert!(retry.duplicate, "the plain object answers its own key: {retry:?}");
+    assert_eq!(retry.positions[0].partition, Part::Plain);
+    assert_eq!(retry.seqs, first.seqs);
+
+    let without = layout_map(Layout::Count(2), 2, &[]);
+    let refused = sim.enqueue_routed(L, &without, None, vec![row(&targets[1], 2)]).unwrap_err();
+    match refused.error {
+        EnqueueRefusal::PlainKeys { keys, until_ms, .. } => {
+            assert_eq!(keys, 1);
+            assert_eq!(until_ms, first_ms + SHORT_HORIZON_MS, "when the key expires");
+        }
+        other => panic!("expected the plain keys' refusal, got {other:?}"),
+    }
+    assert!(refused.committed.is_empty(), "the refusal wrote nothing");
+    assert_eq!(refused.error.code(), "unsettled_layout");
+
+    sim.advance(SHORT_HORIZON_MS);
+    let taken = sim.enqueue_routed(L, &without, None, vec![row(&targets[1], 2)]).unwrap();
+    assert!(matches!(taken.positions[0].partition, Part::Index(_)));
+    drain_all(&mut sim, &targets);
+    assert_eq!(applied.borrow().get(&targets[0]).cloned(), Some(vec![1]), "once");
+    assert_eq!(applied.borrow().get(&targets[1]).cloned(), Some(vec![2]));
 }
