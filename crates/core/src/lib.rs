@@ -29,6 +29,7 @@ pub mod row;
 pub mod scan;
 pub mod schedule;
 pub mod settle;
+pub mod source_id;
 pub mod trace;
 pub mod watermark;
 
@@ -67,6 +68,7 @@ pub use row::{CorruptRow, Effects, JsonValue, QueuedRow, RowError, StoredRow};
 pub use scan::{CorruptScan, ScanState};
 pub use schedule::{AlarmKnown, PrunePlan};
 pub use settle::{Checkpoint, DeleteRange, FireReport, Settlement, TargetChanges, Wake};
+pub use source_id::{SourceId, SourceIdError};
 pub use trace::{TraceError, Traceparent};
 pub use watermark::{delivered_through, owed_head, relay_watermark, Head};
 

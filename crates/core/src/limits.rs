@@ -107,6 +107,10 @@ pub const RETRY_BACKOFF_MAX_MS: u64 = 60_000;
 /// Longest source or target name, in bytes (characters `A-Z a-z 0-9 . _ : -`).
 pub const MAX_NAME_BYTES: u32 = 64;
 
+/// Length of a source's id at its targets: a Durable Object id as workerd
+/// spells it, lowercase hexadecimal digits.
+pub const SOURCE_ID_CHARS: u32 = 64;
+
 /// Deepest nesting of arrays and objects inside one value: `1` is depth 0,
 /// `[1]` depth 1. Far beyond real documents, and it keeps every envelope the
 /// relay wraps around a value (an enqueue adds 5 levels, a target batch 6)
