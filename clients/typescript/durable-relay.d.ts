@@ -200,6 +200,8 @@ export interface AlarmSummary {
 /** A source's status (`GET /status`, `RelayRpc.status`). */
 export interface SourceStatus {
   source: string;
+  /** The source object's id (64 lowercase hex digits): with `source`, what its targets key its watermark by (absent from a relay older than ids). */
+  source_id?: string | null;
   last_seq: number;
   queued_rows: number;
   queued_bytes: number;
@@ -292,6 +294,7 @@ export type ErrorCode =
   | "batch_too_large"
   | "bad_sequence"
   | "bad_row"
+  | "invalid_source_id"
   | "hook_refused"
   | "unavailable"
   | "bad_configuration"

@@ -5,7 +5,11 @@
 //! A target keeps one watermark per source (`rh`): the highest source
 //! sequence it has applied. Rows at or below it are duplicates. Because a
 //! batch is ascending and the watermark is a threshold, the duplicates are
-//! always a prefix of the batch.
+//! always a prefix of the batch. A source is its name and its object's id
+//! ([`SourceId`]): names collide across classes and Workers, ids do not. A
+//! batch without an id comes from a build older than ids and is kept apart
+//! (see `store::inbox` for how an upgraded target hands its old watermark
+//! to the first identified sender).
 
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
 #![deny(clippy::unreachable, clippy::todo, clippy::unimplemented)]
@@ -22,6 +26,7 @@ use crate::limits::{
 };
 use crate::name::Name;
 use crate::row::{Effects, QueuedRow};
+use crate::source_id::{SourceId, SourceIdError};
 
 /// One row in a target batch.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -37,10 +42,28 @@ pub struct ApplyRow {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ApplyRequest {
-    /// The sending source; names the watermark.
+    /// The sending source's name.
     pub source: Name,
+    /// The sending source's object id; with the name, keys the watermark.
+    /// `None` from a sender older than ids.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_id: Option<SourceId>,
     /// Rows, strictly ascending by `seq`.
     pub rows: Vec<ApplyRow>,
+}
+
+/// A batch as it arrives, before its source id is validated (so a bad id
+/// gets its own error).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WireRequest {
+    /// The sending source's name.
+    source: Name,
+    /// The sending object's id as sent, validated into a [`SourceId`].
+    #[serde(default)]
+    source_id: Option<String>,
+    /// Rows, checked by [`validate_request`].
+    rows: Vec<ApplyRow>,
 }
 
 /// The target's answer to an apply call.
@@ -56,15 +79,18 @@ pub struct ApplyReply {
 }
 
 /// Encodes the batch for `call` from the fire's rows, embedding each stored
-/// body verbatim: `{"source":..,"rows":[{"seq":N,"effects":BODY},..]}`.
+/// body verbatim:
+/// `{"source":..,"source_id":..,"rows":[{"seq":N,"effects":BODY},..]}`.
 /// `rows` are the fire's window, which holds every row of every call the
 /// fire hands out (the fire's own state, not caller bytes).
 #[allow(clippy::expect_used, reason = "a call's rows are in the fire's window: the engine built both")]
-pub fn encode_request(source: &Name, call: &TargetCall, rows: &[QueuedRow]) -> String {
-    let mut out = String::with_capacity(call.bytes as usize + 64);
-    // A name's alphabet needs no JSON escapes.
+pub fn encode_request(source: &Name, id: &SourceId, call: &TargetCall, rows: &[QueuedRow]) -> String {
+    let mut out = String::with_capacity(call.bytes as usize + crate::limits::BATCH_HEADER_BYTES as usize);
+    // The alphabets of a name and an id need no JSON escapes.
     out.push_str(r#"{"source":""#);
     out.push_str(source.as_str());
+    out.push_str(r#"","source_id":""#);
+    out.push_str(id.as_str());
     out.push_str(r#"","rows":["#);
     let mut window = rows.iter();
     for (n, seq) in call.seqs.iter().enumerate() {
@@ -97,6 +123,8 @@ pub enum ApplyError {
     BadSequence(u64),
     /// A row's effects break a row limit.
     BadRow(u64, String),
+    /// The source id is not a Durable Object id.
+    BadSourceId(SourceIdError),
     /// The hook refused the batch.
     Hook(String),
 }
@@ -110,6 +138,7 @@ impl ApplyError {
             ApplyError::TooLarge(_) => ErrorCode::BatchTooLarge,
             ApplyError::BadSequence(_) => ErrorCode::BadSequence,
             ApplyError::BadRow(..) => ErrorCode::BadRow,
+            ApplyError::BadSourceId(_) => ErrorCode::InvalidSourceId,
             ApplyError::Hook(_) => ErrorCode::HookRefused,
         }
     }
@@ -125,6 +154,7 @@ impl fmt::Display for ApplyError {
                 write!(f, "sequence {s} is out of range or not ascending")
             }
             ApplyError::BadRow(s, e) => write!(f, "row {s}: {e}"),
+            ApplyError::BadSourceId(e) => e.fmt(f),
             ApplyError::Hook(e) => write!(f, "hook rejected the batch: {e}"),
         }
     }
@@ -143,8 +173,9 @@ pub fn decode_request(body: &str) -> Result<ApplyRequest, ApplyError> {
     if depth > MAX_VALUE_DEPTH + BATCH_ENVELOPE_DEPTH {
         return Err(ApplyError::Malformed(format!("batch nests {depth} levels deep")));
     }
-    let request: ApplyRequest =
-        serde_json::from_str(body).map_err(|e| ApplyError::Malformed(e.to_string()))?;
+    let wire: WireRequest = serde_json::from_str(body).map_err(|e| ApplyError::Malformed(e.to_string()))?;
+    let source_id = wire.source_id.map(SourceId::new).transpose().map_err(ApplyError::BadSourceId)?;
+    let request = ApplyRequest { source: wire.source, source_id, rows: wire.rows };
     validate_request(&request)?;
     Ok(request)
 }
@@ -216,6 +247,20 @@ pub fn plan_apply(watermark: u64, request: &ApplyRequest) -> ApplyPlan {
 pub trait RelayHook {
     /// Effects to apply after the rows' own, atomically with them.
     fn extra_effects(&self, source: &Name, rows: &[ApplyRow]) -> Result<Effects, String>;
+
+    /// [`extra_effects`](RelayHook::extra_effects), told the sender's
+    /// object id too (`None` from a sender older than ids): what the target
+    /// calls. Two senders may share a name; a hook that keeps anything per
+    /// sender should key it by both. By default it ignores the id.
+    fn extra_effects_for(
+        &self,
+        source: &Name,
+        id: Option<&SourceId>,
+        rows: &[ApplyRow],
+    ) -> Result<Effects, String> {
+        let _ = id;
+        self.extra_effects(source, rows)
+    }
 }
 
 /// The default hook: adds nothing.
@@ -245,7 +290,11 @@ mod tests {
     }
 
     fn request(seqs: &[u64]) -> ApplyRequest {
-        ApplyRequest { source: Name::new("s").unwrap(), rows: seqs.iter().map(|s| row(*s)).collect() }
+        ApplyRequest {
+            source: Name::new("s").unwrap(),
+            source_id: None,
+            rows: seqs.iter().map(|s| row(*s)).collect(),
+        }
     }
 
     #[test]
@@ -307,14 +356,37 @@ mod tests {
         let bytes = rows.iter().map(|r| r.bytes + crate::BATCH_ROW_FRAMING_BYTES).sum();
         let call =
             TargetCall { group: 0, target: name.clone(), seqs: rows.iter().map(|r| r.seq).collect(), bytes };
-        let wire = encode_request(&name, &call, &rows);
+        let id = SourceId::new("f".repeat(crate::SOURCE_ID_CHARS as usize)).unwrap();
+        let wire = encode_request(&name, &id, &call, &rows);
         assert!(
             wire.len() as u32 <= bytes + BATCH_HEADER_BYTES,
             "{} > {}",
             wire.len(),
             bytes + BATCH_HEADER_BYTES
         );
-        assert_eq!(decode_request(&wire).unwrap().rows.len(), 3);
+        let decoded = decode_request(&wire).unwrap();
+        assert_eq!(decoded.rows.len(), 3);
+        assert_eq!(decoded.source_id, Some(id));
+    }
+
+    #[test]
+    fn a_batch_without_an_id_decodes_and_a_bad_id_is_refused() {
+        let body =
+            |id: &str| format!(r#"{{"source":"s",{id}"rows":[{{"seq":1,"effects":{{"deletes":["k"]}}}}]}}"#);
+        assert_eq!(decode_request(&body("")).unwrap().source_id, None, "a sender older than ids");
+        let good = format!(r#""source_id":"{}","#, "a".repeat(64));
+        assert!(decode_request(&body(&good)).unwrap().source_id.is_some());
+        for bad in [r#""source_id":"","#, r#""source_id":"ABC","#, r#""source_id":"xyz","#] {
+            let e = decode_request(&body(bad)).unwrap_err();
+            assert_eq!(e.code(), "invalid_source_id", "{bad}");
+            assert!(e.to_string().contains("source_id"), "the message names the field: {e}");
+        }
+        let long = format!(r#""source_id":"{}","#, "a".repeat(65));
+        assert!(matches!(
+            decode_request(&body(&long)),
+            Err(ApplyError::BadSourceId(SourceIdError::Length(65)))
+        ));
+        assert!(matches!(decode_request(&body(r#""source_id":7,"#)), Err(ApplyError::Malformed(_))));
     }
 
     #[test]

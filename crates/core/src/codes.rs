@@ -97,6 +97,7 @@ codes! {
     BatchTooLarge => "batch_too_large": "A target batch over its limits (422).",
     BadSequence => "bad_sequence": "A target batch's sequences are out of range or not ascending (422).",
     BadRow => "bad_row": "A row in a target batch is invalid (422).",
+    InvalidSourceId => "invalid_source_id": "A target batch's source_id is not a Durable Object id (422).",
     HookRefused => "hook_refused": "The target's hook refused a batch (503, retried).",
     Unavailable => "unavailable": "The target is unavailable (503, retried).",
     BadConfiguration => "bad_configuration": "A configuration variable is invalid (500).",

@@ -80,8 +80,9 @@ pub const MAX_BATCH_EFFECTS: u32 = 4_096;
 /// [`MAX_BATCH_BYTES`]: `{"seq":N,"effects":` and `}` plus a comma is at most
 /// 36 bytes for a 16-digit `N`; 40 leaves room.
 pub const BATCH_ROW_FRAMING_BYTES: u32 = 40;
-/// Framing of a whole target call: `{"source":"<name>","rows":[` and `]}`.
-pub const BATCH_HEADER_BYTES: u32 = 96;
+/// Framing of a whole target call:
+/// `{"source":"<name>","source_id":"<id>","rows":[` and `]}`.
+pub const BATCH_HEADER_BYTES: u32 = 192;
 
 /// Bytes in one key (UTF-8).
 pub const MAX_KEY_BYTES: u32 = 512;
@@ -243,7 +244,7 @@ pub const MAX_COALESCE_MS: u64 = 1_000;
 pub const PLATFORM_ALARM_RETRY_MS: u64 = 2_000;
 
 const _: () = assert!(MAX_ROW_BYTES + BATCH_ROW_FRAMING_BYTES <= MAX_BATCH_BYTES);
-const _: () = assert!(MAX_NAME_BYTES + 32 <= BATCH_HEADER_BYTES);
+const _: () = assert!(MAX_NAME_BYTES + SOURCE_ID_CHARS + 48 <= BATCH_HEADER_BYTES);
 const _: () = assert!(MAX_EFFECTS_PER_ROW <= MAX_BATCH_EFFECTS);
 const _: () = assert!(MAX_ROW_BYTES <= MAX_FIRE_BYTES);
 const _: () = assert!(RETRY_BACKOFF_MS <= RETRY_BACKOFF_MAX_MS);

@@ -206,13 +206,14 @@ fn fire(source: &Name, budget: RelayBudget, rows: &[StoredRow]) -> (u64, u64, u6
     let (take, exhausted) = begun.window.take(&sizes);
     let mut fire = Fire::new(begun, &rows[..take], exhausted);
     let mut calls_made = 0;
+    let id = durable_relay::core::SourceId::derive("bench", source.as_str());
     loop {
         let calls = fire.next_calls();
         if calls.is_empty() {
             break;
         }
         for call in &calls {
-            black_box(encode_request(source, call, fire.rows()));
+            black_box(encode_request(source, &id, call, fire.rows()));
         }
         for call in &calls {
             let last = *call.seqs.last().expect("calls are never empty");

@@ -20,7 +20,8 @@ use serde::{Deserialize, Serialize};
 use crate::core::schedule::next_alarm_at;
 use crate::core::{
     begin, encode_request, AlarmRun, AlarmTotals, BudgetError, CallOutcome, Checkpoint, Effects, Fire,
-    FireReport, Name, QueuedRow, RelayBudget, ScanState, TargetCall, Wake, MAX_IN_FLIGHT, MAX_TRACES_PER_LOG,
+    FireReport, Name, QueuedRow, RelayBudget, ScanState, SourceId, TargetCall, Wake, MAX_IN_FLIGHT,
+    MAX_TRACES_PER_LOG,
 };
 use crate::store::outbox::{Commit, Outbox};
 use crate::store::{Sql, StoreError};
@@ -159,10 +160,13 @@ fn is_zero(n: &u32) -> bool {
 pub type AlarmFigures<'a> = dyn Fn(&FireReport, Wake) -> Option<String> + 'a;
 
 /// Runs one fire with `calls_left` calls and writes its checkpoint.
-/// `last_alarm` (JSON figures) is stored with the checkpoint.
+/// `last_alarm` (JSON figures) is stored with the checkpoint. Every batch
+/// names the source by `source` and its object's `id`.
+#[allow(clippy::too_many_arguments, reason = "the fire's inputs, each from its own owner")]
 pub async fn fire<S: Sql>(
     outbox: &Outbox<S>,
     source: &Name,
+    id: &SourceId,
     options: &AlarmOptions,
     calls_left: u32,
     targets: &impl Targets,
@@ -173,7 +177,7 @@ pub async fn fire<S: Sql>(
     let mut begun = begin(start)?;
     let (window, exhausted) = outbox.read_window(&mut begun)?;
     let mut fire = Fire::new(begun, &window, exhausted);
-    let traces = call_targets(&mut fire, source, options.max_in_flight, targets).await;
+    let traces = call_targets(&mut fire, source, id, options.max_in_flight, targets).await;
     let settlement = fire.settle();
     let figures = last_alarm.and_then(|f| f(&settlement.report, settlement.wake));
     let commit = outbox.checkpoint(&settlement.checkpoint, &settlement.report, now(), figures.as_deref())?;
@@ -192,6 +196,7 @@ pub async fn fire<S: Sql>(
 async fn call_targets(
     fire: &mut Fire,
     source: &Name,
+    id: &SourceId,
     max_in_flight: u32,
     targets: &impl Targets,
 ) -> Vec<String> {
@@ -201,7 +206,8 @@ async fn call_targets(
         if calls.is_empty() {
             return traces;
         }
-        let requests: Vec<_> = calls.iter().map(|c| (c, encode_request(source, c, fire.rows()))).collect();
+        let requests: Vec<_> =
+            calls.iter().map(|c| (c, encode_request(source, id, c, fire.rows()))).collect();
         let outcomes: Vec<_> = stream::iter(requests)
             .map(|(call, body)| async move { (call, targets.apply(&call.target, body).await) })
             .buffer_unordered(max_in_flight.clamp(1, MAX_IN_FLIGHT) as usize)
@@ -223,11 +229,13 @@ fn traces_of<'a>(call: &'a TargetCall, rows: &'a [QueuedRow]) -> impl Iterator<I
         .filter_map(|r| Effects::trace_of(&r.body).map(str::to_owned))
 }
 
-/// Runs one alarm's worth of fires for `source`, then prunes and decides the
-/// next wake-up (`next_in_ms` in the summary; the caller arms it).
+/// Runs one alarm's worth of fires for `source` (whose object's id is
+/// `id`), then prunes and decides the next wake-up (`next_in_ms` in the
+/// summary; the caller arms it).
 pub async fn run_alarm<S: Sql>(
     outbox: &Outbox<S>,
     source: &Name,
+    id: &SourceId,
     options: &AlarmOptions,
     targets: &impl Targets,
     now: &dyn Fn() -> u64,
@@ -248,7 +256,7 @@ pub async fn run_alarm<S: Sql>(
                     .unwrap_or_default()
             })
         };
-        let record = fire(outbox, source, options, calls_left, targets, now, Some(&figures)).await?;
+        let record = fire(outbox, source, id, options, calls_left, targets, now, Some(&figures)).await?;
         match &record.commit {
             Commit::Committed { parked: p } => {
                 run.committed(&record.report, record.wake);

@@ -39,7 +39,7 @@ use worker::{Env, Request, Response, State};
 use crate::config::{AlarmLog, RelayConfig};
 use crate::core::{ApplyRow, Effects, EnqueueRow, Name, RelayHook, Traceparent, RELAY_LAG_BOUND_MS};
 use crate::driver::{AlarmSummary, NoObserver};
-use crate::durable::{now_ms, open_error, source_name, DoAlarm, DoSql, DoTargets};
+use crate::durable::{now_ms, open_error, source_id, source_name, DoAlarm, DoSql, DoTargets};
 use crate::http::{respond, HttpError};
 use crate::source::Relay;
 use crate::store::inbox::Inbox;
@@ -132,6 +132,7 @@ impl<S: Sql> Source<S> {
         let sql = (self.store)(DoSql::new(&self.state));
         let relay = Relay::open(
             source_name(&self.state)?,
+            source_id(&self.state)?,
             sql,
             DoAlarm::new(&self.state),
             config(&self.env)?.source(),

@@ -331,6 +331,7 @@ pub const TARGET_OPERATIONS: &[Operation] = &[
             ErrorCode::BatchTooLarge,
             ErrorCode::BadSequence,
             ErrorCode::BadRow,
+            ErrorCode::InvalidSourceId,
             ErrorCode::HookRefused,
             ErrorCode::Unavailable,
         ],

@@ -28,7 +28,7 @@ use serde::{Deserialize, Serialize};
 use crate::core::schedule::{arm, coalesced, enqueue_due, needs_rearm};
 use crate::core::{
     delivered_through, part_of, relay_watermark, retry_backoff_ms, AlarmKnown, EnqueueRow, Fence, KeyVerdict,
-    Name, Part, PartitionMap, ScanState, Ticket,
+    Name, Part, PartitionMap, ScanState, SourceId, Ticket,
 };
 use crate::driver::{run_alarm, AlarmError, AlarmOptions, AlarmSummary, FireObserver, Targets};
 use crate::store::outbox::{
@@ -93,6 +93,11 @@ pub struct CapacityReport {
 pub struct SourceStatus {
     /// The source.
     pub source: String,
+    /// The source object's id: with the name, what its targets key its
+    /// watermark by (`GET .../watermarks` lists both). Absent from a relay
+    /// older than ids.
+    #[serde(default)]
+    pub source_id: Option<String>,
     /// Last allocated sequence (the engine's `os`; `os` before 0.3).
     #[serde(alias = "os")]
     pub last_seq: u64,
@@ -217,6 +222,9 @@ impl Drop for Firing<'_> {
 /// The source side of the relay in one Durable Object: see the module doc.
 pub struct Relay<S, A> {
     name: Name,
+    /// The source object's id: with the name, what its targets key its
+    /// watermark by (names collide across classes and Workers).
+    id: SourceId,
     outbox: Outbox<S>,
     alarm: A,
     known: Cell<AlarmKnown>,
@@ -237,13 +245,22 @@ pub struct Relay<S, A> {
 }
 
 impl<S: Sql, A: AlarmStore> Relay<S, A> {
-    /// Opens the source `name` on `sql` (creating or migrating its tables)
-    /// with its alarm in `alarm`. Refuses a budget outside its ranges.
-    pub fn open(name: Name, sql: S, alarm: A, config: SourceConfig) -> Result<Self, AlarmError> {
+    /// Opens the source `name`, whose object's id is `id` (in workerd
+    /// `state.id().to_string()`), on `sql` (creating or migrating its
+    /// tables) with its alarm in `alarm`. Refuses a budget outside its
+    /// ranges.
+    pub fn open(
+        name: Name,
+        id: SourceId,
+        sql: S,
+        alarm: A,
+        config: SourceConfig,
+    ) -> Result<Self, AlarmError> {
         config.alarm.budget.validate()?;
         let outbox = Outbox::open(sql, config.settings)?;
         Ok(Relay {
             name,
+            id,
             outbox,
             alarm,
             known: Cell::new(AlarmKnown::Unknown),
@@ -257,6 +274,11 @@ impl<S: Sql, A: AlarmStore> Relay<S, A> {
     /// The source's name.
     pub fn name(&self) -> &Name {
         &self.name
+    }
+
+    /// The source object's id, sent with every batch.
+    pub fn id(&self) -> &SourceId {
+        &self.id
     }
 
     /// The outbox (for reads; write through the methods here so the alarm
@@ -548,7 +570,9 @@ impl<S: Sql, A: AlarmStore> Relay<S, A> {
         // The platform consumed the alarm that woke us.
         self.known.set(AlarmKnown::None);
         let _firing = Firing::start(&self.firing);
-        match run_alarm(&self.outbox, &self.name, &self.config.get().alarm, targets, now, observer).await {
+        match run_alarm(&self.outbox, &self.name, &self.id, &self.config.get().alarm, targets, now, observer)
+            .await
+        {
             Ok(mut summary) => {
                 self.alarm_failures.set(0);
                 let config = self.config.get();
@@ -637,6 +661,7 @@ impl<S: Sql, A: AlarmStore> Relay<S, A> {
             (state.delivered_rows > 0).then(|| state.sql_rows_written as f64 / state.delivered_rows as f64);
         Ok(SourceStatus {
             source: self.name.to_string(),
+            source_id: Some(self.id.to_string()),
             last_seq: state.os,
             queued_rows: state.queued_rows,
             queued_bytes: state.queued_bytes,

@@ -521,9 +521,11 @@ fn through_the_wire(enc: &durable_relay::core::EncodedRows) -> Result<Option<Del
     for stored in &plan.rows {
         let row = QueuedRow::decode(stored).map_err(|e| TestCaseError::fail(format!("stored row: {e}")))?;
         let call = TargetCall { group: 0, target: row.target.clone(), seqs: vec![row.seq], bytes: row.bytes };
-        let wire = encode_request(&Name::new("src").unwrap(), &call, std::slice::from_ref(&row));
+        let id = durable_relay::core::SourceId::derive("fuzz", "src");
+        let wire = encode_request(&Name::new("src").unwrap(), &id, &call, std::slice::from_ref(&row));
         let batch = decode_request(&wire).map_err(|e| TestCaseError::fail(format!("batch: {e}")))?;
         prop_assert_eq!(batch.rows.len(), 1);
+        prop_assert_eq!(batch.source_id.as_ref(), Some(&id));
         out.push(batch.rows[0].effects.clone());
     }
     Ok(Some((out, due)))
@@ -602,14 +604,47 @@ fn generated_enqueue_bodies_are_refused_with_a_code_or_delivered_exactly() {
 
 // ---- target batches ------------------------------------------------------------
 
+/// A batch's `source_id` member as a sender might write it: none (a sender
+/// older than ids), a Durable Object id, or a malformed one (a wrong
+/// length, a character outside lowercase hex, not a string).
+fn source_id_member() -> impl Strategy<Value = String> {
+    let hex = prop::collection::vec(prop::sample::select(b"0123456789abcdef".to_vec()), 64)
+        .prop_map(|b| String::from_utf8(b).unwrap());
+    prop_oneof![
+        2 => Just(String::new()),
+        3 => hex.prop_map(|id| format!(r#""source_id":"{id}","#)),
+        1 => "[0-9a-f]{0,70}".prop_map(|id| format!(r#""source_id":"{id}","#)),
+        1 => "[0-9a-fA-Zé ]{64}".prop_map(|id| format!(r#""source_id":{},"#, quote(&id))),
+        1 => prop_oneof![Just("7"), Just("null"), Just("[]")].prop_map(|v| format!(r#""source_id":{v},"#)),
+    ]
+}
+
+/// Whether a `source_id` member (as [`source_id_member`] writes it) is one
+/// a target must accept: absent, null, or 64 lowercase hex digits.
+fn valid_id_member(member: &str) -> bool {
+    let Some(value) = member.strip_prefix(r#""source_id":"#).and_then(|m| m.strip_suffix(',')) else {
+        return true;
+    };
+    if value == "null" {
+        return true;
+    }
+    let Some(id) = value.strip_prefix('"').and_then(|v| v.strip_suffix('"')) else { return false };
+    id.len() == 64 && id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
 fn batch_text() -> impl Strategy<Value = String> {
     let row = (
         0u64..20,
         prop::collection::vec((key_text(), json()), 0..3),
         prop::collection::vec(key_text(), 0..2),
     );
-    let clean = (target_name(), prop::collection::vec(row, 0..6), prop::collection::vec(any::<u8>(), 1..4))
-        .prop_map(|(source, rows, ws)| {
+    let clean = (
+        target_name(),
+        source_id_member(),
+        prop::collection::vec(row, 0..6),
+        prop::collection::vec(any::<u8>(), 1..4),
+    )
+        .prop_map(|(source, id, rows, ws)| {
             let rows: Vec<String> = rows
                 .iter()
                 .map(|(seq, puts, deletes)| {
@@ -623,7 +658,7 @@ fn batch_text() -> impl Strategy<Value = String> {
                     )
                 })
                 .collect();
-            format!(r#"{{"source":{},"rows":[{}]}}"#, quote(&source), rows.join(","))
+            format!(r#"{{"source":{},{id}"rows":[{}]}}"#, quote(&source), rows.join(","))
         })
         .boxed();
     prop_oneof![3 => clean.clone(), 2 => (clean, edits()).prop_map(|(t, e)| mutate(&t, &e)),
@@ -638,11 +673,61 @@ fn generated_apply_batches_are_refused_with_a_code_or_valid() {
                 prop_assert!(!batch.rows.is_empty());
                 prop_assert!(batch.rows.windows(2).all(|w| w[0].seq < w[1].seq), "rows ascend");
                 prop_assert!(batch.rows.iter().all(|r| r.effects.validate().is_ok()));
+                if let Some(id) = &batch.source_id {
+                    prop_assert!(valid_id_member(&format!(r#""source_id":"{id}","#)), "accepted id {}", id);
+                }
             }
-            Err(e) => {
-                prop_assert!(["malformed_batch", "empty_batch", "batch_too_large", "bad_sequence", "bad_row"]
-                    .contains(&e.code().as_str()))
+            Err(e) => prop_assert!([
+                "malformed_batch",
+                "empty_batch",
+                "batch_too_large",
+                "bad_sequence",
+                "bad_row",
+                "invalid_source_id"
+            ]
+            .contains(&e.code().as_str())),
+        }
+        Ok(())
+    });
+}
+
+/// A batch whose `source_id` is malformed is refused, whatever its rows, and
+/// writes nothing at the target: a real inbox keeps no key and no watermark.
+#[test]
+fn generated_batches_with_a_malformed_source_id_are_refused_and_write_nothing() {
+    use durable_relay::core::NoHook;
+    use durable_relay::sim::SqliteSql;
+    use durable_relay::{ApplyFailure, Inbox};
+    let strategy = (source_id_member(), prop::collection::vec(key_text(), 1..4));
+    fuzz("apply batches with ids", 6, 2_000, strategy, |(member, keys)| {
+        let deletes: Vec<String> = keys.iter().map(|k| quote(k)).collect();
+        let puts: Vec<String> = keys.iter().map(|k| format!("[{},1]", quote(k))).collect();
+        let text = format!(
+            r#"{{"source":"s",{member}"rows":[{{"seq":1,"effects":{{"puts":[{}]}}}},{{"seq":2,"effects":{{"deletes":[{}]}}}}]}}"#,
+            puts.join(","),
+            deletes.join(",")
+        );
+        let inbox = Inbox::open(SqliteSql::memory().unwrap()).unwrap();
+        match inbox.apply_body(&text, &NoHook) {
+            Ok(_) => prop_assert!(valid_id_member(&member), "accepted {}", member),
+            Err(ApplyFailure::Rejected(e)) => {
+                // Keys drawn twice make a row invalid; only the id is in question here.
+                if e.code() != "bad_row" {
+                    prop_assert!(!valid_id_member(&member), "refused a good id {}: {}", member, e);
+                    let code = e.code();
+                    prop_assert!(code == "invalid_source_id" || code == "malformed_batch", "{}", code);
+                    if code == "invalid_source_id" {
+                        prop_assert!(
+                            e.to_string().contains("source_id"),
+                            "the message names the field: {}",
+                            e
+                        );
+                    }
+                }
+                prop_assert!(inbox.watermarks().unwrap().is_empty(), "a refused batch wrote a watermark");
+                prop_assert!(inbox.keys("", "", 10).unwrap().keys.is_empty(), "a refused batch wrote a key");
             }
+            Err(other) => prop_assert!(false, "{:?}", other),
         }
         Ok(())
     });

@@ -147,13 +147,17 @@ impl RelayTarget {
                 json(&serde_json::json!({"ok": true})).map_err(internal)
             }
             TargetRoute::Log(source) => {
-                let seqs = tables.applied(source.as_str())?;
+                let seqs = tables.applied(source.as_str(), None)?;
                 json(&serde_json::json!({"source": source, "seqs": seqs})).map_err(internal)
             }
             TargetRoute::Audit => {
                 let mut breaches = Vec::new();
                 for w in inbox.watermarks()? {
-                    let last = tables.applied(&w.source)?.last().copied().unwrap_or(0);
+                    // Each sender's own log; a watermark without an id
+                    // (written before ids) is compared with the name's.
+                    let id = w.source_id.as_deref().map(durable_relay::core::SourceId::new).transpose();
+                    let id = id.map_err(|e| HttpError::internal(e.to_string()))?;
+                    let last = tables.applied(&w.source, id.as_ref())?.last().copied().unwrap_or(0);
                     if last != w.watermark {
                         breaches.push(format!(
                             "{}: watermark {} but the log ends at {last}",

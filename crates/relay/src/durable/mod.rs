@@ -24,7 +24,7 @@ use wasm_bindgen::JsCast;
 use worker::worker_sys::types::SqlStorage as SqlStorageSys;
 use worker::{ObjectNamespace, SqlStorage, SqlStorageValue, State};
 
-use crate::core::{ApplyReply, CallOutcome, Failure, Name, ThrownBy};
+use crate::core::{ApplyReply, CallOutcome, Failure, Name, SourceId, ThrownBy};
 use crate::driver::{AlarmError, Targets};
 use crate::http::HttpError;
 use crate::routes::TargetOp;
@@ -227,8 +227,17 @@ impl DoRelay {
     /// The relay of the source object whose state this is, named by the
     /// name it was addressed with (`idFromName`/`getByName`).
     pub fn for_object(state: &State, config: SourceConfig) -> Result<DoRelay, HttpError> {
-        Relay::open(source_name(state)?, DoSql::new(state), DoAlarm::new(state), config).map_err(open_error)
+        Relay::open(source_name(state)?, source_id(state)?, DoSql::new(state), DoAlarm::new(state), config)
+            .map_err(open_error)
     }
+}
+
+/// The id of the object whose state this is (`state.id().to_string()`):
+/// with its name, what its targets key its watermark by. Ids differ across
+/// namespaces, so two classes' objects of one name stay apart.
+pub(crate) fn source_id(state: &State) -> Result<SourceId, HttpError> {
+    SourceId::new(state.id().to_string())
+        .map_err(|e| HttpError::internal(format!("the platform's object id is not one the relay knows: {e}")))
 }
 
 /// The source name an object was addressed by (`idFromName`/`getByName`):

@@ -56,7 +56,10 @@ impl Sim {
         })?;
         self.world.ensure_target(&target);
         let watermark = match self.world.targets.borrow().get(&target) {
-            Some(t) => t.inbox.watermark(source.as_str())?,
+            Some(t) => {
+                let (name, id) = self.world.identity(source);
+                t.inbox.watermark(name.as_str(), Some(&id))?
+            }
             None => 0,
         };
         let pair = (source.clone(), target);

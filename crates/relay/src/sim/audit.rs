@@ -71,12 +71,14 @@ pub(super) fn audit(world: &World) -> Result<(), String> {
     Ok(())
 }
 
-/// `target`'s apply log for `source` and its watermark for it.
+/// `target`'s apply log for the simulated source `source` and its
+/// watermark for it, by the source's name and id.
 fn target_view(world: &World, target: &Name, source: &Name) -> Result<(Vec<u64>, u64), String> {
+    let (name, id) = world.identity(source);
     let targets = world.targets.borrow();
     let Some(t) = targets.get(target) else { return Ok((Vec::new(), 0)) };
-    let applied = t.tables.applied(source.as_str()).map_err(|e| e.to_string())?;
-    let watermark = t.inbox.watermark(source.as_str()).map_err(|e| e.to_string())?;
+    let applied = t.tables.applied(name.as_str(), Some(&id)).map_err(|e| e.to_string())?;
+    let watermark = t.inbox.watermark(name.as_str(), Some(&id)).map_err(|e| e.to_string())?;
     Ok((applied, watermark))
 }
 

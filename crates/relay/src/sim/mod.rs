@@ -39,7 +39,7 @@ use std::rc::Rc;
 pub use ops::{Enqueued, SourcePolicy, TargetRecord};
 pub use rng::SimRng;
 pub use sqlite::SqliteSql;
-pub use world::{PlatformFault, SimRelay, SimSql, TargetFault};
+pub use world::{PlatformFault, SimRelay, SimSql, TargetFault, SIM_SOURCE_CLASS};
 
 use crate::core::{
     AlarmTotals, Checkpoint, EnqueueError, EnqueueRow, FireReport, Name, RelayBudget, RelayHook, ScanState,
@@ -243,7 +243,8 @@ impl Sim {
         let relay = &src.relay;
         let result = futures::executor::block_on(driver::fire(
             relay.outbox(),
-            &s,
+            relay.name(),
+            relay.id(),
             &targets.options,
             budget.calls_per_fire(),
             targets.as_ref(),
@@ -440,9 +441,30 @@ impl Sim {
     pub fn set_watermark(&mut self, target: &str, source: &str, watermark: u64) {
         let t = name(target);
         self.world.ensure_target(&t);
+        let (source, id) = self.world.identity(&name(source));
         if let Some(t) = self.world.targets.borrow().get(&t) {
-            t.inbox.set_watermark(source, watermark).expect("set the watermark");
+            t.inbox.set_watermark(source.as_str(), Some(&id), watermark).expect("set the watermark");
         }
+    }
+
+    /// Makes the simulated source `handle` the object `object` of the class
+    /// `class`: its id derives from both, as workerd's differ per class, so
+    /// two simulated sources may share an object name (each in its own
+    /// class) and still be two sources at their targets. Any other source
+    /// is the object of its own name in [`SIM_SOURCE_CLASS`].
+    /// Place a source before its first use.
+    pub fn place_source(&mut self, handle: &str, class: &str, object: &str) {
+        let handle = name(handle);
+        assert!(
+            !self.world.sources.borrow().contains_key(&handle),
+            "{handle} is already open; place it before its first use"
+        );
+        self.world.places.borrow_mut().insert(handle, (class.to_owned(), name(object)));
+    }
+
+    /// The name and id the simulated source `handle` sends with its rows.
+    pub fn identity(&self, handle: &str) -> (Name, crate::core::SourceId) {
+        self.world.identity(&name(handle))
     }
 
     /// Makes `source`'s next checkpoint fail after its target calls, as a

@@ -260,15 +260,21 @@ impl Sim {
     /// `target`'s watermark for `source` (0 if none).
     #[allow(clippy::expect_used, reason = "the simulator's store is in memory")]
     pub fn watermark(&self, target: &str, source: &str) -> u64 {
+        let (source, id) = self.world.identity(&name(source));
         let targets = self.world.targets.borrow();
-        targets.get(&name(target)).map_or(0, |t| t.inbox.watermark(source).expect("watermark"))
+        targets
+            .get(&name(target))
+            .map_or(0, |t| t.inbox.watermark(source.as_str(), Some(&id)).expect("watermark"))
     }
 
     /// Sequences from `source` that `target` applied, in application order.
     #[allow(clippy::expect_used, reason = "the simulator's store is in memory")]
     pub fn applied(&self, target: &str, source: &str) -> Vec<u64> {
+        let (source, id) = self.world.identity(&name(source));
         let targets = self.world.targets.borrow();
-        targets.get(&name(target)).map_or_else(Vec::new, |t| t.tables.applied(source).expect("apply log"))
+        targets
+            .get(&name(target))
+            .map_or_else(Vec::new, |t| t.tables.applied(source.as_str(), Some(&id)).expect("apply log"))
     }
 
     /// The JSON text of `key` at `target`.

@@ -15,7 +15,9 @@ use std::rc::Rc;
 use std::task::{Context, Poll};
 
 use super::world::{PlatformFault, SimSource, TargetFault, World};
-use crate::core::{ApplyReply, ApplyRow, CallOutcome, Effects, Failure, Name, RelayHook, ScanState};
+use crate::core::{
+    ApplyReply, ApplyRow, CallOutcome, Effects, Failure, Name, RelayHook, ScanState, SourceId,
+};
 use crate::driver::{self, AlarmOptions, Targets};
 use crate::store::inbox::ApplyFailure;
 use crate::store::Sql;
@@ -94,7 +96,8 @@ impl SimTargets {
             let calls = self.options.budget.calls_per_fire();
             let now = || self.world.now();
             let relay = &self.src.relay;
-            let fire = driver::fire(relay.outbox(), &self.source, &self.options, calls, &nested, &now, None);
+            let (options, object, id) = (&self.options, relay.name(), relay.id());
+            let fire = driver::fire(relay.outbox(), object, id, options, calls, &nested, &now, None);
             let fire: Pin<Box<dyn Future<Output = _> + '_>> = Box::pin(fire);
             // The overlapping fire's own outcome does not matter: the audit
             // after the outer fire checks what both did.
@@ -127,11 +130,20 @@ struct Hooks<'a> {
 
 impl RelayHook for Hooks<'_> {
     fn extra_effects(&self, source: &Name, rows: &[ApplyRow]) -> Result<Effects, String> {
+        self.extra_effects_for(source, None, rows)
+    }
+
+    fn extra_effects_for(
+        &self,
+        source: &Name,
+        id: Option<&SourceId>,
+        rows: &[ApplyRow],
+    ) -> Result<Effects, String> {
         let extra = match self.user {
-            Some(h) => h.extra_effects(source, rows)?,
+            Some(h) => h.extra_effects_for(source, id, rows)?,
             None => Effects::default(),
         };
-        self.log.extra_effects(source, rows)?;
+        self.log.extra_effects_for(source, id, rows)?;
         Ok(extra)
     }
 }

@@ -16,7 +16,7 @@ use std::rc::Rc;
 use super::rng::SimRng;
 use super::sqlite::SqliteSql;
 use super::SimAlarm;
-use crate::core::{Name, RelayBudget, RelayHook, DEFAULT_MAX_IN_FLIGHT};
+use crate::core::{Name, RelayBudget, RelayHook, SourceId, DEFAULT_MAX_IN_FLIGHT};
 use crate::driver::{AlarmError, AlarmOptions};
 use crate::source::{Relay, SourceConfig};
 use crate::store::inbox::Inbox;
@@ -152,7 +152,15 @@ pub(crate) struct World {
     /// Whether objects open on databases recycled from an earlier world
     /// (see [`SqliteSql::recycled`]) rather than fresh ones.
     pub(crate) recycle: Cell<bool>,
+    /// Per simulated source placed in a class of its own (see
+    /// `Sim::place_source`): that class and the object's name. Any other
+    /// source is the object of its own name in [`SIM_SOURCE_CLASS`].
+    pub(crate) places: RefCell<BTreeMap<Name, (String, Name)>>,
 }
+
+/// The class a simulated source's object belongs to unless placed in
+/// another: its id derives from this and its name.
+pub const SIM_SOURCE_CLASS: &str = "RelaySource";
 
 /// The simulated clock starts here (Nov 2023), far from zero so that
 /// saturating subtractions never hide a bug.
@@ -176,7 +184,28 @@ impl World {
             early: RefCell::new(Vec::new()),
             adopted_watermarks: RefCell::new(BTreeMap::new()),
             recycle: Cell::new(false),
+            places: RefCell::new(BTreeMap::new()),
         }
+    }
+
+    /// The object the simulated source `handle` is: its name and its id,
+    /// derived from its class and name as workerd's ids differ per class.
+    pub(crate) fn identity(&self, handle: &Name) -> (Name, SourceId) {
+        match self.places.borrow().get(handle) {
+            Some((class, name)) => (name.clone(), SourceId::derive(class, name.as_str())),
+            None => (handle.clone(), SourceId::derive(SIM_SOURCE_CLASS, handle.as_str())),
+        }
+    }
+
+    /// The simulated source that is the sender `source` with `id` (a
+    /// sender without an id is the one of that name in the default class).
+    pub(crate) fn handle_of(&self, source: &Name, id: Option<&SourceId>) -> Name {
+        let Some(id) = id else { return source.clone() };
+        let places = self.places.borrow();
+        let placed = places
+            .iter()
+            .find(|(_, (class, name))| name == source && SourceId::derive(class, name.as_str()) == *id);
+        placed.map_or_else(|| source.clone(), |(handle, _)| handle.clone())
     }
 
     pub(crate) fn now(&self) -> u64 {
@@ -211,7 +240,8 @@ impl World {
         let alarm = Rc::new(Cell::new(None));
         let coalesce = self.coalesce.borrow().get(name).copied().unwrap_or(0);
         let config = source_config(RelayBudget::default(), settings, coalesce);
-        let relay = Relay::open(name.clone(), FaultySql::new(sql), SimAlarm::sharing(alarm.clone()), config)?;
+        let (object, id) = self.identity(name);
+        let relay = Relay::open(object, id, FaultySql::new(sql), SimAlarm::sharing(alarm.clone()), config)?;
         let source = Rc::new(SimSource { relay, alarm, mid_fire: RefCell::default() });
         self.sources.borrow_mut().insert(name.clone(), source.clone());
         Ok(source)
@@ -294,8 +324,9 @@ impl World {
         let Ok(request) = crate::core::decode_request(body) else { return };
         let now = self.now();
         let not_before = self.not_before.borrow();
+        let handle = self.handle_of(&request.source, request.source_id.as_ref());
         for row in &request.rows {
-            if let Some(&at) = not_before.get(&(request.source.clone(), row.seq)) {
+            if let Some(&at) = not_before.get(&(handle.clone(), row.seq)) {
                 if now < at {
                     let early = format!(
                         "row {} of {} sent at {now}, {} ms before its time",

@@ -7,14 +7,26 @@
 //!
 //! ```sql
 //! relay_kv (key TEXT PRIMARY KEY, value TEXT)   -- value: canonical JSON text
-//! relay_rh (source TEXT PRIMARY KEY, watermark, applied_rows, batches, sql_rows_written)
+//! relay_rh (source TEXT, source_id TEXT, watermark, applied_rows, batches, sql_rows_written,
+//!           PRIMARY KEY (source, source_id))
 //! ```
+//!
+//! A source is its name and its object's id ([`SourceId`]): two classes or
+//! two Workers may each have an object named `default`, and each keeps its
+//! own watermark here. `source_id` is `''` ([`LEGACY_SOURCE_ID`]) for a
+//! watermark written before ids existed (version 5 moved every row there)
+//! and for a sender that sends no id (an older build still running), which
+//! keeps using that row. The first identified sender of a name whose only
+//! watermark is the legacy one claims it, in the transaction of its first
+//! apply that writes: the row takes its id and keeps its watermark, so an
+//! upgrade never applies a row twice.
 //!
 //! Version 3 drops two test-only tables that versions 1 and 2 created in
 //! every target (the fault switch and the applied-sequence log); test
 //! builds keep them under their own component (`crate::testing`). Version
 //! 4 makes both tables WITHOUT ROWID, so an applied row costs two rows
 //! written even when each call carries one: its key and the watermark.
+//! Version 5 keys the watermark by (name, id).
 //!
 //! Invariant: a source's watermark never moves back, and it moves only in
 //! the transaction that applies the rows up to it.
@@ -27,7 +39,9 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::{int, schema, Sql, StoreError};
-use crate::core::{decode_request, plan_apply, ApplyError, ApplyReply, ApplyRequest, Effects, RelayHook};
+use crate::core::{
+    decode_request, plan_apply, ApplyError, ApplyReply, ApplyRequest, Effects, RelayHook, SourceId,
+};
 
 const COMPONENT: &str = "relay_target";
 
@@ -65,7 +79,27 @@ const MIGRATIONS: &[&[&str]] = &[
         "DROP TABLE relay_rh",
         "ALTER TABLE relay_rh_v4 RENAME TO relay_rh",
     ],
+    // Version 5: one watermark per (name, id). Every watermark written
+    // before ids existed becomes the legacy row of its name ('').
+    &[
+        "CREATE TABLE relay_rh_v5 (
+        source TEXT NOT NULL,
+        source_id TEXT NOT NULL,
+        watermark INTEGER NOT NULL,
+        applied_rows INTEGER NOT NULL,
+        batches INTEGER NOT NULL,
+        sql_rows_written INTEGER NOT NULL,
+        PRIMARY KEY (source, source_id)
+    ) WITHOUT ROWID",
+        "INSERT INTO relay_rh_v5 SELECT source, '', watermark, applied_rows, batches, sql_rows_written FROM relay_rh",
+        "DROP TABLE relay_rh",
+        "ALTER TABLE relay_rh_v5 RENAME TO relay_rh",
+    ],
 ];
+
+/// The `source_id` of a watermark with no id: written before ids existed,
+/// or by a sender that sends none.
+pub const LEGACY_SOURCE_ID: &str = "";
 
 /// The inbox's stored name and migrations, for upgrade tests.
 #[cfg(feature = "testing")]
@@ -79,8 +113,11 @@ const DELETE_KEYS_PER_STATEMENT: usize = 100;
 /// One source's watermark row at a target.
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq, Eq)]
 pub struct Watermark {
-    /// The source partition.
+    /// The source partition's name.
     pub source: String,
+    /// The source object's id; `None` for a watermark written before ids
+    /// existed, or by a sender that sends none.
+    pub source_id: Option<String>,
     /// Highest applied sequence from it.
     pub watermark: u64,
     /// Rows applied from it.
@@ -162,30 +199,43 @@ impl<S: Sql> Inbox<S> {
     /// Applies a validated batch in one transaction; see the module doc.
     pub fn apply(&self, request: &ApplyRequest, hook: &impl RelayHook) -> Result<ApplyReply, ApplyFailure> {
         let mut hook_error = None;
+        let source = request.source.as_str();
         let result = self.sql.transaction(|| {
-            let watermark = self.watermark(request.source.as_str())?;
+            let (watermark, claim) = self.lookup(source, request.source_id.as_ref())?;
             let plan = plan_apply(watermark, request);
             let rows = plan.to_apply(request);
             if rows.is_empty() {
                 return Ok(plan.reply(request));
             }
-            let extra = hook.extra_effects(&request.source, rows).map_err(|e| {
+            let extra = hook.extra_effects_for(&request.source, request.source_id.as_ref(), rows).map_err(|e| {
                 hook_error = Some(e);
                 StoreError::Aborted("the hook refused the batch".into())
             })?;
             let written = write_effects(&self.sql, rows.iter().map(|r| &r.effects).chain([&extra]))? + 1;
-            self.sql.run(
-                "INSERT INTO relay_rh (source, watermark, applied_rows, batches, sql_rows_written) \
-                 VALUES (?, ?, ?, 1, ?) ON CONFLICT(source) DO UPDATE SET watermark = excluded.watermark, \
-                 applied_rows = applied_rows + excluded.applied_rows, batches = batches + 1, \
-                 sql_rows_written = sql_rows_written + excluded.sql_rows_written",
-                vec![
-                    request.source.as_str().into(),
-                    int(plan.watermark),
-                    int(rows.len() as u64),
-                    int(u64::from(written)),
-                ],
-            )?;
+            let id = request.source_id.as_ref().map_or(LEGACY_SOURCE_ID, SourceId::as_str);
+            let figures = [int(plan.watermark), int(rows.len() as u64), int(u64::from(written))];
+            if claim {
+                // The legacy row becomes this sender's, keeping its count.
+                let mut params = vec![id.into()];
+                params.extend(figures);
+                params.extend([source.into(), LEGACY_SOURCE_ID.into()]);
+                self.sql.run(
+                    "UPDATE relay_rh SET source_id = ?, watermark = ?, applied_rows = applied_rows + ?, \
+                     batches = batches + 1, sql_rows_written = sql_rows_written + ? \
+                     WHERE source = ? AND source_id = ?",
+                    params,
+                )?;
+            } else {
+                let mut params = vec![source.into(), id.into()];
+                params.extend(figures);
+                self.sql.run(
+                    "INSERT INTO relay_rh (source, source_id, watermark, applied_rows, batches, sql_rows_written) \
+                     VALUES (?, ?, ?, ?, 1, ?) ON CONFLICT(source, source_id) DO UPDATE SET \
+                     watermark = excluded.watermark, applied_rows = applied_rows + excluded.applied_rows, \
+                     batches = batches + 1, sql_rows_written = sql_rows_written + excluded.sql_rows_written",
+                    params,
+                )?;
+            }
             Ok(plan.reply(request))
         });
         match (result, hook_error) {
@@ -195,47 +245,79 @@ impl<S: Sql> Inbox<S> {
         }
     }
 
-    /// This target's watermark for `source` (0 if it never applied one).
-    pub fn watermark(&self, source: &str) -> Result<u64, StoreError> {
-        let row = self.sql.first("SELECT watermark FROM relay_rh WHERE source = ?", vec![source.into()])?;
-        row.map_or(Ok(0), |r| r.u64(0))
+    /// The watermark a sender `source` with `id` applies against, and
+    /// whether it would claim the legacy row to do so: its own row if it
+    /// has one; else, for an identified sender, the legacy row of its name
+    /// (claimed by its first apply that writes); else 0. One read when the
+    /// sender has its own row, as it has from its first apply on.
+    fn lookup(&self, source: &str, id: Option<&SourceId>) -> Result<(u64, bool), StoreError> {
+        let read = |id: &str| {
+            let row = self.sql.first(
+                "SELECT watermark FROM relay_rh WHERE source = ? AND source_id = ?",
+                vec![source.into(), id.into()],
+            )?;
+            row.map(|r| r.u64(0)).transpose()
+        };
+        let Some(id) = id else { return Ok((read(LEGACY_SOURCE_ID)?.unwrap_or(0), false)) };
+        if let Some(watermark) = read(id.as_str())? {
+            return Ok((watermark, false));
+        }
+        Ok(read(LEGACY_SOURCE_ID)?.map_or((0, false), |watermark| (watermark, true)))
     }
 
-    /// Every source's watermark row, by source name.
+    /// This target's watermark for the sender `source` with `id` (`None`:
+    /// a sender without an id): the one its next apply checks, so an
+    /// identified sender that has not yet claimed its name's legacy row
+    /// reads that row's (0 if there is none).
+    pub fn watermark(&self, source: &str, id: Option<&SourceId>) -> Result<u64, StoreError> {
+        Ok(self.lookup(source, id)?.0)
+    }
+
+    /// Every watermark row, by source name, then id (the legacy row first).
     pub fn watermarks(&self) -> Result<Vec<Watermark>, StoreError> {
         let rows = self.sql.rows(
-            "SELECT source, watermark, applied_rows, batches, sql_rows_written FROM relay_rh ORDER BY source",
+            "SELECT source, source_id, watermark, applied_rows, batches, sql_rows_written FROM relay_rh \
+             ORDER BY source, source_id",
             vec![],
         )?;
         rows.iter()
             .map(|r| {
+                let id = r.text(1)?;
                 Ok(Watermark {
                     source: r.text(0)?,
-                    watermark: r.u64(1)?,
-                    applied_rows: r.u64(2)?,
-                    batches: r.u64(3)?,
-                    sql_rows_written: r.u64(4)?,
+                    source_id: (id != LEGACY_SOURCE_ID).then_some(id),
+                    watermark: r.u64(2)?,
+                    applied_rows: r.u64(3)?,
+                    batches: r.u64(4)?,
+                    sql_rows_written: r.u64(5)?,
                 })
             })
             .collect()
     }
 
-    /// Sets this target's watermark for `source`, as a fixture or a repair:
-    /// rows at or below it will be skipped as duplicates.
-    pub fn set_watermark(&self, source: &str, watermark: u64) -> Result<(), StoreError> {
+    /// Sets this target's watermark for the sender `source` with `id`
+    /// (`None`: the legacy row), as a fixture or a repair: rows at or below
+    /// it will be skipped as duplicates.
+    pub fn set_watermark(
+        &self,
+        source: &str,
+        id: Option<&SourceId>,
+        watermark: u64,
+    ) -> Result<(), StoreError> {
+        let id = id.map_or(LEGACY_SOURCE_ID, SourceId::as_str);
         self.sql.run(
-            "INSERT INTO relay_rh (source, watermark, applied_rows, batches, sql_rows_written) VALUES (?, ?, 0, 0, 0) \
-             ON CONFLICT(source) DO UPDATE SET watermark = excluded.watermark",
-            vec![source.into(), int(watermark)],
+            "INSERT INTO relay_rh (source, source_id, watermark, applied_rows, batches, sql_rows_written) \
+             VALUES (?, ?, ?, 0, 0, 0) ON CONFLICT(source, source_id) DO UPDATE SET watermark = excluded.watermark",
+            vec![source.into(), id.into(), int(watermark)],
         )?;
         Ok(())
     }
 
-    /// Forgets this target's watermark for `source` (an explicit operator
-    /// act: rows from `source` at or below it would apply again). Returns
-    /// whether there was one.
+    /// Forgets this target's watermarks for the name `source`, whatever
+    /// their ids (an explicit operator act: rows from a source of that name
+    /// at or below them would apply again). Returns whether there was one.
     pub fn forget_watermark(&self, source: &str) -> Result<bool, StoreError> {
-        Ok(self.sql.run("DELETE FROM relay_rh WHERE source = ?", vec![source.into()])? == 1)
+        Ok(self.sql.run("DELETE FROM relay_rh WHERE source = ?", vec![source.into()])? >= 1)
     }
 
     /// Totals over every source.

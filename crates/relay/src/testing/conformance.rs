@@ -344,7 +344,8 @@ async fn script<S: Sql + Clone>(sql: &S) -> Result<(), String> {
     settings.policy.park_after_failed_cycles = Some(1);
     let alarm = AlarmOptions { budget: RelayBudget::FREE, max_in_flight: DEFAULT_MAX_IN_FLIGHT };
     let config = SourceConfig { alarm, settings, coalesce_ms: 0 };
-    let relay = Relay::open(name("conformance:0")?, sql.clone(), MemoryAlarm::default(), config)
+    let id = crate::core::SourceId::derive("conformance", "conformance:0");
+    let relay = Relay::open(name("conformance:0")?, id, sql.clone(), MemoryAlarm::default(), config)
         .map_err(|x| e(&x))?;
     let inbox = Inbox::open(sql.clone()).map_err(|x| e(&x))?;
     let targets = LocalTargets { inbox: &inbox, good: good.clone() };

@@ -24,7 +24,7 @@ use std::cell::Cell;
 
 use serde::{Deserialize, Serialize};
 
-use crate::core::{ApplyRow, Effects, Name, RelayHook};
+use crate::core::{ApplyRow, Effects, Name, RelayHook, SourceId};
 use crate::source::AlarmStore;
 use crate::store::outbox::CHECKPOINT_GUARD_SQL;
 use crate::store::{int, schema, Rows, Sql, SqlValue, StoreError};
@@ -305,6 +305,8 @@ const MIGRATIONS: &[&[&str]] = &[
         "ALTER TABLE relay_test_faults ADD COLUMN throw_times INTEGER NOT NULL DEFAULT 0",
         "ALTER TABLE relay_test_faults ADD COLUMN throw_after_apply INTEGER NOT NULL DEFAULT 0",
     ],
+    // Version 3: the sender's object id beside its name ('' when unknown).
+    &["ALTER TABLE relay_apply_log ADD COLUMN source_id TEXT NOT NULL DEFAULT ''"],
 ];
 
 /// A target's test tables.
@@ -378,15 +380,24 @@ impl<S: Sql> TestTables<S> {
         Ok(Some((thrown, f.throw_after_apply)))
     }
 
-    /// The sequences from `source` in the apply log, in application order.
-    pub fn applied(&self, source: &str) -> Result<Vec<u64>, StoreError> {
-        let rows = self
-            .sql
-            .rows("SELECT seq FROM relay_apply_log WHERE source = ? ORDER BY rowid", vec![source.into()])?;
+    /// The sequences from the source named `source` in the apply log, in
+    /// application order: from every sender of that name when `id` is
+    /// `None`, else from the one whose object id is `id`.
+    pub fn applied(&self, source: &str, id: Option<&SourceId>) -> Result<Vec<u64>, StoreError> {
+        let rows = match id {
+            None => self.sql.rows(
+                "SELECT seq FROM relay_apply_log WHERE source = ? ORDER BY rowid",
+                vec![source.into()],
+            )?,
+            Some(id) => self.sql.rows(
+                "SELECT seq FROM relay_apply_log WHERE source = ? AND source_id = ? ORDER BY rowid",
+                vec![source.into(), id.as_str().into()],
+            )?,
+        };
         rows.iter().map(|r| r.u64(0)).collect()
     }
 
-    /// The hook that logs every applied row.
+    /// The hook that logs every applied row under its sender's name and id.
     pub fn log_hook(&self) -> ApplyLog<S>
     where
         S: Clone,
@@ -396,21 +407,36 @@ impl<S: Sql> TestTables<S> {
 }
 
 /// A hook that records every applied row, in application order, in
-/// `relay_apply_log`, inside the apply transaction.
+/// `relay_apply_log` under its sender's name and id (`''` for a sender
+/// without one), inside the apply transaction.
 pub struct ApplyLog<S> {
+    /// The target's database.
     sql: S,
 }
 
-/// Log rows per multi-row insert (two parameters each).
-const LOG_ROWS_PER_STATEMENT: usize = 50;
+/// Log rows per multi-row insert (three parameters each).
+const LOG_ROWS_PER_STATEMENT: usize = 33;
 
 impl<S: Sql> RelayHook for ApplyLog<S> {
     fn extra_effects(&self, source: &Name, rows: &[ApplyRow]) -> Result<Effects, String> {
+        self.extra_effects_for(source, None, rows)
+    }
+
+    fn extra_effects_for(
+        &self,
+        source: &Name,
+        id: Option<&SourceId>,
+        rows: &[ApplyRow],
+    ) -> Result<Effects, String> {
+        let id = id.map_or("", SourceId::as_str);
         for chunk in rows.chunks(LOG_ROWS_PER_STATEMENT) {
-            let placeholders = vec!["(?, ?)"; chunk.len()].join(", ");
-            let params = chunk.iter().flat_map(|r| [source.as_str().into(), int(r.seq)]).collect();
+            let placeholders = vec!["(?, ?, ?)"; chunk.len()].join(", ");
+            let params = chunk.iter().flat_map(|r| [source.as_str().into(), id.into(), int(r.seq)]).collect();
             self.sql
-                .run(&format!("INSERT INTO relay_apply_log (source, seq) VALUES {placeholders}"), params)
+                .run(
+                    &format!("INSERT INTO relay_apply_log (source, source_id, seq) VALUES {placeholders}"),
+                    params,
+                )
                 .map_err(|e| e.to_string())?;
         }
         Ok(Effects::default())
