@@ -90,15 +90,16 @@ export class Relay {
    * exactly as deployed; "previous/test", the previous release's test
    * build, from scripts/build-previous); `vars`
    * are merged over the test defaults (a value of `undefined` removes one);
-   * `extraToml` is appended to the config; `before` lists configs of other
+   * `extraToml` is appended to the config; `bindings` are extra Durable
+   * Object bindings (TOML inline tables) added to wrangler.toml's; `before` lists configs of other
    * Workers to run in the same session ahead of the relay (the first one is
    * served on the port), so they can bind the relay by `script_name`;
    * `ready` is the path that answers 200 once the session is up;
    * `firstVars` are `--var`s for the first Worker of such a session.
    */
-  static async start({ vars = {}, persistDir, extraToml = "", build = "test", before = [], ready, firstVars = {} } = {}) {
+  static async start({ vars = {}, persistDir, extraToml = "", bindings = [], build = "test", before = [], ready, firstVars = {} } = {}) {
     persistDir ??= mkdtempSync(join(tmpdir(), "relay-e2e-"));
-    const config = writeRelayConfig({ vars, extraToml, build });
+    const config = writeRelayConfig({ vars, extraToml, bindings, build });
     const configs = [...before, config];
     const relay = await startWrangler({ configs, persistDir, ready, vars: firstVars }).catch((e) => {
       rmSync(config, { force: true });
@@ -273,9 +274,11 @@ const TEST_VARS = { RELAY_ENV: "test", RELAY_TEST_FAULTS: "on", RELAY_TOKEN: TOK
  * bindings and migrations stay the same): `main` points at `build/<build>`,
  * there is no build command (the suite builds once), and `[vars]` holds the
  * test variables. Written into .e2e/ (git-ignored), away from the
- * developer's .dev.vars, which would override its [vars].
+ * developer's .dev.vars, which would override its [vars]. `bindings` are
+ * extra Durable Object bindings (TOML inline tables, such as
+ * `{ name = "X", class_name = "Y" }`) added to wrangler.toml's list.
  */
-export function writeRelayConfig({ vars = {}, extraToml = "", build = "test" } = {}) {
+export function writeRelayConfig({ vars = {}, extraToml = "", bindings = [], build = "test" } = {}) {
   const all = { ...TEST_VARS, ...vars };
   if (build === "prod") delete all.RELAY_TEST_FAULTS;
   const lines = [];
@@ -292,6 +295,10 @@ export function writeRelayConfig({ vars = {}, extraToml = "", build = "test" } =
       continue;
     }
     lines.push(line.startsWith("main = ") ? `main = "../build/${build}/entry.mjs"` : line);
+    if (section === "durable_objects" && line.trim() === "bindings = [") for (const b of bindings) lines.push(`  ${b},`);
+  }
+  if (bindings.length > 0 && !lines.some((l) => bindings.some((b) => l.includes(b)))) {
+    throw new Error("wrangler.toml has no `bindings = [` line under [durable_objects] to add bindings to");
   }
   mkdirSync(join(ROOT, ".e2e"), { recursive: true });
   const path = join(ROOT, ".e2e", `relay-${process.pid}-${Date.now()}-${Math.random().toString(36).slice(2, 8)}.toml`);

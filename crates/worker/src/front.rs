@@ -208,7 +208,8 @@ pub async fn handle(mut req: Request, env: &Env) -> Result<Response, HttpError> 
                 SourceRoute::Relay(SourceOp::Enqueue) => req.headers().get(TRACEPARENT_HEADER).ok().flatten(),
                 _ => None,
             };
-            forward_with(env, SOURCE_BINDING, &source, method, &route.path(), body, trace).await
+            let binding = source_binding(&req, env)?;
+            forward_with(env, binding, &source, method, &route.path(), body, trace).await
         }
         FrontRoute::Target(target, route) => {
             let body = match route {
@@ -218,6 +219,29 @@ pub async fn handle(mut req: Request, env: &Env) -> Result<Response, HttpError> 
             forward(env, TARGET_BINDING, &target, method, &route.path(), body).await
         }
     }
+}
+
+/// Test builds: a source request carrying this header (any value) goes to
+/// the second source class ([`TWIN_SOURCE_BINDING`](crate::source_do::TWIN_SOURCE_BINDING)),
+/// whose objects share names with `RelaySource`'s but not ids. Honoured
+/// only with `RELAY_TEST_FAULTS=on`.
+pub const TWIN_SOURCE_HEADER: &str = "relay-test-source-twin";
+
+/// The binding a source request goes to: `RELAY_SOURCE`, or in a test build
+/// with test faults on, the second source class when the request asks.
+#[cfg(feature = "testing")]
+fn source_binding(req: &Request, env: &Env) -> Result<&'static str, HttpError> {
+    let asked = req.headers().get(TWIN_SOURCE_HEADER).ok().flatten().is_some();
+    if asked && crate::test_faults(env)? {
+        return Ok(crate::source_do::TWIN_SOURCE_BINDING);
+    }
+    Ok(SOURCE_BINDING)
+}
+
+/// The binding a source request goes to: `RELAY_SOURCE`.
+#[cfg(not(feature = "testing"))]
+fn source_binding(_: &Request, _: &Env) -> Result<&'static str, HttpError> {
+    Ok(SOURCE_BINDING)
 }
 
 fn health(env: &Env) -> Result<Response, HttpError> {

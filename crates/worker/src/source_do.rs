@@ -393,3 +393,35 @@ fn not_empty(queued: u64, parked: u64) -> HttpError {
         format!("{queued} rows queued and {parked} parked: deliver, redrive or discard them first"),
     )
 }
+
+/// Test builds: a second source class, the reference source under another
+/// class name. Its objects' ids differ from `RelaySource`'s, so an object of
+/// each class, both named `default`, are two sources at their targets
+/// (`tests/e2e/identity.test.mjs` binds it as [`TWIN_SOURCE_BINDING`];
+/// the front door reaches it when a request carries
+/// [`TWIN_SOURCE_HEADER`](crate::front::TWIN_SOURCE_HEADER)).
+#[cfg(feature = "testing")]
+#[durable_object]
+pub struct RelaySourceTwin {
+    /// The reference source, whole.
+    inner: RelaySource,
+}
+
+/// Binding name of the test builds' second source class, `RelaySourceTwin`.
+#[cfg(feature = "testing")]
+pub const TWIN_SOURCE_BINDING: &str = "TEST_SOURCE_TWIN";
+
+#[cfg(feature = "testing")]
+impl DurableObject for RelaySourceTwin {
+    fn new(state: State, env: Env) -> Self {
+        RelaySourceTwin { inner: <RelaySource as DurableObject>::new(state, env) }
+    }
+
+    async fn fetch(&self, req: Request) -> worker::Result<Response> {
+        DurableObject::fetch(&self.inner, req).await
+    }
+
+    async fn alarm(&self) -> worker::Result<Response> {
+        DurableObject::alarm(&self.inner).await
+    }
+}
