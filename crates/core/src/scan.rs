@@ -86,10 +86,23 @@ pub struct ScanState {
     /// Set when this cycle left due failing targets waiting (for want of
     /// retries, or behind older ones): the next cycle's `retry_through_ms`,
     /// through a share's worth of them, those that waited longest, so they
-    /// go first. Each fire's own reckoning, the earliest kept.
+    /// go first. Reckoned over the whole cycle from `waiting_ms`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub waiting_retry_ms: Option<u64>,
+    /// The earliest retry times of the due failing targets this cycle left
+    /// waiting so far, across its fires: a fire sees only its own window,
+    /// and a bound reckoned per fire let the targets early in the outbox
+    /// take every turn while one further on, waiting longest, never got
+    /// one. Invariant: ascending; at most
+    /// [`MAX_WAITING_RETRY_TIMES`] entries.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub waiting_ms: Vec<u64>,
 }
+
+/// Most retry times `rs` keeps of the targets a cycle left waiting: one
+/// more than the largest share of retries a cycle can have, which is all
+/// the reckoning of the next cycle's bound reads.
+pub const MAX_WAITING_RETRY_TIMES: usize = 513;
 
 fn is_zero(n: &u32) -> bool {
     *n == 0
@@ -127,6 +140,7 @@ impl ScanState {
             recovered: 0,
             retry_through_ms: previous.filter(|p| p.recovered == 0).and_then(|p| p.waiting_retry_ms),
             waiting_retry_ms: None,
+            waiting_ms: Vec::new(),
         }
     }
 
@@ -176,6 +190,12 @@ impl ScanState {
         }
         if self.blocked.windows(2).any(|w| w[0] >= w[1]) {
             return fail("blocked is not strictly ascending".into());
+        }
+        if self.waiting_ms.len() > MAX_WAITING_RETRY_TIMES {
+            return fail(format!("{} waiting retry times", self.waiting_ms.len()));
+        }
+        if self.waiting_ms.windows(2).any(|w| w[0] > w[1]) {
+            return fail("waiting_ms is not ascending".into());
         }
         Ok(())
     }
@@ -235,6 +255,21 @@ mod tests {
         assert!(ScanState::decode(&s.encode()).is_ok());
         s.blocked.push(Name::new("z").unwrap());
         assert!(ScanState::decode(&serde_json::to_string(&s).unwrap()).is_err());
+    }
+
+    #[test]
+    fn rs_waiting_times_are_checked_at_and_past_their_limit() {
+        let mut s = ScanState::new_cycle(3, None);
+        s.waiting_ms = (0..MAX_WAITING_RETRY_TIMES as u64).collect();
+        assert!(ScanState::decode(&s.encode()).is_ok());
+        s.waiting_ms.push(MAX_WAITING_RETRY_TIMES as u64);
+        assert!(ScanState::decode(&serde_json::to_string(&s).unwrap()).is_err());
+        s.waiting_ms = vec![5, 4];
+        assert!(ScanState::decode(&serde_json::to_string(&s).unwrap()).is_err(), "not ascending");
+        let largest_share = crate::limits::MAX_TARGETS_PER_FIRE / crate::limits::RETRY_SHARE_DIVISOR;
+        assert_eq!(MAX_WAITING_RETRY_TIMES, largest_share as usize + 1, "one more than the largest share");
+        let old = r#"{"v":1,"generation":1,"cycle_end":3,"cursor":0,"blocked":[],"idle_fires":0,"clock_ms":0,"waiting_retry_ms":9}"#;
+        assert_eq!(ScanState::decode(old).unwrap().waiting_ms, Vec::<u64>::new(), "an older build's rs");
     }
 
     #[test]

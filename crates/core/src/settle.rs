@@ -13,7 +13,7 @@
 //! [`crate::fire::retry`]) and before a corrupt row. Delivered rows past the
 //! stop are deleted too: their target's watermark already covers them.
 
-use crate::fire::retry::waits_its_turn;
+use crate::fire::retry::{turn_through, waits_its_turn};
 use crate::fire::{Failure, Fire, GroupState};
 use crate::limits::{retry_backoff_ms, RELAY_LAG_BOUND_MS, RETRY_BACKOFF_MS, TARGET_RETRY_BACKOFF_MAX_MS};
 use crate::name::Name;
@@ -194,8 +194,15 @@ impl Fire {
         }
         scan.retries = scan.retries.saturating_add(failed_retries);
         scan.recovered = scan.recovered.saturating_add(answered);
-        scan.waiting_retry_ms =
-            [scan.waiting_retry_ms, self.retries.turn_through_ms()].into_iter().flatten().min();
+        // Over the whole cycle: a bound per fire would let the targets early
+        // in the outbox take every turn. A cycle an older build began kept
+        // only its bound: it stands for the times it had seen.
+        let kept = match scan.waiting_ms.is_empty() {
+            true => scan.waiting_retry_ms.into_iter().collect(),
+            false => std::mem::take(&mut scan.waiting_ms),
+        };
+        scan.waiting_ms = self.retries.cycle_waiting(&kept);
+        scan.waiting_retry_ms = turn_through(&scan.waiting_ms, self.budget().retries_per_cycle());
         let start = &self.begun.scan;
         let advanced = self.begun.new_cycle || scan.cursor != start.cursor;
         let rows_parked = self.rows_parked();

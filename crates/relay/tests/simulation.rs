@@ -297,3 +297,14 @@ fn random_schedules_keep_order_lose_nothing_and_apply_each_row_once_even_cases()
 fn random_schedules_keep_order_lose_nothing_and_apply_each_row_once_odd_cases() {
     run_share(1, 2);
 }
+
+/// A case the random schedules once drew: 29 of 35 targets failing, a
+/// share of 7 retries a cycle over several fires, and a healthy target
+/// that had failed once, far along the outbox. Each fire reckoned the next
+/// cycle's bound on its own, so more targets than a share were let in and
+/// those early in the outbox took every turn: the healthy one waited out
+/// 20,000 alarms.
+#[test]
+fn a_target_far_along_the_outbox_that_waited_longest_gets_its_turn() {
+    run_case(1_796_224_392_820_059_040);
+}

@@ -166,15 +166,33 @@ impl Retries {
     /// (it takes the next cycles, in turn). So a cycle's retries go to the
     /// targets that waited longest, filling its share where it can, and a
     /// target that waited longer is never left behind one that waited
-    /// less. `None` when none waited.
+    /// less. `None` when none waited. (A fire's own; the cycle's is
+    /// reckoned over every fire's, see [`Retries::cycle_waiting`].)
+    #[cfg(test)]
     pub(crate) fn turn_through_ms(&self) -> Option<u64> {
         let mut times = self.passed.clone();
         times.sort_unstable();
-        let share = self.share as usize;
-        let Some(&first_left_out) = times.get(share) else { return times.last().copied() };
-        let fits = times[..share].iter().rev().find(|&&t| t < first_left_out);
-        Some(*fits.unwrap_or(&times[0]))
+        turn_through(&times, self.share)
     }
+
+    /// The cycle's waiting retry times once this fire's are added to
+    /// `kept` (the earlier fires'): ascending, the earliest `share + 1`,
+    /// all the next cycle's bound reads. Invariant: `kept` is ascending.
+    pub(crate) fn cycle_waiting(&self, kept: &[u64]) -> Vec<u64> {
+        let mut times: Vec<u64> = kept.iter().chain(&self.passed).copied().collect();
+        times.sort_unstable();
+        times.truncate(self.share as usize + 1);
+        times
+    }
+}
+
+/// The bound [`Retries::turn_through_ms`] describes, over ascending
+/// retry times of the targets left waiting.
+pub(crate) fn turn_through(times: &[u64], share: u32) -> Option<u64> {
+    let share = share as usize;
+    let Some(&first_left_out) = times.get(share) else { return times.last().copied() };
+    let fits = times[..share].iter().rev().find(|&&t| t < first_left_out);
+    Some(*fits.unwrap_or(&times[0]))
 }
 
 #[cfg(test)]
@@ -253,6 +271,27 @@ mod tests {
         scan.recovered = 1;
         let next = ScanState::new_cycle(120, Some(&scan));
         assert_eq!(next.retry_through_ms, None, "a retry answered: every due target again");
+    }
+
+    #[test]
+    fn the_next_cycles_bound_is_reckoned_over_every_fire_of_the_cycle() {
+        // Free: a share of 4. The first fire leaves four targets early in
+        // the outbox waiting; a later one the target that waited longest,
+        // beside three that waited less.
+        let scan = ScanState::new_cycle(100, None);
+        let mut first = Retries::new(&scan, &RelayBudget::FREE);
+        [300, 300, 300, 300].iter().for_each(|&t| first.pass(t));
+        let mut later = Retries::new(&scan, &RelayBudget::FREE);
+        [400, 10, 400, 400].iter().for_each(|&t| later.pass(t));
+        // Each fire's own bound, the earliest kept, lets five in: the four
+        // early in the outbox take every turn, cycle after cycle.
+        assert_eq!((first.turn_through_ms(), later.turn_through_ms()), (Some(300), Some(400)));
+        let cycle = later.cycle_waiting(&first.cycle_waiting(&[]));
+        assert_eq!(cycle, vec![10, 300, 300, 300, 300], "the earliest share + 1, ascending");
+        assert_eq!(turn_through(&cycle, 4), Some(10), "only the one that waited longest goes next");
+        let mut r = Retries::new(&scan, &RelayBudget::FREE);
+        (0..20).rev().for_each(|t| r.pass(t));
+        assert_eq!(r.cycle_waiting(&[]), vec![0, 1, 2, 3, 4], "bounded by the share");
     }
 
     /// The next cycle's bound for a fire on Free (a share of 4) that left
