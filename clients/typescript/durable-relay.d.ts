@@ -195,6 +195,8 @@ export interface AlarmSummary {
   traces?: string[];
   /** Rows delivered that carried a `traceparent` (absent when none). */
   traced_rows?: number;
+  /** The platform refused a write for the account's daily allowance (Workers Free): the alarm stopped and sleeps until 00:00 UTC (absent when not). */
+  write_limited?: boolean;
 }
 
 /** A source's status (`GET /status`, `RelayRpc.status`). */
@@ -218,6 +220,14 @@ export interface SourceStatus {
   lag_breaches: number;
   sql_rows_written: number;
   sql_rows_written_per_delivered_row: number | null;
+  /** SQLite rows this source wrote in the UTC day `rows_written_day` (counts not yet stored included). */
+  rows_written_today: number;
+  /** The UTC date `rows_written_today` counts, `YYYY-MM-DD`. */
+  rows_written_day: string;
+  /** What the day's rate so far projects for the whole UTC day. */
+  rows_written_projected_today: number;
+  /** Workers Free's daily rows written, per account (100,000), to compare the projection with. */
+  rows_written_free_limit: number;
   scan_state: ScanState | null;
   scan_state_corrupt: boolean;
   blocked_targets: string[];
@@ -319,7 +329,8 @@ export type ErrorCode =
   | "misrouted_row"
   | "map_changed"
   | "superseded"
-  | "forbidden_scope";
+  | "forbidden_scope"
+  | "daily_write_limit";
 
 /**
  * What `RelayRpc` throws. Over Workers RPC the error arrives as an `Error`
@@ -332,7 +343,7 @@ export interface RelayError extends Error {
   code: ErrorCode;
   /** The HTTP status the same refusal has on the HTTP API. */
   status: number;
-  /** Seconds to wait before retrying (with `outbox_full`). */
+  /** Seconds to wait before retrying (with `outbox_full`; with `daily_write_limit`, until 00:00 UTC). */
   retryAfterS?: number;
   /**
    * At a partitioned source: the rows committed before another partition refused (by this attempt

@@ -313,6 +313,28 @@ test("a full outbox rejects with a RelayError carrying its retry delay", async (
   }
 });
 
+test("past Workers Free's daily rows written, both enqueues reject with daily_write_limit until midnight UTC and write nothing", async () => {
+  // The Worker makes sql.exec throw the platform's own error for this attempt:
+  // the package's SQL glue must recognise it from the message.
+  const row = (i) => ({ rows: [{ target: "wl-t", puts: [[`k${i}`, i]] }] });
+  const [first, refused, refusedSync, after] = await attempt("wl-src", [
+    row(1),
+    { ...row(2), writes: true, refuseWrites: true },
+    { ...row(3), sync: true, refuseWrites: true },
+    row(4),
+  ]);
+  assert.equal(first.ok, true, first.message);
+  const midnight = Math.floor(Date.now() / 86_400_000 + 1) * 86_400_000;
+  for (const v of [refused, refusedSync]) {
+    assert.deepEqual([v.ok, v.instance, v.code, v.status], [false, true, "daily_write_limit", 503], v.message);
+    assert.ok(v.retryAfterS > 0 && v.retryAfterS <= 86_400, `retryAfterS ${v.retryAfterS}`);
+    assert.ok(Date.now() + v.retryAfterS * 1000 >= midnight - 2_000, `retryAfterS ${v.retryAfterS} reaches 00:00 UTC`);
+  }
+  assert.deepEqual(after.seqs, [first.seqs[0] + 1], "the refused enqueues took no sequence");
+  assert.deepEqual(await get("/writer/wl-src/mine"), [], "the caller's own writes rolled back with the rows");
+  await until(async () => (await get("/writer/wl-src/relay/status")).delivered_rows === 2, "both accepted rows delivered");
+});
+
 test("tsc --strict refuses a callback that returns a promise (the Worker's and the type tests' expected errors)", () => {
   const tsc = join(ROOT, "node_modules", ".bin", "tsc");
   execFileSync(tsc, ["-p", join(DIR, "tsconfig.json")], { encoding: "utf8" });

@@ -123,6 +123,19 @@ test("a full outbox answers outbox_full with its retry delay over RPC", async ()
   await until(async () => (await app.api("GET", "/rpc/status/full-src")).body.queued_rows === 0, "the outbox to drain");
 });
 
+test("past the daily allowance of rows written, RPC throws daily_write_limit with the wait until 00:00 UTC", async () => {
+  const src = "rpc-wl-src";
+  assert.equal((await relayApi("POST", `/v1/sources/${src}/faults`, { refuse_writes: true })).status, 200);
+  const r = await app.api("POST", `/rpc/enqueue/${src}`, { rows: [{ target: "rpc-wl-t", puts: [["k", 1]] }] });
+  assert.equal(r.status, 503, r.text);
+  assert.equal(r.body.error.code, "daily_write_limit");
+  const midnight = (Math.floor(Date.now() / 86_400_000) + 1) * 86_400_000;
+  const wait = r.body.error.retryAfterS;
+  assert.ok(wait >= 1 && wait <= 86_400 && Date.now() + wait * 1000 >= midnight - 2_000, `retryAfterS ${wait}`);
+  await relayApi("POST", `/v1/sources/${src}/faults`, { refuse_writes: false });
+  assert.equal((await app.api("GET", `/rpc/status/${src}`)).body.last_seq, 0, "nothing was written");
+});
+
 test("parked targets are listed, read and redriven over RPC", async () => {
   await relayApi("POST", "/v1/targets/park-t/faults", { reject: true, permanent: true });
   const r = await app.api("POST", "/rpc/enqueue/park-src", {

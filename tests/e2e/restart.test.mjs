@@ -4,7 +4,7 @@
 
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { Relay, put, sleep } from "./harness.mjs";
+import { Relay, put, sleep, until } from "./harness.mjs";
 
 test("a relay killed mid-drain resumes on restart, losing nothing and applying nothing twice", async () => {
   // One target per alarm, so the drain spans hundreds of alarms.
@@ -47,6 +47,35 @@ test("a relay killed mid-drain resumes on restart, losing nothing and applying n
     assert.equal(after.enqueued_rows, n);
     for (const [t, seqs] of sent) assert.deepEqual(await relay.log(t, src), seqs, `target ${t}`);
     assert.deepEqual(await relay.audit(), [], "the relay's own audit");
+  } finally {
+    await relay.stop();
+  }
+});
+
+test("counts once read never go back after the object restarts", async () => {
+  let relay = await Relay.start();
+  const src = "restart-counts";
+  const figures = (s) => ({
+    alarms: s.alarms,
+    fires: s.fires,
+    subrequests: s.subrequests,
+    sql_rows_written: s.sql_rows_written,
+    rows_written_today: s.rows_written_today,
+    delivered_rows: s.delivered_rows,
+  });
+  try {
+    for (let i = 0; i < 6; i++) {
+      await relay.enqueue(src, [put(`rc${i}`, "k", i)]);
+      await relay.drained(src);
+    }
+    await until(async () => (await relay.status(src)).alarms >= 6, "six alarms counted");
+    const read = figures(await relay.status(src));
+    relay.kill();
+    await relay.stop();
+    relay = await Relay.start({ persistDir: relay.persistDir });
+    const again = figures(await relay.status(src));
+    for (const [k, v] of Object.entries(read)) assert.ok(again[k] >= v, `${k}: ${again[k]} after the restart, ${v} read before`);
+    assert.equal(again.delivered_rows, 6);
   } finally {
     await relay.stop();
   }

@@ -123,6 +123,7 @@ codes! {
     MapChanged => "map_changed": "Another partition map under an epoch an object adopted one under (409; raise the epoch with every change of the map).",
     Superseded => "superseded": "A newer attempt of the same keyed request took over (409; retry it to read what was committed).",
     ForbiddenScope => "forbidden_scope": "A valid bearer token whose scope does not cover the route (403; the message names the scope needed).",
+    DailyWriteLimit => "daily_write_limit": "The platform refused a write: the account's daily allowance of SQLite rows written (Workers Free: 100,000) is used up; nothing was written (503, Retry-After: the seconds until 00:00 UTC, when it resets).",
 }
 
 impl PartialEq<&str> for ErrorCode {

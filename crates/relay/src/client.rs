@@ -14,6 +14,8 @@
 //!     let done = match orders.enqueue_keyed("order-17", &[balance]).await {
 //!         Ok(done) => done, // done.seqs, done.duplicate, ...
 //!         Err(e) if e.code == ErrorCode::OutboxFull => return Ok(false), // retry after e.retry_after_s
+//!         // Workers Free's rows written for the day are used up: retry after 00:00 UTC.
+//!         Err(e) if e.code == ErrorCode::DailyWriteLimit => return Ok(false),
 //!         Err(e) => return Err(e.into()),
 //!     };
 //!     let _status = orders.status().await?; // SourceStatus
@@ -237,15 +239,22 @@ impl SourceClient {
         if status == 200 {
             return serde_json::from_str(&text).map_err(RelayError::runtime);
         }
-        Err(match serde_json::from_str::<ErrorBody>(&text) {
-            Ok(b) => RelayError {
-                status,
-                code: ErrorCode::parse(&b.error.code),
-                message: b.error.message,
-                retry_after_s,
-            },
-            Err(_) => RelayError { status, code: ErrorCode::Internal, message: text, retry_after_s },
-        })
+        Err(refusal(status, retry_after_s, text))
+    }
+}
+
+/// A refusal's reply as a [`RelayError`]: the code and message of its JSON
+/// error body (`internal` with the text when it has none), the status and
+/// the `Retry-After` seconds.
+fn refusal(status: u16, retry_after_s: Option<u32>, text: String) -> RelayError {
+    match serde_json::from_str::<ErrorBody>(&text) {
+        Ok(b) => RelayError {
+            status,
+            code: ErrorCode::parse(&b.error.code),
+            message: b.error.message,
+            retry_after_s,
+        },
+        Err(_) => RelayError { status, code: ErrorCode::Internal, message: text, retry_after_s },
     }
 }
 
@@ -443,5 +452,19 @@ impl From<RelayError> for HttpError {
 impl From<HttpError> for RelayError {
     fn from(e: HttpError) -> Self {
         RelayError { status: e.status, code: e.code, message: e.message, retry_after_s: e.retry_after_s }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_daily_write_limit_reply_is_its_code_with_the_wait_until_midnight() {
+        let body = r#"{"error":{"code":"daily_write_limit","message":"daily write limit: ..."}}"#;
+        let e = refusal(503, Some(23_400), body.into());
+        assert_eq!((e.status, e.code, e.retry_after_s), (503, ErrorCode::DailyWriteLimit, Some(23_400)));
+        let garbled = refusal(502, None, "bad gateway".into());
+        assert_eq!((garbled.code, garbled.message.as_str()), (ErrorCode::Internal, "bad gateway"));
     }
 }

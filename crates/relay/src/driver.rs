@@ -149,6 +149,12 @@ pub struct AlarmSummary {
     /// Rows delivered that carried a `traceparent`.
     #[serde(skip_serializing_if = "is_zero")]
     pub traced_rows: u32,
+    /// Whether the platform refused a write for the account's daily
+    /// allowance (Workers Free), so the alarm stopped and sleeps until
+    /// 00:00 UTC (`next_in_ms`); nothing it did after its last checkpoint
+    /// stands. Left out of the log line when not.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub write_limited: bool,
 }
 
 fn is_zero(n: &u32) -> bool {

@@ -180,8 +180,42 @@ impl From<EnqueueRefusal> for HttpError {
 }
 
 impl From<StoreError> for HttpError {
+    /// A 500, but the platform's refusal of a write past the account's daily
+    /// allowance is a 503 `daily_write_limit` whose `Retry-After` is the wait
+    /// until 00:00 UTC (by the wall clock), when writes come back.
     fn from(e: StoreError) -> Self {
-        HttpError::internal(e.to_string())
+        match e {
+            StoreError::WriteLimit(_) => HttpError::write_limit(&e, wall_clock_ms()),
+            e => HttpError::internal(e.to_string()),
+        }
+    }
+}
+
+impl HttpError {
+    /// 503 `daily_write_limit` for `e` at `now_ms`, with `Retry-After` the
+    /// seconds until the next UTC day.
+    pub fn write_limit(e: &StoreError, now_ms: u64) -> HttpError {
+        let message = format!(
+            "{e}: the account's rows written for today are used up (Workers Free allows {} a day); \
+             nothing was written; writes come back at 00:00 UTC",
+            crate::core::WORKER_FREE_ROWS_WRITTEN_PER_DAY
+        );
+        HttpError::new(503, ErrorCode::DailyWriteLimit, message)
+            .retry_after(crate::core::seconds_until_next_utc_day(now_ms))
+    }
+}
+
+/// The wall clock, ms since the epoch: the runtime's `Date.now()` in wasm,
+/// the system clock natively.
+pub fn wall_clock_ms() -> u64 {
+    #[cfg(target_arch = "wasm32")]
+    {
+        worker::js_sys::Date::now() as u64
+    }
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+        since.map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
     }
 }
 
@@ -281,6 +315,21 @@ pub fn check_bearer(header: Option<&str>, expected: &str) -> Result<(), HttpErro
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_daily_write_refusal_is_a_503_that_retries_at_midnight_utc() {
+        let e = StoreError::from_platform(crate::store::PLATFORM_WRITE_LIMIT_MESSAGE.into());
+        // 2026-12-02T17:30:00Z: 6 h 30 min before the next UTC day.
+        let refusal = HttpError::write_limit(&e, 1_796_232_600_000);
+        assert_eq!((refusal.status, refusal.code.as_str()), (503, "daily_write_limit"));
+        assert_eq!(refusal.retry_after_s, Some(23_400));
+        assert!(refusal.message.contains(crate::store::PLATFORM_WRITE_LIMIT_MESSAGE), "{}", refusal.message);
+        let through = HttpError::from(EnqueueFailure::<String>::Store(e));
+        assert_eq!(through.code, ErrorCode::DailyWriteLimit, "an enqueue's storage failure");
+        assert!(through.retry_after_s.is_some_and(|s| (1..=86_400).contains(&s)));
+        let other = HttpError::from(StoreError::Sql("disk I/O error".into()));
+        assert_eq!((other.status, other.retry_after_s), (500, None), "other storage failures stay 500");
+    }
 
     #[test]
     fn bearer_tokens_are_checked() {

@@ -75,7 +75,8 @@ pub struct Operation {
 /// Codes any operation can answer: a bad request line or name, no token
 /// or a token whose scope does not cover the operation (the reference
 /// Worker's front door, which RPC also passes through for a partitioned
-/// source), a configuration or storage failure, a per-partition operation
+/// source), a configuration or storage failure (a write the platform refused
+/// for the account's daily allowance included), a per-partition operation
 /// at a partitioned logical source.
 pub const EVERY_OPERATION: &[ErrorCode] = &[
     ErrorCode::BadUrl,
@@ -88,6 +89,7 @@ pub const EVERY_OPERATION: &[ErrorCode] = &[
     ErrorCode::ForbiddenScope,
     ErrorCode::BadConfiguration,
     ErrorCode::Internal,
+    ErrorCode::DailyWriteLimit,
     ErrorCode::PartitionedSource,
 ];
 

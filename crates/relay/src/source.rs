@@ -11,7 +11,16 @@
 //!   platform that drops the alarm after its retries cannot strand the rows.
 //!   (Seen in workerd: an alarm set by a handler that then throws replaces
 //!   the platform's own retry, so the back-off starts short.)
-//! - a status read, or an enqueue, re-arms an alarm the platform dropped.
+//! - an alarm that met the platform's daily rows-written refusal (Workers
+//!   Free) sleeps until 00:00 UTC, when writes come back, instead of
+//!   retrying into the same refusal every few seconds: it arms its next
+//!   alarm then and returns normally (an enqueue that gets through earlier
+//!   brings it forward);
+//! - a status read, or an enqueue, re-arms an alarm the platform dropped;
+//! - counts kept in memory (see the outbox's ledger) are written by an
+//!   alarm once the oldest is older than
+//!   [`UNWRITTEN_COUNTS_MAX_AGE_MS`](crate::core::UNWRITTEN_COUNTS_MAX_AGE_MS),
+//!   and by a status read before it reports them.
 //!
 //! The stored alarm is reached through [`AlarmStore`] (the Durable Object's
 //! alarm in workerd, a simulated one in the simulator). What this instance
@@ -27,8 +36,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::core::schedule::{arm, coalesced, enqueue_due, needs_rearm};
 use crate::core::{
-    delivered_through, part_of, relay_watermark, retry_backoff_ms, AlarmKnown, EnqueueRow, Fence, KeyVerdict,
-    Name, Part, PartitionMap, ScanState, SourceId, Ticket,
+    delivered_through, next_utc_day_ms, part_of, projected_for_day, relay_watermark, retry_backoff_ms,
+    utc_date, utc_day, AlarmKnown, EnqueueRow, Fence, KeyVerdict, Name, Part, PartitionMap, ScanState,
+    SourceId, Ticket, UNWRITTEN_COUNTS_MAX_AGE_MS, WORKER_FREE_ROWS_WRITTEN_PER_DAY,
 };
 use crate::driver::{run_alarm, AlarmError, AlarmOptions, AlarmSummary, FireObserver, Targets};
 use crate::store::outbox::{
@@ -129,6 +139,23 @@ pub struct SourceStatus {
     pub lag_breaches: u64,
     /// SQLite rows written by the relay, and per delivered row.
     pub sql_rows_written: u64,
+    /// SQLite rows this source wrote in the current UTC day
+    /// (`rows_written_day`), counts not yet written included. The Free
+    /// allowance is the account's, shared by every object.
+    #[serde(default)]
+    pub rows_written_today: u64,
+    /// The UTC date `rows_written_today` counts (`YYYY-MM-DD`).
+    #[serde(default)]
+    pub rows_written_day: String,
+    /// What the day's rate so far projects for the whole UTC day (see
+    /// [`projected_for_day`](crate::core::projected_for_day)).
+    #[serde(default)]
+    pub rows_written_projected_today: u64,
+    /// The Workers Free allowance the projection compares with
+    /// ([`WORKER_FREE_ROWS_WRITTEN_PER_DAY`](crate::core::WORKER_FREE_ROWS_WRITTEN_PER_DAY)),
+    /// per account.
+    #[serde(default)]
+    pub rows_written_free_limit: u64,
     /// `sql_rows_written / delivered_rows`, once anything was delivered.
     pub sql_rows_written_per_delivered_row: Option<f64>,
     /// The scan cycle's persisted state (the engine's `rs`; `rs` before
@@ -560,7 +587,11 @@ impl<S: Sql, A: AlarmStore> Relay<S, A> {
 
     /// Runs one alarm: the driver's fires against `targets`, then arms the
     /// next wake-up. On a storage error it arms a back-off first and then
-    /// fails, so the caller may throw.
+    /// fails, so the caller may throw; but when the platform refused a write
+    /// for the account's daily allowance it arms the alarm at 00:00 UTC and
+    /// answers a summary with `write_limited` set (and no figures of the
+    /// fires it lost), since the platform's own retries, seconds apart, would
+    /// only meet the same refusal and then drop the alarm.
     pub async fn alarm(
         &self,
         targets: &impl Targets,
@@ -570,6 +601,7 @@ impl<S: Sql, A: AlarmStore> Relay<S, A> {
         // The platform consumed the alarm that woke us.
         self.known.set(AlarmKnown::None);
         let _firing = Firing::start(&self.firing);
+        let started = now();
         match run_alarm(&self.outbox, &self.name, &self.id, &self.config.get().alarm, targets, now, observer)
             .await
         {
@@ -589,7 +621,18 @@ impl<S: Sql, A: AlarmStore> Relay<S, A> {
                     let retry = self.arm_at(now().saturating_add(delay)).await;
                     retry.map_err(|e| AlarmFailure { error: AlarmError::Store(e), retry_at_ms: None })?;
                 }
+                // Counts waiting too long are written now (one row); if that
+                // fails they wait for the next chance, and the alarm stands.
+                let _ = self.outbox.write_counts(now(), UNWRITTEN_COUNTS_MAX_AGE_MS);
                 Ok(summary)
+            }
+            // Writes come back with the next UTC day, not sooner.
+            Err(AlarmError::Store(e)) if e.is_write_limit() => {
+                let at = next_utc_day_ms(now());
+                match self.arm_at(at).await {
+                    Ok(()) => Ok(self.write_limited(started, at, now())),
+                    Err(_) => Err(AlarmFailure { error: AlarmError::Store(e), retry_at_ms: None }),
+                }
             }
             Err(error) => {
                 // Do not rely on the platform's few retries: back off ourselves.
@@ -602,10 +645,35 @@ impl<S: Sql, A: AlarmStore> Relay<S, A> {
         }
     }
 
+    /// The summary of an alarm that started at `started` and that the daily
+    /// write refusal stopped at `ended`; it sleeps until `next_at_ms`. Its
+    /// queue as it stands (reads still work).
+    fn write_limited(&self, started: u64, next_at_ms: u64, ended: u64) -> AlarmSummary {
+        let state = self.outbox.state().unwrap_or_default();
+        AlarmSummary {
+            source: self.name.to_string(),
+            write_limited: true,
+            next_in_ms: Some(next_at_ms.saturating_sub(ended)),
+            subrequest_cap: self.config.get().alarm.budget.calls_per_alarm(),
+            started_at_ms: started,
+            duration_ms: ended.saturating_sub(started),
+            queued_rows: state.queued_rows,
+            queued_bytes: state.queued_bytes,
+            parked_rows: state.parked_rows,
+            ..AlarmSummary::default()
+        }
+    }
+
     /// The source's status. Re-arms an alarm the platform dropped while
     /// rows wait (reported as `rearmed`).
+    ///
+    /// Counts not yet written are written first (one row, only when there
+    /// are any), so a count once read never goes back, even if the object
+    /// restarts; when the write is refused the status still answers, with
+    /// them.
     pub async fn status(&self, now_ms: u64) -> Result<SourceStatus, StoreError> {
         let (stored, rearmed) = self.recheck_alarm(now_ms).await?;
+        let _ = self.outbox.write_counts(now_ms, 0);
         // The state as it is, counts not yet written included.
         self.status_of(self.outbox.state()?, stored, rearmed, now_ms)
     }
@@ -659,6 +727,7 @@ impl<S: Sql, A: AlarmStore> Relay<S, A> {
         let capacity = self.outbox.capacity(&state);
         let per_row =
             (state.delivered_rows > 0).then(|| state.sql_rows_written as f64 / state.delivered_rows as f64);
+        let today_ms = (utc_day(now_ms) == state.rows_written_day).then_some(now_ms);
         Ok(SourceStatus {
             source: self.name.to_string(),
             source_id: Some(self.id.to_string()),
@@ -678,6 +747,12 @@ impl<S: Sql, A: AlarmStore> Relay<S, A> {
             lag_breaches: state.lag_breaches,
             sql_rows_written: state.sql_rows_written,
             sql_rows_written_per_delivered_row: per_row,
+            rows_written_today: state.rows_written_today,
+            rows_written_day: utc_date(state.rows_written_day),
+            // A day's count read on a later day's clock projects nothing for it.
+            rows_written_projected_today: today_ms
+                .map_or(state.rows_written_today, |ms| projected_for_day(state.rows_written_today, ms)),
+            rows_written_free_limit: WORKER_FREE_ROWS_WRITTEN_PER_DAY,
             blocked_targets: blocked_now(rs.as_ref(), &failing.targets, now_ms),
             scan_state_corrupt: matches!(decoded, Some(Err(_))),
             scan_state: rs,
@@ -732,6 +807,7 @@ impl<S: Sql, A: AlarmStore> Relay<S, A> {
         // Loaded first, so the redrive and its arming share one turn.
         self.forget_past_alarm(now_ms);
         self.load_alarm().await?;
+        self.outbox.note_time(now_ms);
         let outcome = self.outbox.redrive(target.as_str())?;
         if outcome.rows > 0 {
             self.arm_at(now_ms).await?;

@@ -21,7 +21,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use durable_relay::core::{Delay, EnqueueRow, Name, RelayBudget, ScanState, Traceparent};
 use durable_relay::partition::{Position, RoutedEnqueue};
 use durable_relay::sim::Sim;
-use durable_relay::{ActionOutcome, Enqueued, ParkedPage, Rearmed, SourceStatus, TargetPage, TargetReport};
+use durable_relay::{
+    ActionOutcome, AlarmSummary, Enqueued, ParkedPage, Rearmed, SourceStatus, TargetPage, TargetReport,
+};
 use serde_json::{json, Value};
 
 /// The fields each `export interface` of the `.d.ts` declares at its top
@@ -103,6 +105,7 @@ fn samples() -> Vec<(&'static str, Value)> {
         ("SourceStatus", to(&status)),
         ("ScanState", to(&scan)),
         ("AlarmSummary", to(&summary)),
+        ("AlarmSummary", to(&AlarmSummary { write_limited: true, ..summary.clone() })),
         ("TargetReport", to(&report)),
         ("TargetPage", to(&TargetPage { next: Some("t".into()), ..targets })),
         ("ParkedPage", to(&page)),

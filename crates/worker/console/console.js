@@ -179,6 +179,8 @@ async function loadSource(name) {
     figure("lag-bound breaches", num(s.lag_breaches), "lag_breaches"),
     figure("rows written per row", s.sql_rows_written_per_delivered_row === null ? "—" : s.sql_rows_written_per_delivered_row.toFixed(2), "rows_written"),
     figure("capacity used", `${s.capacity.percent_full.toFixed(1)} %`, "capacity"),
+    figure(`rows written ${s.rows_written_day} (UTC)`, num(s.rows_written_today), "rows_written_today"),
+    figure("projected today / Free allowance", `${num(s.rows_written_projected_today)} / ${num(s.rows_written_free_limit)}`, "rows_written_projected_today"),
   );
   renderChart(alarms.alarms);
   renderTargets(name, parked.targets);

@@ -238,6 +238,8 @@ struct Totals {
     rejected_full: u64,
     lag_breaches: u64,
     sql_rows_written: u64,
+    rows_written_today: u64,
+    rows_written_projected_today: u64,
     dedup_records: u64,
     discarded_rows: u64,
 }
@@ -258,6 +260,8 @@ impl Totals {
         self.rejected_full += s.rejected_full;
         self.lag_breaches += s.lag_breaches;
         self.sql_rows_written += s.sql_rows_written;
+        self.rows_written_today += s.rows_written_today;
+        self.rows_written_projected_today += s.rows_written_projected_today;
         self.dedup_records += s.dedup_records;
         self.discarded_rows += s.discarded_rows;
     }

@@ -13,7 +13,7 @@
 //! and keeps a one-row mark so it never asks again.
 //!
 //! Test builds (feature `testing`, and only with `RELAY_TEST_FAULTS=on`)
-//! also serve `POST /faults` (`{"crash_checkpoints":n,"drop_alarm":bool}`)
+//! also serve `POST /faults` (`{"crash_checkpoints":n,"drop_alarm":bool,"refuse_writes":bool}`)
 //! and `GET /audit` (the outbox's invariants on its tables).
 
 use durable_relay::core::ErrorCode;
@@ -378,6 +378,8 @@ impl RelaySource {
         let (failing, parked) = (body.seed_failing_targets, body.seed_parked_targets);
         durable_relay::testing::seed_target_records(relay.sql(), failing, parked, now_ms())
             .map_err(|e| HttpError::bad_request(ErrorCode::InvalidRequest, e.to_string()))?;
+        // Last: the seeding above is a write of its own.
+        relay.sql().refuse_writes(body.refuse_writes);
         if body.drop_alarm {
             relay.drop_alarm().await?;
         }

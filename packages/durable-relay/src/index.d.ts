@@ -41,7 +41,7 @@ export declare class RelayError extends Error {
   code: ErrorCode;
   /** The HTTP status the same refusal has on the HTTP API. */
   status: number;
-  /** Seconds to wait before retrying (with `outbox_full`). */
+  /** Seconds to wait before retrying (with `outbox_full`; with `daily_write_limit`, until 00:00 UTC). */
   retryAfterS?: number;
   constructor(code: ErrorCode, message: string, status?: number, retryAfterS?: number);
 }

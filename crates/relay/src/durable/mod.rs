@@ -77,7 +77,7 @@ impl DoSql {
         let cursor = self
             .sql
             .exec(query, params.into_iter().map(to_storage).collect::<Vec<_>>())
-            .map_err(|e| StoreError::Sql(e.to_string()))?;
+            .map_err(|e| StoreError::from_platform(e.to_string()))?;
         cursor.to_array().map_err(|e| StoreError::Corrupt(e.to_string()))
     }
 }
@@ -139,7 +139,7 @@ const ABORT: &str = "durable-relay: transaction aborted";
 
 impl Sql for DoSql {
     fn exec(&self, query: &str, params: Vec<SqlValue>) -> Result<Rows, StoreError> {
-        let sql_error = |e: JsValue| StoreError::Sql(js_error_text(&e));
+        let sql_error = |e: JsValue| StoreError::from_platform(js_error_text(&e));
         let bindings = worker::js_sys::Array::new();
         for p in params {
             bindings.push(&to_js(p));
@@ -187,7 +187,8 @@ impl Sql for DoSql {
             (Ok(_), Some(v), _) => Ok(v),
             (_, _, Some(e)) => Err(e),
             (Ok(_), None, None) => Err(StoreError::Sql("transactionSync returned without running".into())),
-            (Err(e), _, None) => Err(StoreError::Sql(js_error_text(&e))),
+            // Thrown by the platform (at commit, say): classified as it worded it.
+            (Err(e), _, None) => Err(StoreError::from_platform(js_error_text(&e))),
         }
     }
 }
@@ -215,7 +216,8 @@ impl AlarmStore for DoAlarm {
         self.storage
             .set_alarm(worker::ScheduledTime::new(when))
             .await
-            .map_err(|e| StoreError::Sql(e.to_string()))
+            // Setting an alarm writes a row: it meets the daily limit too.
+            .map_err(|e| StoreError::from_platform(e.to_string()))
     }
 
     async fn delete(&self) -> Result<(), StoreError> {
@@ -258,7 +260,7 @@ pub(crate) fn source_name(state: &State) -> Result<Name, HttpError> {
 pub(crate) fn open_error(e: AlarmError) -> HttpError {
     match e {
         AlarmError::Budget(b) => HttpError::new(500, ErrorCode::BadConfiguration, b.to_string()),
-        AlarmError::Store(s) => HttpError::internal(s.to_string()),
+        AlarmError::Store(s) => s.into(),
     }
 }
 

@@ -475,6 +475,27 @@ impl Sim {
         self.world.source(&name(source)).relay.sql().crash_checkpoints(1);
     }
 
+    /// Refuses (`on`) or lets through every write of `source`'s store with
+    /// the platform's error for an account past its daily rows-written
+    /// allowance, as Workers Free does until 00:00 UTC; reads still run.
+    pub fn refuse_writes(&mut self, source: &str, on: bool) {
+        self.world.source(&name(source)).relay.sql().refuse_writes(on);
+    }
+
+    /// Restarts `source`'s object, as an eviction or a deploy does: a new
+    /// instance opens the same database, and the stored alarm stays; what
+    /// the old instance held only in memory is gone.
+    #[allow(clippy::expect_used, reason = "the database opened before, so it opens again")]
+    pub fn restart_source(&mut self, source: &str) {
+        let s = name(source);
+        let old = self.world.source(&s);
+        let (sql, alarm) = (old.relay.sql().inner().clone(), old.alarm.get());
+        self.world.sources.borrow_mut().remove(&s);
+        drop(old);
+        let new = self.world.open_source(&s, sql).expect("the source reopens");
+        new.alarm.set(alarm);
+    }
+
     /// Makes another writer change `rs` during `source`'s next fire (while it
     /// awaits its first target call), so its checkpoint guard fails.
     pub fn conflict_next_checkpoint(&mut self, source: &str) {

@@ -130,6 +130,36 @@ pub enum StoreError {
     Corrupt(String),
     /// The caller's own code aborted the transaction, which rolled back.
     Aborted(String),
+    /// The platform refused a write because the account used up its daily
+    /// allowance of rows written (Workers Free); the transaction rolled
+    /// back. Writes come back at 00:00 UTC (see
+    /// [`seconds_until_next_utc_day`](crate::core::seconds_until_next_utc_day)).
+    /// Carries the platform's message.
+    WriteLimit(String),
+}
+
+/// The start of the error Durable Objects throw for a write past the Free
+/// plan's daily rows-written allowance, as the platform words it.
+pub const PLATFORM_WRITE_LIMIT_MESSAGE: &str = "Exceeded allowed rows written in Durable Objects free tier.";
+
+impl StoreError {
+    /// The storage error for a failure the platform described as `message`:
+    /// [`StoreError::WriteLimit`] when it is the daily rows-written refusal
+    /// (recognised by its words, with or without the final period, wherever
+    /// the runtime places them in the message), else [`StoreError::Sql`].
+    pub fn from_platform(message: String) -> StoreError {
+        let words = PLATFORM_WRITE_LIMIT_MESSAGE.trim_end_matches('.');
+        if message.contains(words) {
+            StoreError::WriteLimit(message)
+        } else {
+            StoreError::Sql(message)
+        }
+    }
+
+    /// Whether this is the platform's daily rows-written refusal.
+    pub fn is_write_limit(&self) -> bool {
+        matches!(self, StoreError::WriteLimit(_))
+    }
 }
 
 impl fmt::Display for StoreError {
@@ -139,6 +169,7 @@ impl fmt::Display for StoreError {
             StoreError::Guard(g) => write!(f, "guard failed: {g}"),
             StoreError::Corrupt(e) => write!(f, "corrupt stored value: {e}"),
             StoreError::Aborted(e) => write!(f, "transaction aborted: {e}"),
+            StoreError::WriteLimit(e) => write!(f, "daily write limit: {e}"),
         }
     }
 }
@@ -203,6 +234,21 @@ mod tests {
         assert!(matches!(row.text(0), Err(StoreError::Corrupt(_))));
         let big = Row(vec![SqlValue::Int(i64::from(u32::MAX) + 1)]);
         assert!(matches!(big.u32(0), Err(StoreError::Corrupt(_))));
+    }
+
+    #[test]
+    fn the_platforms_daily_write_refusal_is_told_apart_from_other_failures() {
+        let exact = PLATFORM_WRITE_LIMIT_MESSAGE.to_owned();
+        assert_eq!(StoreError::from_platform(exact.clone()), StoreError::WriteLimit(exact));
+        let wrapped = format!("Error: {} (object abc)", PLATFORM_WRITE_LIMIT_MESSAGE.trim_end_matches('.'));
+        assert!(StoreError::from_platform(wrapped).is_write_limit(), "wrapped, without the period");
+        for other in [
+            "SQLITE_FULL: database or disk is full",
+            "Exceeded allowed rows read",
+            "Network connection lost.",
+        ] {
+            assert_eq!(StoreError::from_platform(other.into()), StoreError::Sql(other.into()));
+        }
     }
 
     #[test]

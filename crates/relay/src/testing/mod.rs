@@ -5,7 +5,9 @@
 //!
 //! - [`FaultySql`]: wraps any [`Sql`]; armed, it fails the next checkpoint
 //!   statement, as a crash between the target apply and the source cleanup
-//!   would (the checkpoint's transaction rolls back, the alarm fails);
+//!   would (the checkpoint's transaction rolls back, the alarm fails); or it
+//!   refuses every write with the platform's own message for an account past
+//!   its daily rows-written allowance, as Workers Free does until 00:00 UTC;
 //! - [`TestTables`]: a target's fault switch (refuse calls, transiently or
 //!   permanently; delay them) and its applied-sequence log, kept under their
 //!   own schema component (`relay_testing`);
@@ -27,7 +29,7 @@ use serde::{Deserialize, Serialize};
 use crate::core::{ApplyRow, Effects, Name, RelayHook, SourceId};
 use crate::source::AlarmStore;
 use crate::store::outbox::CHECKPOINT_GUARD_SQL;
-use crate::store::{int, schema, Rows, Sql, SqlValue, StoreError};
+use crate::store::{int, schema, Rows, Sql, SqlValue, StoreError, PLATFORM_WRITE_LIMIT_MESSAGE};
 
 /// An alarm kept in memory (shared by its clones).
 #[derive(Clone, Default)]
@@ -65,6 +67,8 @@ pub struct FaultySql<S> {
     inner: S,
     /// Checkpoints still to fail.
     crash_checkpoints: std::rc::Rc<Cell<u32>>,
+    /// Whether every write is refused as past the daily allowance.
+    refuse_writes: std::rc::Rc<Cell<bool>>,
     /// Rows read and written by every statement so far, so a test can
     /// measure what one request costs.
     io: std::rc::Rc<Cell<SqlIo>>,
@@ -84,7 +88,19 @@ pub struct SqlIo {
 impl<S: Sql> FaultySql<S> {
     /// Wraps `inner` with no fault armed.
     pub fn new(inner: S) -> FaultySql<S> {
-        FaultySql { inner, crash_checkpoints: std::rc::Rc::new(Cell::new(0)), io: std::rc::Rc::default() }
+        FaultySql {
+            inner,
+            crash_checkpoints: std::rc::Rc::new(Cell::new(0)),
+            refuse_writes: std::rc::Rc::default(),
+            io: std::rc::Rc::default(),
+        }
+    }
+
+    /// Refuses (or stops refusing) every statement that writes, with the
+    /// platform's message for an account past its daily rows-written
+    /// allowance ([`PLATFORM_WRITE_LIMIT_MESSAGE`]); reads still run.
+    pub fn refuse_writes(&self, on: bool) {
+        self.refuse_writes.set(on);
     }
 
     /// Rows read and written through this store so far.
@@ -106,12 +122,24 @@ impl<S: Sql> FaultySql<S> {
 /// The error an injected crash raises.
 pub const INJECTED_CRASH: &str = "injected crash before the checkpoint";
 
+/// Whether `query` may write: anything but a plain `SELECT` (the relay's
+/// writes are `INSERT`, `UPDATE`, `DELETE`, DDL, and `WITH ... INSERT`).
+fn writes(query: &str) -> bool {
+    let upper = query.trim_start().to_ascii_uppercase();
+    let select = upper.starts_with("SELECT");
+    !select || ["INSERT ", "UPDATE ", "DELETE "].iter().any(|w| upper.contains(w))
+}
+
 impl<S: Sql> Sql for FaultySql<S> {
     fn exec(&self, query: &str, params: Vec<SqlValue>) -> Result<Rows, StoreError> {
         let armed = self.crash_checkpoints.get();
         if armed > 0 && query == CHECKPOINT_GUARD_SQL {
             self.crash_checkpoints.set(armed - 1);
             return Err(StoreError::Sql(INJECTED_CRASH.into()));
+        }
+        if self.refuse_writes.get() && writes(query) {
+            // Through the shipped classifier, as the platform's error goes.
+            return Err(StoreError::from_platform(PLATFORM_WRITE_LIMIT_MESSAGE.into()));
         }
         let rows = self.inner.exec(query, params)?;
         let io = self.io.get();
@@ -237,7 +265,7 @@ impl TargetFaultsBody {
     }
 }
 
-/// `POST /faults` at a source: `{"crash_checkpoints":n,"drop_alarm":bool}`.
+/// `POST /faults` at a source: `{"crash_checkpoints":n,"drop_alarm":bool,"refuse_writes":bool}`.
 #[derive(Clone, Copy, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SourceFaultsBody {
@@ -247,6 +275,11 @@ pub struct SourceFaultsBody {
     /// Delete the stored alarm, as the platform does after failed retries.
     #[serde(default)]
     pub drop_alarm: bool,
+    /// Refuse every write from now on with the platform's error for an
+    /// account past its daily rows-written allowance; `false` (the default
+    /// of every fault request) lets writes through again.
+    #[serde(default)]
+    pub refuse_writes: bool,
     /// Hold the next retire this long between its emptiness check and its
     /// directory call, ms (at most 10,000), so a test can land an enqueue
     /// in that gap every time rather than one try in ten.

@@ -28,6 +28,29 @@ interface Attempt {
   sync?: boolean;
   /** Give `enqueue` a `writes` that inserts one row into the object's own table. */
   writes?: boolean;
+  /** Refuse every write for this attempt as the platform does past Workers Free's daily rows written. */
+  refuseWrites?: boolean;
+}
+
+/** The platform's refusal of a write past the account's daily allowance (Workers Free). */
+const WRITE_LIMIT = "Exceeded allowed rows written in Durable Objects free tier.";
+
+/**
+ * Makes `sql.exec` refuse every statement but a `SELECT` with the platform's
+ * error while `body` runs, as the platform does once the account's rows
+ * written for the day are used up; reads still run.
+ */
+async function refusingWrites<T>(sql: SqlStorage, body: () => Promise<T> | T): Promise<T> {
+  const exec = sql.exec;
+  sql.exec = ((query: string, ...bindings: unknown[]) => {
+    if (!/^\s*SELECT/i.test(query)) throw new Error(WRITE_LIMIT);
+    return exec.call(sql, query, ...bindings);
+  }) as typeof sql.exec;
+  try {
+    return await body();
+  } finally {
+    sql.exec = exec;
+  }
 }
 
 /** What the caller saw. */
@@ -136,8 +159,8 @@ export class Writer extends DurableObject<Env> {
     for (const a of attempts) {
       const rows = revive(a.rows) as Row[];
       const idempotencyKey = a.key === undefined ? undefined : (revive(a.key) as string);
-      try {
-        const done = a.sync
+      const enqueue = async () =>
+        a.sync
           ? this.ctx.storage.transactionSync(() => this.relay.enqueueSync(rows, { idempotencyKey }))
           : await this.relay.enqueue(rows, {
               idempotencyKey,
@@ -147,6 +170,8 @@ export class Writer extends DurableObject<Env> {
                   }
                 : undefined,
             });
+      try {
+        const done = a.refuseWrites ? await refusingWrites(this.ctx.storage.sql, enqueue) : await enqueue();
         out.push({ ok: true, seqs: done.seqs, duplicate: done.duplicate });
       } catch (e) {
         out.push(refused(e));

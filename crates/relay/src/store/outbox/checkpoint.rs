@@ -59,6 +59,7 @@ impl<S: Sql> Outbox<S> {
         now_ms: u64,
         last_alarm: Option<&str>,
     ) -> Result<Commit, StoreError> {
+        self.note_time(now_ms);
         self.add_pending(Pending {
             fires: 1,
             calls: u64::from(report.calls),

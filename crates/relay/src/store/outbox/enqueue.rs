@@ -107,6 +107,7 @@ impl<S: Sql> Outbox<S> {
         key: Option<&str>,
         rows: &[EnqueueRow],
     ) -> Result<Enqueued, EnqueueFailure> {
+        self.note_time(now_ms);
         let state = self.state()?;
         let record = match key {
             Some(k) => self.dedup_record(k)?,

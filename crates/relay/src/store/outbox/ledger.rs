@@ -23,7 +23,15 @@
 //!   discarded_total`.
 //! - Counters that are figures (fires, calls, rows written...) wait in
 //!   memory ([`Pending`]) for the next state write; an instance evicted
-//!   before it loses them, never data.
+//!   before it loses them, never data. What it can lose is bounded: an
+//!   alarm writes counts older than
+//!   [`UNWRITTEN_COUNTS_MAX_AGE_MS`](crate::core::UNWRITTEN_COUNTS_MAX_AGE_MS)
+//!   (one counters-only row, [`Outbox::write_counts`]), and a status read
+//!   writes what it is about to report, so a count once read never goes
+//!   back.
+//! - The rows written in the current UTC day are counted beside the total:
+//!   each state write adds its rows to the stored day's count, or starts a
+//!   new day's.
 //!
 //! Invariants (checked by `Outbox::audit`): the effective gauges equal
 //! `COUNT`/`SUM` over the live rows; at most one tombstone exists and it is
@@ -53,14 +61,16 @@ pub(crate) struct Stored {
     pub(crate) lag_breaches: u64,
     pub(crate) last_prune_ms: u64,
     pub(crate) last_alarm: Option<String>,
+    pub(crate) rows_written_day: u64,
+    pub(crate) rows_written_today: u64,
 }
 
 const STORED_COLUMNS: &str = "os, rs, queued_rows, queued_bytes, parked_rows, parked_bytes, discarded_total, \
      sql_rows_written, alarms, fires, calls, conflicts, dedup_hits, rejected_full, lag_breaches, last_prune_ms, \
-     last_alarm";
+     last_alarm, rows_written_day, rows_written_today";
 
 /// Columns in [`STORED_COLUMNS`].
-const STORED_COLUMN_COUNT: usize = 17;
+const STORED_COLUMN_COUNT: usize = 19;
 
 /// The state row, then what the rows past its folded `os` add: the queued
 /// and the parked (not discarded) rows, each as one `"<count> <bytes>"`
@@ -106,6 +116,8 @@ fn stored_from(r: &Row) -> Result<Stored, StoreError> {
         lag_breaches: r.u64(14)?,
         last_prune_ms: r.u64(15)?,
         last_alarm: r.opt_text(16)?,
+        rows_written_day: r.u64(17)?,
+        rows_written_today: r.u64(18)?,
     })
 }
 
@@ -155,10 +167,12 @@ impl Pending {
         self.lag_breaches += p.lag_breaches;
     }
 
-    /// The eight [`pending_set!`] parameters, with `own` more rows written.
-    fn params(&self, own: u64) -> Vec<SqlValue> {
+    /// The eleven [`pending_set!`] parameters, with `own` more rows
+    /// written, counted in UTC day `day`.
+    fn params(&self, own: u64, day: u64) -> Vec<SqlValue> {
+        let writes = self.writes + own;
         [
-            self.writes + own,
+            writes,
             self.dedup_hits,
             self.rejected_full,
             self.fires,
@@ -166,12 +180,20 @@ impl Pending {
             self.alarms,
             self.conflicts,
             self.lag_breaches,
+            day,
+            writes,
+            day,
         ]
         .into_iter()
         .map(int)
         .collect()
     }
 }
+
+/// The statement that writes the pending counts alone: one row, and no
+/// fold, so the gauges and the checkpoints that skip the state row are
+/// left as they were.
+const COUNTS_WRITE_SQL: &str = concat!("UPDATE relay_state SET ", pending_set!(), " WHERE id = 1");
 
 /// One state write: what an operation changes beyond the fold.
 #[derive(Clone, Debug, Default)]
@@ -236,7 +258,7 @@ impl<S: Sql> Outbox<S> {
     /// Writes the state row: folds `tail`, applies `w` and every pending
     /// count. Returns whether the guard held (nothing was written if not).
     pub(crate) fn write_state(&self, tail: &Tail, w: &StateWrite<'_>) -> Result<bool, StoreError> {
-        let pending = self.pending.replace(Pending::default());
+        let (pending, since) = self.take_pending();
         let (guarded, expected) = match w.rs_expected {
             None => (0, SqlValue::Null),
             Some(e) => (1, e.into()),
@@ -252,19 +274,60 @@ impl<S: Sql> Outbox<S> {
             w.last_prune_ms.map(int).unwrap_or(SqlValue::Null),
             w.last_alarm.into(),
         ];
-        params.extend(pending.params(w.writes + 1));
+        params.extend(pending.params(w.writes + 1, self.today()));
         params.push(int(guarded));
         params.push(expected);
         match self.sql.run(STATE_WRITE_SQL, params) {
             Ok(1) => Ok(true),
             Ok(_) => {
-                self.add_pending(pending);
+                self.restore_pending(pending, since);
                 Ok(false)
             }
             Err(e) => {
-                self.add_pending(pending);
+                self.restore_pending(pending, since);
                 Err(e)
             }
         }
+    }
+
+    /// Writes the counts not yet written, alone (one row), when the oldest
+    /// of them is at least `older_than_ms` old at `now_ms` (0: whenever
+    /// there are any). Answers whether it wrote; on failure they stay
+    /// unwritten.
+    pub fn write_counts(&self, now_ms: u64, older_than_ms: u64) -> Result<bool, StoreError> {
+        self.note_time(now_ms);
+        let Some(since) = self.pending_since_ms.get() else { return Ok(false) };
+        if now_ms.saturating_sub(since) < older_than_ms {
+            return Ok(false);
+        }
+        let (pending, since) = self.take_pending();
+        match self.sql.run(COUNTS_WRITE_SQL, pending.params(1, self.today())) {
+            Ok(_) => Ok(true),
+            Err(e) => {
+                self.restore_pending(pending, since);
+                Err(e)
+            }
+        }
+    }
+
+    /// The UTC day of the newest time this outbox was told.
+    fn today(&self) -> u64 {
+        crate::core::utc_day(self.clock_ms.get())
+    }
+
+    /// Takes the pending counts and when the oldest was counted, to write.
+    fn take_pending(&self) -> (Pending, Option<u64>) {
+        (self.pending.replace(Pending::default()), self.pending_since_ms.replace(None))
+    }
+
+    /// Puts back counts whose write failed, keeping the older of the times.
+    fn restore_pending(&self, pending: Pending, since: Option<u64>) {
+        let kept = self.pending_since_ms.get();
+        self.add_pending(pending);
+        let oldest = match (since, kept) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        self.pending_since_ms.set(oldest);
     }
 }

@@ -11,13 +11,14 @@
 //! - `routing.rs`: an object's half of routing (fence, two-phase adoption, keys);
 //! - `audit.rs`: the invariants below, checked on the real tables.
 //!
-//! Schema (component `relay_source`, version 8; version 2 added parking and
+//! Schema (component `relay_source`, version 9; version 2 added parking and
 //! dedup, version 7 the indexes that keep status and parking reads bounded,
-//! version 8 the records that keep a partitioned source's keys exactly once):
+//! version 8 the records that keep a partitioned source's keys exactly once,
+//! version 9 the rows written in the current UTC day):
 //!
 //! ```sql
 //! relay_state   (id = 1, os, rs, queued_rows, queued_bytes, parked_rows, parked_bytes,
-//!                counters..., last_alarm, last_prune_ms)
+//!                counters..., last_alarm, last_prune_ms, rows_written_day, rows_written_today)
 //! relay_outbox  (seq INTEGER PRIMARY KEY, target, at_ms, bytes, body, due_ms)
 //! relay_parked  (seq INTEGER PRIMARY KEY, target, at_ms, bytes, body, discarded_at_ms, due_ms)
 //! relay_holds   (target PRIMARY KEY, due_ms)   -- version 4: delayed rows
@@ -180,20 +181,31 @@ const MIGRATIONS: &[&[&str]] = &[
          attempt INTEGER NOT NULL, taken TEXT NOT NULL, at_ms INTEGER NOT NULL)",
         "CREATE INDEX relay_routed_at ON relay_routed (at_ms)",
     ],
+    // Version 9: rows written in the current UTC day (its number since the
+    // epoch, and the count), folded into the state row with the other
+    // counts, because Workers Free refuses writes past a daily allowance.
+    &[
+        "ALTER TABLE relay_state ADD COLUMN rows_written_day INTEGER NOT NULL DEFAULT 0",
+        "ALTER TABLE relay_state ADD COLUMN rows_written_today INTEGER NOT NULL DEFAULT 0",
+    ],
 ];
 
 /// The outbox's stored name and migrations, for upgrade tests.
 #[cfg(feature = "testing")]
 pub(crate) const SCHEMA: (&str, &[&[&str]]) = (COMPONENT, MIGRATIONS);
 
-/// The `SET` fragment that adds the pending counts (see [`Pending`]); binds
-/// eight parameters. A macro so statements can be built with `concat!`.
+/// The `SET` fragment that adds the pending counts (see [`Pending`]) and
+/// counts their rows written into the UTC day's (a later day starts from
+/// zero; a clock behind the stored day adds to the stored day); binds eleven
+/// parameters. A macro so statements can be built with `concat!`.
 macro_rules! pending_set {
     () => {
         concat!(
             "sql_rows_written = sql_rows_written + ?, dedup_hits = dedup_hits + ?, ",
             "rejected_full = rejected_full + ?, fires = fires + ?, calls = calls + ?, alarms = alarms + ?, ",
-            "conflicts = conflicts + ?, lag_breaches = lag_breaches + ?"
+            "conflicts = conflicts + ?, lag_breaches = lag_breaches + ?, ",
+            "rows_written_today = CASE WHEN rows_written_day >= ? THEN rows_written_today ELSE 0 END + ?, ",
+            "rows_written_day = MAX(rows_written_day, ?)"
         )
     };
 }
@@ -269,6 +281,12 @@ pub struct SourceState {
     pub last_prune_ms: u64,
     /// JSON figures of the last alarm.
     pub last_alarm: Option<String>,
+    /// The UTC day (days since the epoch) of the newest time this outbox
+    /// was told (see [`Outbox::note_time`]).
+    pub rows_written_day: u64,
+    /// SQLite rows written by the relay in that day, counts not yet
+    /// written included.
+    pub rows_written_today: u64,
 }
 
 /// A source's outbox over a SQLite database.
@@ -279,6 +297,11 @@ pub struct Outbox<S> {
     settings: Cell<OutboxSettings>,
     /// Counts not yet written; see [`Pending`].
     pending: Cell<Pending>,
+    /// When the oldest of them was counted, by [`clock_ms`](Outbox::note_time).
+    pending_since_ms: Cell<Option<u64>>,
+    /// The newest time an operation was given, ms since the epoch: what
+    /// day counts not yet written belong to.
+    clock_ms: Cell<u64>,
     /// The last alarm's figures when its checkpoint wrote no state row.
     last_alarm: std::cell::RefCell<Option<String>>,
 }
@@ -291,6 +314,8 @@ impl<S: Sql> Outbox<S> {
             sql,
             settings: Cell::new(settings),
             pending: Cell::new(Pending::default()),
+            pending_since_ms: Cell::new(None),
+            clock_ms: Cell::new(0),
             last_alarm: std::cell::RefCell::new(None),
         })
     }
@@ -319,6 +344,8 @@ impl<S: Sql> Outbox<S> {
         let queued_rows = st.queued_rows + t.queued_rows;
         let parked_rows = st.parked_rows + t.parked_rows;
         let last_alarm = self.last_alarm.borrow().clone().or(st.last_alarm);
+        let day = crate::core::utc_day(self.clock_ms.get()).max(st.rows_written_day);
+        let stored_today = if st.rows_written_day == day { st.rows_written_today } else { 0 };
         Ok(SourceState {
             os: t.os,
             rs: st.rs,
@@ -339,6 +366,8 @@ impl<S: Sql> Outbox<S> {
             lag_breaches: st.lag_breaches + p.lag_breaches,
             last_prune_ms: st.last_prune_ms,
             last_alarm,
+            rows_written_day: day,
+            rows_written_today: stored_today + p.writes,
         })
     }
 
@@ -387,8 +416,18 @@ impl<S: Sql> Outbox<S> {
 
     fn add_pending(&self, p: Pending) {
         let mut now = self.pending.get();
+        if now == Pending::default() && p != Pending::default() && self.pending_since_ms.get().is_none() {
+            self.pending_since_ms.set(Some(self.clock_ms.get()));
+        }
         now.add(p);
         self.pending.set(now);
+    }
+
+    /// Tells the outbox the time (ms since the epoch) an operation runs at:
+    /// the day its rows written count towards, and the age of counts not
+    /// yet written. Never moves back.
+    pub fn note_time(&self, now_ms: u64) {
+        self.clock_ms.set(self.clock_ms.get().max(now_ms));
     }
 
     /// Whether `target` is parked: one keyed read.

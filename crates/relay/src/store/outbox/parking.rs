@@ -225,6 +225,7 @@ impl<S: Sql> Outbox<S> {
     /// target that is failing but not parked keeps its record, which passes
     /// it over for the rest of the cycle; it has nothing to discard.
     pub fn discard(&self, target: &str, now_ms: u64) -> Result<ActionOutcome, StoreError> {
+        self.note_time(now_ms);
         self.sql.transaction(|| {
             let (_, tail) = self.stored_and_tail()?;
             let was_parked = self.is_parked(target)?;

@@ -19,6 +19,7 @@ impl<S: Sql> Outbox<S> {
     /// when it deleted nothing (they still hold, so [`Outbox::prune_wake`]
     /// need not read them again).
     pub(crate) fn prune_reading(&self, now_ms: u64) -> Result<(u64, Option<Oldest>), StoreError> {
+        self.note_time(now_ms);
         let s = self.settings();
         let plan = PrunePlan::at(now_ms, s.dedup_horizon_ms, s.discard_horizon_ms);
         let batch = int(u64::from(plan.batch_rows));

@@ -141,6 +141,7 @@ impl<S: Sql> Outbox<S> {
         rows: &[EnqueueRow],
         fence: Fence,
     ) -> Result<Option<Enqueued>, EnqueueFailure> {
+        self.note_time(now_ms);
         let routed_before = self.check_fence(seat, fence, rows, now_ms)?;
         if fence.epoch == 0 {
             if let (true, Some(key)) = (routed_before, plain_key) {

@@ -33,6 +33,7 @@ impl<S: Sql> Outbox<S> {
         calls_left: u32,
         now_ms: u64,
     ) -> Result<FireStart, StoreError> {
+        self.note_time(now_ms);
         let state = self.state()?;
         Ok(FireStart {
             source: source.clone(),
