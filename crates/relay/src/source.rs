@@ -19,7 +19,7 @@
 //! - a status read, or an enqueue, re-arms an alarm the platform dropped;
 //! - counts kept in memory (see the outbox's ledger) are written by an
 //!   alarm once the oldest is older than
-//!   [`UNWRITTEN_COUNTS_MAX_AGE_MS`](crate::core::UNWRITTEN_COUNTS_MAX_AGE_MS),
+//!   [`UNWRITTEN_COUNTS_MAX_AGE_MS`],
 //!   and by a status read before it reports them.
 //!
 //! The stored alarm is reached through [`AlarmStore`] (the Durable Object's
@@ -148,11 +148,11 @@ pub struct SourceStatus {
     #[serde(default)]
     pub rows_written_day: String,
     /// What the day's rate so far projects for the whole UTC day (see
-    /// [`projected_for_day`](crate::core::projected_for_day)).
+    /// [`projected_for_day`]).
     #[serde(default)]
     pub rows_written_projected_today: u64,
     /// The Workers Free allowance the projection compares with
-    /// ([`WORKER_FREE_ROWS_WRITTEN_PER_DAY`](crate::core::WORKER_FREE_ROWS_WRITTEN_PER_DAY)),
+    /// ([`WORKER_FREE_ROWS_WRITTEN_PER_DAY`]),
     /// per account.
     #[serde(default)]
     pub rows_written_free_limit: u64,
