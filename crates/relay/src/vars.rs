@@ -11,11 +11,22 @@
 //! relay an object of its own (a copy of `env` with other variables, for a
 //! second class in the same Worker), and a different object, compared by
 //! identity, starts the cache again.
+//!
+//! The relay reads a fixed set of names, but an embedder may look up names
+//! of its own through [`text`], so at most [`MAX_KEPT_VARIABLES`] answers
+//! are kept: a name past the bound is read from `env` every time instead,
+//! and the isolate's memory does not grow with the names asked for.
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 
 use wasm_bindgen::JsValue;
+
+/// How many names' answers are kept per `env` object: several times the
+/// twenty-odd names the relay reads, so an embedder's own names fit too,
+/// while a caller asking for ever new names cannot grow the isolate's
+/// memory past a few tens of KB (names and values are short strings).
+pub const MAX_KEPT_VARIABLES: u32 = 256;
 
 /// The `env` object the answers came from, and every name looked up in it
 /// with what it held (`None`: unset).
@@ -59,8 +70,39 @@ fn lookup(env: &worker::Env, name: &str) -> Option<String> {
         env.secret(name).map(|s| s.to_string()).or_else(|_| env.var(name).map(|v| v.to_string())).ok();
     SEEN.with(|s| {
         if let Some(kept) = s.borrow_mut().as_mut() {
-            kept.names.insert(name.to_owned(), value.clone());
+            keep(&mut kept.names, name, &value);
         }
     });
     value
+}
+
+/// Keeps `name`'s answer in `names` unless [`MAX_KEPT_VARIABLES`] are kept
+/// already; returns whether it was kept.
+fn keep(names: &mut BTreeMap<String, Option<String>>, name: &str, value: &Option<String>) -> bool {
+    if names.len() >= MAX_KEPT_VARIABLES as usize {
+        return false;
+    }
+    names.insert(name.to_owned(), value.clone());
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keeps_answers_up_to_the_bound_and_no_more() {
+        let mut names = BTreeMap::new();
+        for n in 0..MAX_KEPT_VARIABLES {
+            assert!(
+                keep(&mut names, &format!("NAME_{n}"), &Some(n.to_string())),
+                "name {n} is within the bound"
+            );
+        }
+        assert_eq!(names.len(), MAX_KEPT_VARIABLES as usize);
+        assert!(!keep(&mut names, "ONE_TOO_MANY", &None), "the name past the bound is not kept");
+        assert_eq!(names.len(), MAX_KEPT_VARIABLES as usize);
+        assert!(!names.contains_key("ONE_TOO_MANY"));
+        assert_eq!(names.get("NAME_0"), Some(&Some("0".to_owned())), "earlier answers stay kept");
+    }
 }

@@ -12,6 +12,11 @@
 //! An isolate runs one request at a time between awaits, so the counters
 //! are plain thread-local cells; they are totals since the isolate started,
 //! and a reader takes the difference of two snapshots.
+//!
+//! Test builds also count runs per statement text; those counts are kept
+//! for at most [`MAX_COUNTED_STATEMENTS`] texts, so a statement whose text
+//! varies (a list of placeholders as long as its batch) cannot grow the
+//! isolate's memory without bound.
 
 use serde::Serialize;
 use std::cell::Cell;
@@ -48,6 +53,19 @@ thread_local! {
     }) };
 }
 
+/// Test builds: how many distinct statement texts are counted one by one.
+/// The relay's statements are a few dozen texts (a batch's placeholder list
+/// makes one text per batch size, up to a few hundred); past this bound a
+/// new text is counted under [`OTHER_STATEMENTS`], so the counts stay a
+/// few hundred KB at most however the texts vary.
+#[cfg(feature = "testing")]
+pub const MAX_COUNTED_STATEMENTS: u32 = 1_024;
+
+/// Test builds: the key under which texts past [`MAX_COUNTED_STATEMENTS`]
+/// are counted together.
+#[cfg(feature = "testing")]
+pub const OTHER_STATEMENTS: &str = "(other statements)";
+
 #[cfg(feature = "testing")]
 thread_local! {
     /// Test builds: how often each statement text ran, for the profile's
@@ -65,7 +83,21 @@ pub fn statement_texts() -> std::collections::BTreeMap<String, u64> {
 /// Test builds: counts one run of the statement `query`.
 #[cfg(feature = "testing")]
 pub fn statement_text(query: &str) {
-    STATEMENTS.with(|s| *s.borrow_mut().entry(query.to_owned()).or_default() += 1);
+    STATEMENTS.with(|s| count_text(&mut s.borrow_mut(), query));
+}
+
+/// Counts one run of `query` in `counts`: under its own text while fewer
+/// than [`MAX_COUNTED_STATEMENTS`] texts are counted (or it is one of
+/// them), else under [`OTHER_STATEMENTS`].
+#[cfg(feature = "testing")]
+fn count_text(counts: &mut std::collections::BTreeMap<String, u64>, query: &str) {
+    if let Some(n) = counts.get_mut(query) {
+        *n += 1;
+    } else if counts.len() < MAX_COUNTED_STATEMENTS as usize {
+        counts.insert(query.to_owned(), 1);
+    } else {
+        *counts.entry(OTHER_STATEMENTS.to_owned()).or_default() += 1;
+    }
 }
 
 /// The totals so far.
@@ -161,5 +193,26 @@ mod tests {
         assert_eq!(after.json_bytes_in - before.json_bytes_in, 10);
         assert_eq!(after.json_bytes_out - before.json_bytes_out, 7);
         assert_eq!(after.stub_calls - before.stub_calls, 1);
+    }
+
+    #[cfg(feature = "testing")]
+    #[test]
+    fn statement_texts_are_counted_up_to_the_bound_then_together() {
+        let mut counts = std::collections::BTreeMap::new();
+        for n in 0..MAX_COUNTED_STATEMENTS {
+            count_text(&mut counts, &format!("SELECT {n}"));
+        }
+        count_text(&mut counts, "SELECT 0");
+        assert_eq!(
+            counts.len(),
+            MAX_COUNTED_STATEMENTS as usize,
+            "every text within the bound has its own count"
+        );
+        assert_eq!(counts["SELECT 0"], 2, "a known text still counts once the bound is reached");
+        count_text(&mut counts, "SELECT past the bound");
+        count_text(&mut counts, "SELECT also past the bound");
+        assert_eq!(counts.len(), MAX_COUNTED_STATEMENTS as usize + 1, "texts past the bound share one key");
+        assert_eq!(counts[OTHER_STATEMENTS], 2);
+        assert!(!counts.contains_key("SELECT past the bound"));
     }
 }
