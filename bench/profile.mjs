@@ -119,7 +119,7 @@ async function countPasses(worker, rows) {
 }
 
 /** A Chrome DevTools Protocol session with the Worker's inspector. */
-async function inspector(port) {
+export async function inspector(port) {
   const list = await (await fetch(`http://127.0.0.1:${port}/json`)).json();
   // The inspector admits local origins only.
   const ws = new WebSocket(list[0].webSocketDebuggerUrl, { headers: { Origin: "http://127.0.0.1" } });

@@ -8,7 +8,7 @@
 //! | `POST /v1/bench/queue/{source}/enqueue` | allocate, send each row as a queue message |
 //! | `GET /v1/bench/sources/{source}/status` | a bench source's sequences, writes, calls, sends |
 //! | `GET /v1/bench/targets/{target}/stats` | a target's arrival log, summarised |
-//! | `GET /v1/bench/work` | this isolate's work counts, and its JS/wasm boundary calls when counted |
+//! | `GET /v1/bench/work` | this isolate's work counts, its wasm memory (live heap, linear memory), and its JS/wasm boundary calls when counted |
 
 use crate::front::forward;
 use durable_relay::core::ErrorCode;
@@ -29,6 +29,7 @@ fn work_reply() -> Result<Response, HttpError> {
         "work": durable_relay::work::snapshot(),
         "boundary": boundary_calls(),
         "statements": durable_relay::work::statement_texts(),
+        "memory": super::heap::snapshot(),
     });
     let resp = Response::ok(body.to_string()).map_err(|e| HttpError::internal(e.to_string()))?;
     Ok(resp.with_headers(json_headers()))

@@ -18,6 +18,7 @@
 //!   writes) or sends each row as a queue message.
 //! - [`consumer`]: the queue consumer (`#[event(queue)]`).
 //! - [`front`]: the `/v1/bench/...` routes of the front door Worker.
+//! - [`heap`]: the allocator's count of live wasm heap bytes, for the soak.
 //!
 //! The bindings these need (the `BenchSource` class, the queue producer
 //! and consumer) live in `bench/wrangler.toml`, not in the production
@@ -26,6 +27,7 @@
 pub mod consumer;
 pub mod flag;
 pub mod front;
+pub mod heap;
 pub mod source;
 pub mod target;
 pub mod wire;
