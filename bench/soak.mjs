@@ -3,6 +3,7 @@
 // JavaScript source/target pair under the same load, in local workerd.
 //
 //   npm run soak -- [--minutes N] [--quick] [--rate ROWS_PER_S] [--out DIR] [--no-build]
+//   npm run soak -- --render DIR   (rewrite DIR/report.md from DIR/results.json)
 //
 // Two workerd processes run side by side: the relay's benchmark build
 // (bench/wrangler.toml, Free preset) and the pair (bench/soak/pair.mjs, one
@@ -22,7 +23,11 @@
 //
 // It prints a table of samples and, after warm-up, each process's largest
 // isolate memory (JS heap + wasm memory) and its slope (MB per 10 min); it
-// writes report.md into DIR (results.json beside it, not committed). It
+// writes report.md into DIR (results.json beside it, not committed).
+// wrangler dev restarts workerd when files it watches change (a checkout
+// under the run, say), which starts new isolates: the driver then finds the
+// new process, counts the restart, and reads the figures after warm-up over
+// the longest stretch that ran in one process. It
 // exits non-zero if a row was lost or applied twice, and in --quick mode
 // (one minute, what scripts/test runs) also if the relay's isolate memory
 // passes QUICK_RELAY_BOUND_MB.
@@ -72,7 +77,7 @@ const READ_CONCURRENCY = 8;
 const MB = 1024 * 1024;
 
 function parseArgs(argv) {
-  const opts = { minutes: 30, quick: false, rate: DEFAULT_RATE, out: null, build: true };
+  const opts = { minutes: 30, quick: false, rate: DEFAULT_RATE, out: null, build: true, render: null };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     const value = () => {
@@ -84,8 +89,9 @@ function parseArgs(argv) {
     else if (a === "--rate") opts.rate = Number(value());
     else if (a === "--out") opts.out = value();
     else if (a === "--no-build") opts.build = false;
+    else if (a === "--render") opts.render = value();
     else if (a === "--help" || a === "-h") {
-      console.log(readFileSync(new URL(import.meta.url)).toString().split("\n").slice(1, 4).join("\n"));
+      console.log(readFileSync(new URL(import.meta.url)).toString().split("\n").slice(1, 5).join("\n"));
       process.exit(0);
     } else throw new Error(`unknown argument ${a}`);
   }
@@ -197,6 +203,9 @@ async function sample(name, worker, t0) {
     s.wasm_heap_mb = m.wasm_heap / MB;
   }
   s.isolate_mb = s.js_heap_mb + s.wasm_memory_mb;
+  // A restarted workerd is a new process: find it again.
+  if (rssMb(worker.workerd.worker) === null) worker.workerd = workerdPids(worker.child.pid);
+  s.workerd_pid = worker.workerd.worker;
   s.workerd_rss_mb = rssMb(worker.workerd.worker);
   s.proxy_rss_mb = rssMb(worker.workerd.proxy);
   return s;
@@ -242,7 +251,8 @@ async function load(name, worker, { endAt, rate, burstEveryMs }) {
     const start = Date.now() + (p * intervalMs) / PRODUCERS;
     for (let n = 0; ; n++) {
       const due = start + n * intervalMs;
-      if (due >= endAt) return;
+      // A producer behind its schedule (a busy machine) stops at the end all the same.
+      if (due >= endAt || Date.now() >= endAt) return;
       if (due > Date.now()) await sleep(due - Date.now());
       const row = { target: `soak-t${(p * 7 + n) % TARGETS}`, key: `k${p}-${n}`, value: { p, n } };
       await send(`soak-s${p % SOURCES}`, [row]);
@@ -306,13 +316,39 @@ function sampleTable(samples) {
   return lines.join("\n");
 }
 
-/** Per system: rows, loss and doubles, latency, and memory after warm-up. */
-function summarise(name, counts, arrivals, samples, warmupS) {
-  const steady = samples.filter((s) => s[name].t_s >= warmupS).map((s) => s[name]);
+/**
+ * A system's samples split where its isolate was started again: workerd's
+ * pid changed or could not be read after it could, or (the relay) wasm
+ * memory shrank, which one isolate's linear memory never does.
+ */
+function stretches(samples, name) {
+  const out = [];
+  let prev = null;
+  for (const { [name]: s } of samples) {
+    const restarted =
+      prev !== null &&
+      ((s.workerd_pid != null && prev.workerd_pid != null && s.workerd_pid !== prev.workerd_pid) ||
+        (s.workerd_rss_mb === null && prev.workerd_rss_mb !== null) ||
+        s.wasm_memory_mb < prev.wasm_memory_mb);
+    if (prev === null || restarted) out.push([]);
+    out[out.length - 1].push(s);
+    prev = s;
+  }
+  return out;
+}
+
+/** Per system: rows, loss and doubles, latency, and memory after warm-up in its longest stretch in one process. */
+function summarise(name, counts, samples, warmupS) {
+  const all = stretches(samples, name);
+  const longest = all.reduce((a, b) => (b[b.length - 1].t_s - b[0].t_s > a[a.length - 1].t_s - a[0].t_s ? b : a));
+  const steady = longest.filter((s) => s.t_s >= longest[0].t_s + warmupS);
   const xs = steady.map((s) => s.t_s);
-  const first = samples[0][name];
-  const last = samples[samples.length - 1][name];
+  const first = longest[0];
+  const last = longest[longest.length - 1];
+  const arrivals = counts.arrivals;
   return {
+    restarts: all.length - 1,
+    stretch_s: [first.t_s, last.t_s],
     enqueued_rows: counts.enqueued,
     burst_rows: counts.burst_rows,
     failed_rows: counts.failed,
@@ -320,8 +356,8 @@ function summarise(name, counts, arrivals, samples, warmupS) {
     delivered_rows: arrivals.distinct,
     lost_rows: counts.enqueued - arrivals.distinct,
     applied_twice: arrivals.duplicates,
-    enqueue_p50_ms: percentile(counts.latencies, 0.5),
-    enqueue_p99_ms: percentile(counts.latencies, 0.99),
+    enqueue_p50_ms: counts.enqueue_p50_ms,
+    enqueue_p99_ms: counts.enqueue_p99_ms,
     isolate_max_mb: steady.length ? Math.max(...steady.map((s) => s.isolate_mb)) : null,
     isolate_slope_mb_per_10_min: slopePer10Min(xs, steady.map((s) => s.isolate_mb)),
     js_heap_slope_mb_per_10_min: slopePer10Min(xs, steady.map((s) => s.js_heap_mb)),
@@ -336,14 +372,15 @@ function summarise(name, counts, arrivals, samples, warmupS) {
 function summaryTable(summary) {
   const rows = [
     ["rows enqueued (of which in bursts)", (s) => `${s.enqueued_rows} (${s.burst_rows})`],
-    ["enqueues refused or failed, rows", (s) => String(s.failed_rows)],
+    ["workerd restarts; figures below from t =", (s) => `${s.restarts}; ${s.stretch_s[0]}-${s.stretch_s[1]} s`],
+    ["enqueues refused or failed, rows", (s) => String(s.failed_rows ?? "-")],
     ["rows delivered / lost / applied twice", (s) => `${s.delivered_rows} / ${s.lost_rows} / ${s.applied_twice}`],
-    ["single-row enqueue p50 / p99, ms", (s) => `${s.enqueue_p50_ms} / ${s.enqueue_p99_ms}`],
+    ["single-row enqueue p50 / p99, ms", (s) => `${s.enqueue_p50_ms ?? "-"} / ${s.enqueue_p99_ms ?? "-"}`],
     ["isolate (JS heap + wasm memory) after warm-up: max, MB", (s) => fmt(s.isolate_max_mb)],
     ["isolate slope after warm-up, MB / 10 min", (s) => fmt(s.isolate_slope_mb_per_10_min)],
     ["wasm_heap after warm-up: max, MB; slope, MB / 10 min", (s) => (s.wasm_heap_max_mb === null ? "-" : `${fmt(s.wasm_heap_max_mb)}; ${fmt(s.wasm_heap_slope_mb_per_10_min)}`)],
-    ["workerd RSS first -> last, MB", (s) => `${fmt(s.workerd_rss_mb[0], 0)} -> ${fmt(s.workerd_rss_mb[1], 0)}`],
-    ["wrangler's proxy workerd RSS first -> last, MB", (s) => `${fmt(s.proxy_rss_mb[0], 0)} -> ${fmt(s.proxy_rss_mb[1], 0)}`],
+    ["workerd RSS first -> last of the stretch, MB", (s) => `${fmt(s.workerd_rss_mb[0], 0)} -> ${fmt(s.workerd_rss_mb[1], 0)}`],
+    ["wrangler's proxy workerd RSS first -> last of the stretch, MB", (s) => `${fmt(s.proxy_rss_mb[0], 0)} -> ${fmt(s.proxy_rss_mb[1], 0)}`],
   ];
   return [
     "| | relay (Free preset) | JavaScript pair |",
@@ -364,8 +401,45 @@ async function startPair() {
   return worker;
 }
 
+/** The report of a run's results, and what in it fails the run. */
+function render({ opts, t0, run_ms: runMs, sample_every_ms: sampleEveryMs, warmup_s: warmupS, burst_every_ms: burstEveryMs, counts, samples, note }) {
+  const summary = {
+    relay: summarise("relay", counts.relay, samples, warmupS),
+    pair: summarise("pair", counts.pair, samples, warmupS),
+  };
+  const achieved = (s) => (s.enqueued_rows / (runMs / 1000)).toFixed(1);
+  const report = [
+    `# Memory soak, ${new Date(t0).toISOString().slice(0, 16)} UTC`,
+    "",
+    `\`npm run soak -- ${opts.quick ? "--quick" : `--minutes ${opts.minutes}`}\`: ${runMs / 60_000} min, aiming at ${opts.rate} single-row enqueues a second per system from ${PRODUCERS} producers over ${SOURCES} sources and ${TARGETS} targets, plus ${BURST_ROWS} rows of ${BURST_VALUE_BYTES} B every ${burstEveryMs / 1000} s; achieved ${achieved(summary.relay)} rows/s (relay) and ${achieved(summary.pair)} rows/s (pair). Samples every ${sampleEveryMs / 1000} s; warm-up is the first ${warmupS} s of a stretch in one process. JS heap is live (after a full garbage collection; as found in brackets), the isolate figure is live JS heap plus wasm linear memory, \`wasm_heap\` is the bytes the wasm allocator holds. MB are MiB; "-" is a process that could not be read.`,
+    "",
+    ...(note ? [note, ""] : []),
+    summaryTable(summary),
+    "",
+    sampleTable(samples),
+    "",
+  ].join("\n");
+  const problems = [];
+  for (const [name, s] of Object.entries(summary)) {
+    if (s.lost_rows !== 0) problems.push(`${name}: ${s.lost_rows} rows lost`);
+    if (s.applied_twice !== 0) problems.push(`${name}: ${s.applied_twice} rows applied twice`);
+  }
+  if (opts.quick && !(summary.relay.isolate_max_mb < QUICK_RELAY_BOUND_MB)) {
+    problems.push(`relay: isolate memory ${fmt(summary.relay.isolate_max_mb)} MB, over the quick bound of ${QUICK_RELAY_BOUND_MB} MB`);
+  }
+  return { report, problems };
+}
+
 async function main() {
   const opts = parseArgs(process.argv.slice(2));
+  if (opts.render) {
+    const dir = resolve(opts.render);
+    const { report, problems } = render(JSON.parse(readFileSync(join(dir, "results.json"), "utf8")));
+    writeFileSync(join(dir, "report.md"), report);
+    console.log(report);
+    if (problems.length) throw new Error(`soak failed:\n${problems.join("\n")}`);
+    return;
+  }
   const runMs = opts.quick ? QUICK_MS : opts.minutes * 60_000;
   const sampleEveryMs = opts.quick ? SAMPLE_EVERY_MS_QUICK : SAMPLE_EVERY_MS;
   const warmupS = (opts.quick ? WARMUP_MS_QUICK : Math.min(WARMUP_MS, runMs / 3)) / 1000;
@@ -404,34 +478,23 @@ async function main() {
     await sampler;
     say("load stopped; waiting for the relay to drain");
     await drainRelay(workers.relay);
-    const summary = {
-      relay: summarise("relay", relayCounts, await delivered("relay", workers.relay), samples, warmupS),
-      pair: summarise("pair", pairCounts, await delivered("pair", workers.pair), samples, warmupS),
+    const counts = {
+      relay: { ...relayCounts, arrivals: await delivered("relay", workers.relay) },
+      pair: { ...pairCounts, arrivals: await delivered("pair", workers.pair) },
     };
-    const achieved = (s) => (s.enqueued_rows / (runMs / 1000)).toFixed(1);
-    const report = [
-      `# Memory soak, ${new Date(t0).toISOString().slice(0, 16)} UTC`,
-      "",
-      `\`npm run soak -- ${opts.quick ? "--quick" : `--minutes ${opts.minutes}`}\`: ${runMs / 60_000} min, aiming at ${opts.rate} single-row enqueues a second per system from ${PRODUCERS} producers over ${SOURCES} sources and ${TARGETS} targets, plus ${BURST_ROWS} rows of ${BURST_VALUE_BYTES} B every ${burstEveryMs / 1000} s; achieved ${achieved(summary.relay)} rows/s (relay) and ${achieved(summary.pair)} rows/s (pair). Samples every ${sampleEveryMs / 1000} s; warm-up is the first ${warmupS} s. JS heap is live (after a full garbage collection; as found in brackets), the isolate figure is live JS heap plus wasm linear memory, \`wasm_heap\` is the bytes the wasm allocator holds. MB are MiB.`,
-      "",
-      summaryTable(summary),
-      "",
-      sampleTable(samples),
-      "",
-    ].join("\n");
+    for (const c of Object.values(counts)) delete c.latencies;
+    const latencies = { relay: relayCounts.latencies, pair: pairCounts.latencies };
+    for (const [name, list] of Object.entries(latencies)) {
+      counts[name].enqueue_p50_ms = percentile(list, 0.5);
+      counts[name].enqueue_p99_ms = percentile(list, 0.99);
+    }
+    const result = { opts, t0, run_ms: runMs, sample_every_ms: sampleEveryMs, warmup_s: warmupS, burst_every_ms: burstEveryMs, counts, samples };
     mkdirSync(out, { recursive: true });
+    writeFileSync(join(out, "results.json"), JSON.stringify(result, null, 2));
+    const { report, problems } = render(result);
     writeFileSync(join(out, "report.md"), report);
-    writeFileSync(join(out, "results.json"), JSON.stringify({ opts, summary, samples }, null, 2));
     console.log(report);
     say(`wrote ${relative(ROOT, out)}/report.md`);
-    const problems = [];
-    for (const [name, s] of Object.entries(summary)) {
-      if (s.lost_rows !== 0) problems.push(`${name}: ${s.lost_rows} rows lost`);
-      if (s.applied_twice !== 0) problems.push(`${name}: ${s.applied_twice} rows applied twice`);
-    }
-    if (opts.quick && !(summary.relay.isolate_max_mb < QUICK_RELAY_BOUND_MB)) {
-      problems.push(`relay: isolate memory ${fmt(summary.relay.isolate_max_mb)} MB, over the quick bound of ${QUICK_RELAY_BOUND_MB} MB`);
-    }
     if (problems.length) throw new Error(`soak failed:\n${problems.join("\n")}`);
   } finally {
     for (const w of Object.values(workers)) await w.stop();
