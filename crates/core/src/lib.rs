@@ -24,6 +24,7 @@ pub mod json;
 pub mod keys;
 pub mod limits;
 pub mod name;
+pub mod page;
 pub mod partition;
 pub mod request;
 pub mod row;
@@ -64,6 +65,9 @@ pub use keys::{
 };
 pub use limits::*;
 pub use name::{Name, NameError};
+pub use page::{
+    cut_page, json_bytes, PageBuilder, MAX_PAGE_BYTES, MAX_WATERMARKS_PER_PAGE, PAGE_ENVELOPE_BYTES,
+};
 pub use partition::{
     home, key_home, part_of, partition_name, partition_of, Fence, Layout, Part, PartitionError, PartitionMap,
     Route, KEY_HOMES, MAX_PARTITIONS, MAX_UNSETTLED_LAYOUTS,
