@@ -156,6 +156,19 @@ test("in a browser: log in, read the figures, see a parked target, redrive it fr
   await page.waitForSelector('#watermarks-table tr[data-source="ui-orders"]');
   await page.screenshot({ path: join(SHOTS, "console-parked.png"), fullPage: true });
 
+  // A target that hears from many sources: its watermarks come a page at a time.
+  await relay.api("POST", "/v1/targets/ui-marks/faults", { seed_watermarks: 150 });
+  await page.fill("#target-name", "ui-marks");
+  await page.click("#target-form button");
+  await page.waitForSelector('#watermarks-table tr[data-source="seed00099"]');
+  assert.equal(await page.locator("#watermarks-table tbody tr").count(), 100, "the first page");
+  await page.click("#watermarks-more");
+  await page.waitForSelector('#watermarks-table tr[data-source="seed00149"]');
+  assert.equal(await page.locator("#watermarks-table tbody tr").count(), 150, "and the rest");
+  await page.waitForSelector("#watermarks-more.hidden", { state: "attached" });
+  // Seeded watermarks have no apply log behind them: the audit leaves this target out.
+  relay.seen.targets.delete("ui-marks");
+
   // Heal the target, then redrive from the button (the page asks first).
   await relay.api("POST", "/v1/targets/ui-customer-9/faults", { reject: false, permanent: false });
   const dialogs = [];

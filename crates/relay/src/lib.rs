@@ -54,7 +54,7 @@ pub use driver::{AlarmError, AlarmOptions, AlarmSummary, FireObserver, FireRecor
 pub use durable::{DoAlarm, DoRelay, DoSql, DoTargets, StubCall, StubReply};
 pub use embed::{row, Enqueue, Migrations, OnApply, Source, Target};
 pub use source::{AlarmFailure, AlarmStore, Rearmed, Relay, SourceConfig, SourceStatus};
-pub use store::inbox::{ApplyFailure, Inbox, InboxTotals, KeyValue, KeysPage, Watermark};
+pub use store::inbox::{ApplyFailure, Inbox, InboxTotals, KeyValue, KeysPage, Watermark, WatermarkPage};
 pub use store::outbox::{
     ActionOutcome, Commit, EnqueueFailure, Enqueued, Outbox, OutboxSettings, ParkedPage, TargetPage,
     TargetReport,

@@ -361,12 +361,12 @@ pub const TARGET_OPERATIONS: &[Operation] = &[
     Operation {
         name: "watermarks",
         method: "GET",
-        path: "/watermarks",
+        path: "/watermarks?after&limit",
         reach: Reach::Public,
         request: None,
-        reply: "Watermarks",
+        reply: "WatermarkPage",
         rpc: None,
-        codes: &[],
+        codes: &[ErrorCode::InvalidLimit],
     },
     Operation {
         name: "forget_watermark",
@@ -435,7 +435,7 @@ impl TargetOp {
             TargetOp::Apply => "apply",
             TargetOp::Status => "status",
             TargetOp::Keys { .. } => "keys",
-            TargetOp::Watermarks => "watermarks",
+            TargetOp::Watermarks { .. } => "watermarks",
             TargetOp::ForgetWatermark(_) => "forget_watermark",
         };
         entry(TARGET_OPERATIONS, name)

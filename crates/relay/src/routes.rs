@@ -18,8 +18,8 @@ use crate::core::ErrorCode;
 use worker::Url;
 
 use crate::core::{
-    Layout, Name, MAX_KEYS_PER_PAGE, MAX_KEY_BYTES, MAX_PARKED_ROWS_PER_PAGE, MAX_PARTITIONS,
-    MAX_TARGETS_PER_PAGE, SEQ_MAX,
+    Layout, Name, SourceId, MAX_KEYS_PER_PAGE, MAX_KEY_BYTES, MAX_PARKED_ROWS_PER_PAGE, MAX_PARTITIONS,
+    MAX_TARGETS_PER_PAGE, MAX_WATERMARKS_PER_PAGE, SEQ_MAX,
 };
 use crate::http::HttpError;
 
@@ -95,10 +95,48 @@ pub enum TargetOp {
         /// At most this many, 1..=[`MAX_KEYS_PER_PAGE`].
         limit: u32,
     },
-    /// `GET /watermarks`.
-    Watermarks,
+    /// `GET /watermarks?after=&limit=`.
+    Watermarks {
+        /// Watermarks after this one.
+        after: Option<WatermarkCursor>,
+        /// At most this many, 1..=[`MAX_WATERMARKS_PER_PAGE`].
+        limit: u32,
+    },
     /// `DELETE /watermarks/{source}`.
     ForgetWatermark(Name),
+}
+
+/// Where a page of a target's watermarks starts: after this source's row.
+/// Written `source` for a source's legacy row (no id) and `source/source_id`
+/// otherwise: `/` is in neither alphabet, so the text parses back exactly.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WatermarkCursor {
+    /// The source's name.
+    pub source: Name,
+    /// Its id; `None` for its legacy row, which sorts first.
+    pub source_id: Option<SourceId>,
+}
+
+impl WatermarkCursor {
+    /// Parses a cursor as a page's `next` writes it; a bad one is refused
+    /// with `invalid_query` naming `after`.
+    pub fn parse(text: &str) -> Result<WatermarkCursor, HttpError> {
+        let bad = |e: String| HttpError::bad_request(ErrorCode::InvalidQuery, format!("after {text:?}: {e}"));
+        let (source, id) = match text.split_once('/') {
+            Some((source, id)) => (source, Some(SourceId::new(id).map_err(|e| bad(e.to_string()))?)),
+            None => (text, None),
+        };
+        Ok(WatermarkCursor { source: Name::new(source).map_err(|e| bad(e.to_string()))?, source_id: id })
+    }
+}
+
+impl std::fmt::Display for WatermarkCursor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.source_id {
+            Some(id) => write!(f, "{}/{}", self.source, id.as_str()),
+            None => write!(f, "{}", self.source),
+        }
+    }
 }
 
 /// The 404 for a request line no operation matches.
@@ -310,7 +348,14 @@ impl TargetOp {
                     limit: limit(limit_text, MAX_KEYS_PER_PAGE)?,
                 });
             }
-            ("GET", ["watermarks"]) => TargetOp::Watermarks,
+            ("GET", ["watermarks"]) => {
+                let [after, limit_text] = params(url, ["after", "limit"])?;
+                let after = after.map(|a| WatermarkCursor::parse(&a)).transpose()?;
+                return Ok(TargetOp::Watermarks {
+                    after,
+                    limit: limit(limit_text, MAX_WATERMARKS_PER_PAGE)?,
+                });
+            }
             ("DELETE", ["watermarks", s]) => TargetOp::ForgetWatermark(name(s, ErrorCode::InvalidName)?),
             _ => return Err(no_route(method, url)),
         };
@@ -342,7 +387,10 @@ impl TargetOp {
                 .unwrap_or_default();
                 format!("/keys?{q}")
             }
-            TargetOp::Watermarks => "/watermarks".into(),
+            TargetOp::Watermarks { after, limit } => match after {
+                Some(after) => format!("/watermarks?after={after}&limit={limit}"),
+                None => format!("/watermarks?limit={limit}"),
+            },
             TargetOp::ForgetWatermark(s) => format!("/watermarks/{s}"),
         }
     }
@@ -378,6 +426,35 @@ mod tests {
         let long = format!("/keys?after={}", "k".repeat(513));
         assert_eq!(target("GET", &long).unwrap_err().code, "invalid_query");
         assert_eq!(target("GET", "/log?source=a").unwrap_err().code, "no_route");
+    }
+
+    #[test]
+    fn watermark_pages_take_a_cursor_and_a_limit_and_refuse_bad_ones() {
+        let id = "ab".repeat(32);
+        let op = target("GET", &format!("/watermarks?after=s:1/{id}&limit=500")).unwrap();
+        let TargetOp::Watermarks { after: Some(after), limit: 500 } = &op else { panic!("{op:?}") };
+        assert_eq!((after.source.as_str(), after.to_string()), ("s:1", format!("s:1/{id}")));
+        assert_eq!(target("GET", &op.path()).unwrap(), op, "the path parses back");
+        let op = target("GET", "/watermarks?after=s").unwrap();
+        assert_eq!(
+            op,
+            TargetOp::Watermarks { after: Some(WatermarkCursor::parse("s").unwrap()), limit: 500 }
+        );
+        assert_eq!(target("GET", "/watermarks").unwrap(), TargetOp::Watermarks { after: None, limit: 500 });
+        let error = |path: &str| {
+            let e = target("GET", path).unwrap_err();
+            (e.status, e.code.as_str().to_owned(), e.message)
+        };
+        let (status, code, message) = error("/watermarks?limit=501");
+        assert_eq!((status, code.as_str()), (400, "invalid_limit"));
+        assert!(message.contains("limit must be 1..=500"), "{message}");
+        assert_eq!(error("/watermarks?limit=0").1, "invalid_limit", "one below the edge");
+        for bad in ["a%20b", "s/xyz", "s/", "/ab", ""] {
+            let (_, code, message) = error(&format!("/watermarks?after={bad}"));
+            assert_eq!(code, "invalid_query", "{bad:?}");
+            assert!(message.starts_with("after "), "{message}");
+        }
+        assert_eq!(error("/watermarks?page=2").1, "invalid_query");
     }
 
     #[test]

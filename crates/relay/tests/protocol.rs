@@ -47,7 +47,7 @@ fn target_samples() -> Vec<TargetOp> {
         TargetOp::Apply,
         TargetOp::Status,
         TargetOp::Keys { prefix: "a".into(), after: "b".into(), limit: 5 },
-        TargetOp::Watermarks,
+        TargetOp::Watermarks { after: durable_relay::routes::WatermarkCursor::parse("a").ok(), limit: 5 },
         TargetOp::ForgetWatermark(n("s")),
     ]
 }

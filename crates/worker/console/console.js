@@ -12,11 +12,20 @@ const REFRESH_MS = 2000;
 const PAGE_SOURCES = 50;
 /** Keys shown for a target. */
 const PAGE_KEYS = 50;
+/**
+ * Watermarks per page of a target's list: a target can hear from thousands
+ * of sources, so the console reads a page at a time ("More watermarks") and
+ * each refresh re-reads only the first.
+ */
+const PAGE_WATERMARKS = 100;
 /** Rows older than this raise the lag flag (RELAY_LAG_BOUND_MS). */
 const LAG_BOUND_MS = 60000;
 
 const $ = (id) => document.getElementById(id);
-const state = { sources: [], next: null, selected: null, target: null, timer: null, busy: false };
+const state = {
+  sources: [], next: null, selected: null, target: null, timer: null, busy: false,
+  watermarks: [], watermarksOf: null, watermarksNext: null,
+};
 
 function token() {
   return sessionStorage.getItem(TOKEN_KEY) ?? "";
@@ -281,21 +290,45 @@ async function retire() {
 
 async function loadTarget(name) {
   const base = `/v1/targets/${encodeURIComponent(name)}`;
-  const [w, k] = await Promise.all([api("GET", `${base}/watermarks`), api("GET", `${base}/keys?limit=${PAGE_KEYS}`)]);
+  const [w, k] = await Promise.all([
+    api("GET", `${base}/watermarks?limit=${PAGE_WATERMARKS}`),
+    api("GET", `${base}/keys?limit=${PAGE_KEYS}`),
+  ]);
   if (state.target !== name) return;
+  // Rows a "More watermarks" click added stay as they were read.
+  const extra = state.watermarksOf === name ? state.watermarks.slice(w.watermarks.length) : [];
+  state.watermarksOf = name;
+  state.watermarks = [...w.watermarks, ...extra];
+  if (!extra.length) state.watermarksNext = w.next;
   $("target-title").textContent = name;
+  renderWatermarks();
+  $("keys-table").tBodies[0].replaceChildren(
+    ...k.keys.map((kv) => el("tr", {}, el("td", {}, el("code", {}, kv.key)), el("td", {}, el("code", {}, JSON.stringify(kv.value))))),
+  );
+  $("target-view").classList.remove("hidden");
+}
+
+async function moreWatermarks() {
+  const name = state.target;
+  if (!name || state.watermarksOf !== name || !state.watermarksNext) return;
+  const base = `/v1/targets/${encodeURIComponent(name)}`;
+  const page = await api("GET", `${base}/watermarks?limit=${PAGE_WATERMARKS}&after=${encodeURIComponent(state.watermarksNext)}`);
+  if (state.target !== name) return;
+  state.watermarks.push(...page.watermarks);
+  state.watermarksNext = page.next;
+  renderWatermarks();
+}
+
+function renderWatermarks() {
   $("watermarks-table").tBodies[0].replaceChildren(
-    ...w.watermarks.map((m) => el("tr", { "data-source": m.source },
+    ...state.watermarks.map((m) => el("tr", { "data-source": m.source },
       el("td", {}, el("code", {}, m.source)),
       el("td", { class: "num", "data-field": "watermark" }, num(m.watermark)),
       el("td", { class: "num" }, num(m.applied_rows)),
       el("td", { class: "num" }, num(m.batches)),
       el("td", { class: "num" }, num(m.sql_rows_written)))),
   );
-  $("keys-table").tBodies[0].replaceChildren(
-    ...k.keys.map((kv) => el("tr", {}, el("td", {}, el("code", {}, kv.key)), el("td", {}, el("code", {}, JSON.stringify(kv.value))))),
-  );
-  $("target-view").classList.remove("hidden");
+  $("watermarks-more").classList.toggle("hidden", !state.watermarksNext);
 }
 
 // ---- refresh, login ----------------------------------------------------------------
@@ -357,6 +390,7 @@ document.addEventListener("DOMContentLoaded", () => {
   });
   $("logout").addEventListener("click", () => logout());
   $("sources-more").addEventListener("click", () => moreSources().catch((e) => showError(e.message)));
+  $("watermarks-more").addEventListener("click", () => moreWatermarks().catch((e) => showError(e.message)));
   $("retire").addEventListener("click", retire);
   if (token()) open();
 });

@@ -152,18 +152,19 @@ impl RelayDirectory {
         })
     }
 
-    /// Up to `limit` sources after `after`, and whether more follow.
+    /// Up to `limit` sources after `after` (and at most
+    /// [`MAX_PAGE_BYTES`](durable_relay::core::MAX_PAGE_BYTES) of them), and
+    /// whether more follow.
     fn page(&self, after: Option<&Name>, limit: u32) -> Result<SourcePage, HttpError> {
         let after = after.map_or("", |a| a.as_str());
-        let mut sources: Vec<Listed> = self
+        let sources: Vec<Listed> = self
             .db
             .rows_as(
                 "SELECT name, listed_ms FROM relay_directory WHERE name > ? ORDER BY name LIMIT ?",
                 vec![after.into(), int(u64::from(limit) + 1)],
             )
             .map_err(store)?;
-        let more = sources.len() > limit as usize;
-        sources.truncate(limit as usize);
+        let (sources, more) = durable_relay::core::cut_page(sources, limit, durable_relay::core::json_bytes);
         let next = if more { sources.last().map(|s| s.name.clone()) } else { None };
         Ok(SourcePage { sources, next })
     }

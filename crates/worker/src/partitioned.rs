@@ -68,13 +68,15 @@ pub async fn serve(
         SourceOp::ParkedTargets { ref after, limit } => {
             let pages = join_all(parts.iter().map(|p| p.targets(after.as_ref(), limit))).await;
             let mut targets = Vec::new();
-            let mut more = false;
+            let mut bound: Option<String> = None;
             for (&(partition, _), page) in listed.iter().zip(pages) {
                 let page = page.map_err(http)?;
-                more |= page.next.is_some();
+                if let Some(next) = page.next {
+                    bound = Some(bound.map_or(next.clone(), |b| b.min(next)));
+                }
                 targets.extend(page.targets.into_iter().map(|report| PartitionTarget { partition, report }));
             }
-            let (targets, next) = merge_pages(targets, limit, more);
+            let (targets, next) = merge_pages(targets, limit, bound.as_deref());
             json(&serde_json::json!({ "targets": targets, "next": next })).map_err(internal)
         }
         SourceOp::Redrive(ref t) | SourceOp::Discard(ref t) => {
@@ -156,31 +158,39 @@ struct PartitionTarget {
     report: TargetReport,
 }
 
-/// The first `limit` target names of the partitions' pages merged, with
-/// every partition's record of each name kept together (a target can be
-/// held by two partitions while a resize settles), and the `after` of the
-/// next page when any partition had more or the merge was cut.
+/// The first `limit` target names of the partitions' pages merged, at
+/// most [`MAX_PAGE_BYTES`](durable_relay::core::MAX_PAGE_BYTES) of records
+/// (a name's records larger than that alone), with every partition's record
+/// of each name kept together (a target can be held by two partitions while
+/// a resize settles), and the `after` of the next page when anything follows.
+/// `bound` is the least `next` of the partitions that had more: past it a
+/// partition has names it has not listed yet, so the page stops there and no
+/// name is skipped.
 fn merge_pages(
     mut targets: Vec<PartitionTarget>,
     limit: u32,
-    more: bool,
+    bound: Option<&str>,
 ) -> (Vec<PartitionTarget>, Option<String>) {
     targets.sort_by(|a, b| (&a.report.target, a.partition).cmp(&(&b.report.target, b.partition)));
-    let mut names = 0u32;
+    let mut page = durable_relay::core::PageBuilder::new(limit);
     let mut kept = 0usize;
-    for (i, t) in targets.iter().enumerate() {
-        let new_name = i == 0 || targets.get(i - 1).is_some_and(|p| p.report.target != t.report.target);
-        if new_name {
-            if names == limit {
-                break;
-            }
-            names += 1;
+    while let Some(first) = targets.get(kept) {
+        let name = &first.report.target;
+        if bound.is_some_and(|b| name.as_str() > b) {
+            break;
         }
-        kept = i + 1;
+        let group = targets.iter().skip(kept).take_while(|t| &t.report.target == name);
+        let (count, bytes) = group.fold((0usize, 0u64), |(n, b), t| {
+            (n + 1, b + durable_relay::core::json_bytes(t) + u64::from(n > 0))
+        });
+        if !page.offer(bytes) {
+            break;
+        }
+        kept += count;
     }
     let cut = kept < targets.len();
     targets.truncate(kept);
-    let next = if cut || more { targets.last().map(|t| t.report.target.clone()) } else { None };
+    let next = if cut || bound.is_some() { targets.last().map(|t| t.report.target.clone()) } else { None };
     (targets, next)
 }
 
@@ -335,12 +345,40 @@ mod tests {
 
     #[test]
     fn merged_pages_keep_a_target_held_by_two_partitions_on_one_page() {
-        let (page, next) = merge_pages(vec![at(1, "b"), at(0, "a"), at(0, "b"), at(1, "c")], 2, false);
+        let (page, next) = merge_pages(vec![at(1, "b"), at(0, "a"), at(0, "b"), at(1, "c")], 2, None);
         assert_eq!(names(&page), [(0, "a"), (0, "b"), (1, "b")], "both records of b, then cut");
         assert_eq!(next.as_deref(), Some("b"));
-        let (page, next) = merge_pages(vec![at(1, "c")], 2, false);
+        let (page, next) = merge_pages(vec![at(1, "c")], 2, None);
         assert_eq!((names(&page), next), (vec![(1, "c")], None), "the last page");
-        let (_, next) = merge_pages(vec![at(1, "c")], 2, true);
+        let (_, next) = merge_pages(vec![at(1, "c")], 2, Some("c"));
         assert_eq!(next.as_deref(), Some("c"), "a partition with more means another page");
+    }
+
+    #[test]
+    fn merged_pages_skip_nothing_a_partition_has_not_listed() {
+        // Partition 0 stopped at "b" (more follow); partition 1 listed "a".."d".
+        let listed = vec![at(0, "a"), at(0, "b"), at(1, "a"), at(1, "c"), at(1, "d")];
+        let (page, next) = merge_pages(listed, 10, Some("b"));
+        assert_eq!(names(&page), [(0, "a"), (1, "a"), (0, "b")], "nothing past partition 0's last");
+        assert_eq!(next.as_deref(), Some("b"), "partition 0's names after b come next");
+    }
+
+    #[test]
+    fn merged_pages_stay_within_the_byte_budget() {
+        let big = |partition: u32, target: &str| {
+            let mut t = at(partition, target);
+            t.report.last_error = Some("x".repeat(400 * 1024));
+            t
+        };
+        let one = durable_relay::core::json_bytes(&big(0, "a"));
+        let (page, next) = merge_pages(vec![big(0, "a"), big(1, "b"), big(0, "c")], 10, None);
+        assert_eq!(names(&page), [(0, "a"), (1, "b")], "two of about 400 KiB fit, three do not");
+        assert!(2 * one < u64::from(durable_relay::core::MAX_PAGE_BYTES));
+        assert_eq!(next.as_deref(), Some("b"));
+        let (page, next) = merge_pages(vec![big(0, "a"), big(1, "a"), big(2, "a"), big(0, "b")], 10, None);
+        assert_eq!(names(&page), [(0, "a"), (1, "a"), (2, "a")], "one name's records alone, though over");
+        assert_eq!(next.as_deref(), Some("a"));
+        let (page, next) = merge_pages(vec![big(0, "a"), big(1, "b")], 10, None);
+        assert_eq!((page.len(), next), (2, None), "the last page: next is null");
     }
 }

@@ -321,7 +321,7 @@ fn source_op_scope(op: &SourceOp) -> Scope {
 /// `apply` never reaches it: 404; the strictest scope all the same).
 fn target_op_scope(op: &TargetOp) -> Scope {
     match op {
-        TargetOp::Status | TargetOp::Keys { .. } | TargetOp::Watermarks => Scope::Reader,
+        TargetOp::Status | TargetOp::Keys { .. } | TargetOp::Watermarks { .. } => Scope::Reader,
         TargetOp::ForgetWatermark(_) | TargetOp::Apply => Scope::Operator,
     }
 }
@@ -613,7 +613,11 @@ mod tests {
             TargetRoute::Faults,
             TargetRoute::Log(s("a:b")),
             TargetRoute::Audit,
-            TargetRoute::Relay(TargetOp::Watermarks),
+            TargetRoute::Relay(TargetOp::Watermarks { after: None, limit: 3 }),
+            TargetRoute::Relay(TargetOp::Watermarks {
+                after: Some(durable_relay::routes::WatermarkCursor::parse("a:b").unwrap()),
+                limit: 500,
+            }),
         ];
         for route in targets {
             let url = Url::parse(&format!("https://relay{}", route.path())).unwrap();

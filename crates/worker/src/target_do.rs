@@ -5,7 +5,8 @@
 //! to it).
 //!
 //! Test builds (feature `testing`, and only with `RELAY_TEST_FAULTS=on`)
-//! add the fault switch (`POST /faults`: `{"reject","permanent","delay_ms","throw","times","after_apply"}`),
+//! add the fault switch (`POST /faults`: `{"reject","permanent","delay_ms","throw","times","after_apply"}`,
+//! and `"seed_watermarks":n` to write that many synthetic source watermarks),
 //! the apply log (`GET /log?source=`, written by a hook inside every apply)
 //! and `GET /audit` (every watermark equals the last sequence its apply
 //! log holds). Bench builds add `/bench/...` (see `crate::bench::target`).
@@ -144,6 +145,7 @@ impl RelayTarget {
                 let body: TargetFaultsBody = parse_json(&read_body(req).await?)?;
                 let faults = body.faults().map_err(|m| HttpError::bad_request(ErrorCode::InvalidDelay, m))?;
                 tables.set_faults(faults)?;
+                body.seed(inbox)?;
                 json(&serde_json::json!({"ok": true})).map_err(internal)
             }
             TargetRoute::Log(source) => {

@@ -60,7 +60,7 @@ fn documented(route: &FrontRoute) -> Option<&'static str> {
             TargetRoute::Relay(op) => match op {
                 TargetOp::Status => Some("target status"),
                 TargetOp::Keys { .. } => Some("keys"),
-                TargetOp::Watermarks => Some("watermarks"),
+                TargetOp::Watermarks { .. } => Some("watermarks"),
                 TargetOp::ForgetWatermark(_) => Some("forget watermark"),
                 TargetOp::Apply => None,
             },
@@ -92,7 +92,7 @@ fn samples() -> Vec<FrontRoute> {
     for op in [
         TargetOp::Status,
         TargetOp::Keys { prefix: String::new(), after: String::new(), limit: 1 },
-        TargetOp::Watermarks,
+        TargetOp::Watermarks { after: None, limit: 1 },
         TargetOp::ForgetWatermark(n("s")),
     ] {
         out.push(target(TargetRoute::Relay(op)));

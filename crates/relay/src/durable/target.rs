@@ -6,7 +6,7 @@
 //! | --- | --- |
 //! | `POST /apply` | [`ApplyReply`]; 422 permanent, 503 transient (sources only) |
 //! | `GET /keys?prefix=&after=&limit=` | a [`KeysPage`](crate::KeysPage): values as JSON, verbatim |
-//! | `GET /watermarks` | `{"watermarks":[{"source","watermark",..}..]}` |
+//! | `GET /watermarks?after=&limit=` | a [`WatermarkPage`](crate::WatermarkPage): `{"watermarks":[{"source","watermark",..}..],"next"}` |
 //! | `DELETE /watermarks/{source}` | forgets that source's watermark (an operator act) |
 //! | `GET /status` | an [`InboxTotals`](crate::InboxTotals) plus `sql_rows_written_per_applied_row` |
 //!
@@ -66,8 +66,9 @@ pub async fn serve<S: Sql>(
             }))
             .map_err(internal)
         }
-        TargetOp::Watermarks => {
-            json(&serde_json::json!({ "watermarks": inbox.watermarks()? })).map_err(internal)
+        TargetOp::Watermarks { after, limit } => {
+            let after = after.as_ref().map(|a| (&a.source, a.source_id.as_ref()));
+            json(&inbox.watermarks_page(after, limit)?).map_err(internal)
         }
         TargetOp::ForgetWatermark(source) => {
             let forgotten = inbox.forget_watermark(source.as_str())?;

@@ -40,7 +40,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{int, schema, Sql, StoreError};
 use crate::core::{
-    decode_request, plan_apply, ApplyError, ApplyReply, ApplyRequest, Effects, RelayHook, SourceId,
+    decode_request, plan_apply, ApplyError, ApplyReply, ApplyRequest, Effects, Name, RelayHook, SourceId,
 };
 
 const COMPONENT: &str = "relay_target";
@@ -128,6 +128,30 @@ pub struct Watermark {
     pub sql_rows_written: u64,
 }
 
+/// One page of a target's watermarks (`GET /watermarks?after=&limit=`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WatermarkPage {
+    /// The watermarks, by source name, then id.
+    pub watermarks: Vec<Watermark>,
+    /// The `after` of the next page (`source`, or `source/source_id` for a
+    /// source with an id); none exactly when no watermark follows.
+    pub next: Option<String>,
+}
+
+/// A `relay_rh` row (source, id, watermark, applied rows, batches, rows
+/// written) as a [`Watermark`].
+fn watermark_row(r: &crate::store::Row) -> Result<Watermark, StoreError> {
+    let id = r.text(1)?;
+    Ok(Watermark {
+        source: r.text(0)?,
+        source_id: (id != LEGACY_SOURCE_ID).then_some(id),
+        watermark: r.u64(2)?,
+        applied_rows: r.u64(3)?,
+        batches: r.u64(4)?,
+        sql_rows_written: r.u64(5)?,
+    })
+}
+
 /// One stored key.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct KeyValue {
@@ -144,7 +168,7 @@ pub struct KeyValue {
 pub struct KeysPage {
     /// The keys, ascending.
     pub keys: Vec<KeyValue>,
-    /// The `after` of the next page, when this one is full.
+    /// The `after` of the next page; none exactly when no key follows.
     pub next: Option<String>,
 }
 
@@ -280,19 +304,36 @@ impl<S: Sql> Inbox<S> {
              ORDER BY source, source_id",
             vec![],
         )?;
-        rows.iter()
-            .map(|r| {
-                let id = r.text(1)?;
-                Ok(Watermark {
-                    source: r.text(0)?,
-                    source_id: (id != LEGACY_SOURCE_ID).then_some(id),
-                    watermark: r.u64(2)?,
-                    applied_rows: r.u64(3)?,
-                    batches: r.u64(4)?,
-                    sql_rows_written: r.u64(5)?,
-                })
-            })
-            .collect()
+        rows.iter().map(watermark_row).collect()
+    }
+
+    /// A page of watermark rows after the cursor `after` (a source name and
+    /// its id, `None` for its legacy row), in the order of [`Inbox::watermarks`]:
+    /// at most `limit` (1..=[`MAX_WATERMARKS_PER_PAGE`](crate::core::MAX_WATERMARKS_PER_PAGE))
+    /// and [`MAX_PAGE_BYTES`](crate::core::MAX_PAGE_BYTES). A target can hear
+    /// from thousands of sources, so no reply lists them all at once.
+    pub fn watermarks_page(
+        &self,
+        after: Option<(&Name, Option<&SourceId>)>,
+        limit: u32,
+    ) -> Result<WatermarkPage, StoreError> {
+        let limit = limit.clamp(1, crate::core::MAX_WATERMARKS_PER_PAGE);
+        let (source, id, from_start) = match after {
+            Some((source, id)) => (source.as_str(), id.map_or(LEGACY_SOURCE_ID, SourceId::as_str), 0),
+            None => ("", LEGACY_SOURCE_ID, 1),
+        };
+        let rows = self.sql.rows(
+            "SELECT source, source_id, watermark, applied_rows, batches, sql_rows_written FROM relay_rh \
+             WHERE ? = 1 OR source > ? OR (source = ? AND source_id > ?) ORDER BY source, source_id LIMIT ?",
+            vec![int(from_start), source.into(), source.into(), id.into(), int(u64::from(limit) + 1)],
+        )?;
+        let marks = rows.iter().map(watermark_row).collect::<Result<Vec<_>, _>>()?;
+        let (watermarks, more) = crate::core::cut_page(marks, limit, crate::core::json_bytes);
+        let next = watermarks.last().filter(|_| more).map(|w| match &w.source_id {
+            Some(id) => format!("{}/{id}", w.source),
+            None => w.source.clone(),
+        });
+        Ok(WatermarkPage { watermarks, next })
     }
 
     /// Sets this target's watermark for the sender `source` with `id`
@@ -338,19 +379,38 @@ impl<S: Sql> Inbox<S> {
     }
 
     /// Keys starting with `prefix`, after `after`, ascending, at most
-    /// `limit` (1..=[`MAX_KEYS_PER_PAGE`](crate::core::MAX_KEYS_PER_PAGE)).
+    /// `limit` (1..=[`MAX_KEYS_PER_PAGE`](crate::core::MAX_KEYS_PER_PAGE))
+    /// and at most [`MAX_PAGE_BYTES`](crate::core::MAX_PAGE_BYTES) of keys
+    /// and values. It reads the values' sizes first and then only the values
+    /// the page holds.
     pub fn keys(&self, prefix: &str, after: &str, limit: u32) -> Result<KeysPage, StoreError> {
         let limit = limit.clamp(1, crate::core::MAX_KEYS_PER_PAGE);
+        let sizes = self.sql.rows(
+            "SELECT key, length(CAST(value AS BLOB)) FROM relay_kv WHERE key > ? AND substr(key, 1, length(?)) = ? \
+             ORDER BY key LIMIT ?",
+            vec![after.into(), prefix.into(), prefix.into(), int(u64::from(limit) + 1)],
+        )?;
+        let sizes = sizes
+            .iter()
+            .map(|r| {
+                let key = KeyValue { key: r.text(0)?, value: "0".into() };
+                // The pair as encoded, with its value in place of the one-byte stand-in.
+                let bytes = (crate::core::json_bytes(&key) + r.u64(1)?).saturating_sub(1);
+                Ok((key.key, bytes))
+            })
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        let (page, more) = crate::core::cut_page(sizes, limit, |(_, bytes)| *bytes);
+        let Some((last, _)) = page.last() else { return Ok(KeysPage { keys: Vec::new(), next: None }) };
         let rows = self.sql.rows(
-            "SELECT key, value FROM relay_kv WHERE key > ? AND substr(key, 1, length(?)) = ? ORDER BY key LIMIT ?",
-            vec![after.into(), prefix.into(), prefix.into(), int(u64::from(limit))],
+            "SELECT key, value FROM relay_kv WHERE key > ? AND key <= ? AND substr(key, 1, length(?)) = ? \
+             ORDER BY key",
+            vec![after.into(), last.as_str().into(), prefix.into(), prefix.into()],
         )?;
         let keys: Vec<KeyValue> = rows
             .iter()
             .map(|r| Ok(KeyValue { key: r.text(0)?, value: r.text(1)? }))
             .collect::<Result<_, StoreError>>()?;
-        let next = (keys.len() == limit as usize).then(|| keys.last().map(|k| k.key.clone())).flatten();
-        Ok(KeysPage { keys, next })
+        Ok(KeysPage { keys, next: more.then(|| last.clone()) })
     }
 
     /// The JSON text stored under `key`, if any.

@@ -375,6 +375,9 @@ async fn script<S: Sql + Clone>(sql: &S) -> Result<(), String> {
 
     inbox.keys("k", "", 10).map_err(|x| e(&x))?;
     inbox.watermarks().map_err(|x| e(&x))?;
+    let after = Name::new("nobody").map_err(|x| x.to_string())?;
+    inbox.watermarks_page(None, 10).map_err(|x| e(&x))?;
+    inbox.watermarks_page(Some((&after, None)), 10).map_err(|x| e(&x))?;
     inbox.totals().map_err(|x| e(&x))?;
     inbox.forget_watermark("nobody").map_err(|x| e(&x))?;
 

@@ -215,8 +215,12 @@ pub const MAX_THROW_TIMES: u32 = 100;
 
 /// Longest injectable apply delay.
 pub const MAX_FAULT_DELAY_MS: u64 = 60_000;
+/// Most synthetic watermarks one `seed_watermarks` request writes: enough
+/// for several pages of [`MAX_WATERMARKS_PER_PAGE`](crate::core::MAX_WATERMARKS_PER_PAGE)
+/// in one request, few enough that the request stays quick.
+pub const MAX_SEED_WATERMARKS: u32 = 5_000;
 
-/// `POST /faults` at a target: `{"reject":bool,"permanent":bool,"delay_ms":n}`.
+/// `POST /faults` at a target: `{"reject":bool,"permanent":bool,"delay_ms":n,"seed_watermarks":n}`.
 #[derive(Clone, Copy, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TargetFaultsBody {
@@ -238,9 +242,28 @@ pub struct TargetFaultsBody {
     /// Whether a throwing call applies its batch first.
     #[serde(default)]
     pub after_apply: bool,
+    /// Write this many synthetic source watermarks (sources `seed00000`..,
+    /// each with an id), at most [`MAX_SEED_WATERMARKS`], so a test can give
+    /// a target thousands of sources without running them.
+    #[serde(default)]
+    pub seed_watermarks: u32,
 }
 
 impl TargetFaultsBody {
+    /// Writes the body's `seed_watermarks` synthetic watermarks into
+    /// `inbox`, in one transaction: source `seed{i:05}` with a derived id at
+    /// watermark `i + 1`.
+    pub fn seed<S: Sql>(&self, inbox: &crate::Inbox<S>) -> Result<(), StoreError> {
+        inbox.sql().transaction(|| {
+            for i in 0..self.seed_watermarks.min(MAX_SEED_WATERMARKS) {
+                let source = format!("seed{i:05}");
+                let id = SourceId::derive("seed", &source);
+                inbox.set_watermark(&source, Some(&id), u64::from(i) + 1)?;
+            }
+            Ok(())
+        })
+    }
+
     /// The switch this body asks for, or why it cannot be set.
     pub fn faults(&self) -> Result<TargetFaults, String> {
         if self.delay_ms > MAX_FAULT_DELAY_MS {
@@ -254,6 +277,9 @@ impl TargetFaultsBody {
         let throw_times = if self.throw.is_some() { self.times.unwrap_or(1) } else { 0 };
         if throw_times > MAX_THROW_TIMES {
             return Err(format!("times above {MAX_THROW_TIMES}"));
+        }
+        if self.seed_watermarks > MAX_SEED_WATERMARKS {
+            return Err(format!("seed_watermarks above {MAX_SEED_WATERMARKS}"));
         }
         Ok(TargetFaults {
             reject,

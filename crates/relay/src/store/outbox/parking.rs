@@ -103,7 +103,7 @@ pub struct ParkedPage {
     pub target: String,
     /// Its parked rows, ascending.
     pub rows: Vec<ParkedRow>,
-    /// The `after` of the next page, when this one is full.
+    /// The `after` of the next page; none exactly when no row follows.
     pub next: Option<u64>,
 }
 
@@ -118,7 +118,8 @@ pub struct ActionOutcome {
 
 impl<S: Sql> Outbox<S> {
     /// A page of the target records `which` selects, in name order after
-    /// `after`: at most `limit` (1..=[`MAX_TARGETS_PER_PAGE`]). Reads the
+    /// `after`: at most `limit` (1..=[`MAX_TARGETS_PER_PAGE`]) and at most
+    /// [`MAX_PAGE_BYTES`](crate::core::MAX_PAGE_BYTES) of records. Reads the
     /// page's records and each listed parked target's rows (by index), never
     /// the others.
     ///
@@ -144,28 +145,47 @@ impl<S: Sql> Outbox<S> {
             ),
             vec![after.into(), int(u64::from(limit) + 1)],
         )?;
-        let mut targets = rows.iter().map(report).collect::<Result<Vec<_>, _>>()?;
-        let more = targets.len() > limit as usize;
-        targets.truncate(limit as usize);
+        let targets = rows.iter().map(report).collect::<Result<Vec<_>, _>>()?;
+        let (targets, more) = crate::core::cut_page(targets, limit, crate::core::json_bytes);
         let next = if more { targets.last().map(|t| t.target.clone()) } else { None };
         Ok(TargetPage { targets, next })
     }
 
     /// A page of `target`'s parked rows after `after`, ascending, at most
-    /// `limit` (1..=[`MAX_PARKED_ROWS_PER_PAGE`](crate::core::MAX_PARKED_ROWS_PER_PAGE)).
+    /// `limit` (1..=[`MAX_PARKED_ROWS_PER_PAGE`](crate::core::MAX_PARKED_ROWS_PER_PAGE))
+    /// and at most [`MAX_PAGE_BYTES`](crate::core::MAX_PAGE_BYTES) of rows
+    /// (a larger row alone). It reads the rows' sizes first and then only
+    /// the bodies the page holds, so a page never holds more in memory than
+    /// it answers.
     pub fn parked_page(&self, target: &str, after: u64, limit: u32) -> Result<ParkedPage, StoreError> {
         let limit = limit.clamp(1, crate::core::MAX_PARKED_ROWS_PER_PAGE);
+        let sizes = self.sql.rows(
+            "SELECT seq, at_ms, length(CAST(body AS BLOB)) FROM relay_parked \
+             WHERE target = ? AND seq > ? AND discarded_at_ms IS NULL ORDER BY seq LIMIT ?",
+            vec![target.into(), int(after), int(u64::from(limit) + 1)],
+        )?;
+        let sizes = sizes
+            .iter()
+            .map(|r| {
+                let row = ParkedRow { seq: r.u64(0)?, at_ms: r.u64(1)?, effects: "0".into() };
+                // The row as encoded, with its body in place of the one-byte stand-in.
+                Ok((row.seq, (crate::core::json_bytes(&row) + r.u64(2)?).saturating_sub(1)))
+            })
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        let (page, more) = crate::core::cut_page(sizes, limit, |(_, bytes)| *bytes);
+        let Some(&(last, _)) = page.last() else {
+            return Ok(ParkedPage { target: target.to_owned(), rows: Vec::new(), next: None });
+        };
         let rows = self.sql.rows(
-            "SELECT seq, at_ms, body FROM relay_parked WHERE target = ? AND seq > ? AND discarded_at_ms IS NULL \
-             ORDER BY seq LIMIT ?",
-            vec![target.into(), int(after), int(u64::from(limit))],
+            "SELECT seq, at_ms, body FROM relay_parked WHERE target = ? AND seq > ? AND seq <= ? \
+             AND discarded_at_ms IS NULL ORDER BY seq",
+            vec![target.into(), int(after), int(last)],
         )?;
         let rows: Vec<ParkedRow> = rows
             .iter()
             .map(|r| Ok(ParkedRow { seq: r.u64(0)?, at_ms: r.u64(1)?, effects: r.text(2)? }))
             .collect::<Result<_, StoreError>>()?;
-        let next = (rows.len() == limit as usize).then(|| rows.last().map(|r| r.seq)).flatten();
-        Ok(ParkedPage { target: target.to_owned(), rows, next })
+        Ok(ParkedPage { target: target.to_owned(), rows, next: more.then_some(last) })
     }
 
     fn parked_count(&self, target: &str) -> Result<(u64, u64), StoreError> {
