@@ -143,6 +143,8 @@ export interface RelayBudget {
   fires_per_alarm: number;
   subrequests_per_alarm: number;
   batch_rows: number;
+  /** Work units one alarm may spend before it settles and re-arms (`RELAY_WORK_PER_ALARM`). */
+  work_per_alarm: number;
 }
 
 /** The `rs` scan cycle. */
@@ -197,6 +199,12 @@ export interface AlarmSummary {
   traced_rows?: number;
   /** The platform refused a write for the account's daily allowance (Workers Free): the alarm stopped and sleeps until 00:00 UTC (absent when not). */
   write_limited?: boolean;
+  /** The alarm stopped early to stay inside the invocation's CPU (the runtime's signal, or its work budget spent) and re-armed at once. */
+  cpu_cut: boolean;
+  /** Work units the alarm spent: 1 per row read, 1 per KiB read or sent, 8 per target call. */
+  work: number;
+  /** Which retry of a failed alarm this was (0: not a retry); a retry runs a smaller fire. */
+  retry_count: number;
 }
 
 /** A source's status (`GET /status`, `RelayRpc.status`). */

@@ -19,6 +19,9 @@ pub struct AlarmRun {
     wake: Option<Wake>,
     /// Sum of the fires' reports.
     totals: AlarmTotals,
+    /// Whether the invocation's CPU gauge stopped the alarm (see
+    /// [`crate::cpu`]): no fire follows.
+    cut: bool,
 }
 
 /// What an alarm did, summed over its fires.
@@ -44,7 +47,14 @@ impl AlarmRun {
     /// Starts an alarm under `budget`, refusing one outside its ranges.
     pub fn new(budget: RelayBudget) -> Result<AlarmRun, BudgetError> {
         budget.validate()?;
-        Ok(AlarmRun { budget, fires: 0, calls_used: 0, wake: None, totals: AlarmTotals::default() })
+        Ok(AlarmRun {
+            budget,
+            fires: 0,
+            calls_used: 0,
+            wake: None,
+            totals: AlarmTotals::default(),
+            cut: false,
+        })
     }
 
     /// Target calls the next fire may make, or `None` when the alarm is done.
@@ -55,7 +65,20 @@ impl AlarmRun {
             Some(Wake::Now) => true,
             Some(_) => false,
         };
-        (go_on && self.fires < self.budget.fires_per_alarm && calls_left > 0).then_some(calls_left)
+        (go_on && !self.cut && self.fires < self.budget.fires_per_alarm && calls_left > 0)
+            .then_some(calls_left)
+    }
+
+    /// Stops the alarm after the fire under way: the invocation's CPU gauge
+    /// said stop. Not an error: the last fire settles as usual and the
+    /// alarm re-arms by its wake-up.
+    pub fn cut(&mut self) {
+        self.cut = true;
+    }
+
+    /// Whether the CPU gauge stopped the alarm.
+    pub fn was_cut(&self) -> bool {
+        self.cut
     }
 
     /// Records a fire whose checkpoint committed.

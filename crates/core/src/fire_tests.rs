@@ -150,6 +150,31 @@ fn window_is_cut_by_rows_and_bytes_but_always_takes_one_row() {
 }
 
 #[test]
+fn a_window_within_work_reads_what_the_work_left_allows_and_always_one_row() {
+    let q = WindowQuery { after: 0, through: 100, rows_max: 8, bytes_max: 10 };
+    assert_eq!(q.within_work(8 * crate::cpu::WORK_PER_ROW).rows_max, 8, "at the edge");
+    assert_eq!(q.within_work(3 * crate::cpu::WORK_PER_ROW).rows_max, 3, "under it");
+    assert_eq!(q.within_work(u64::MAX).rows_max, 8, "never more than the budget");
+    assert_eq!(q.within_work(0).rows_max, 1, "spent: one row still");
+}
+
+#[test]
+fn a_cut_fire_makes_no_more_calls_and_settles_what_its_calls_did() {
+    let rows = [stored(1, "a"), stored(2, "b"), stored(3, "a"), stored(4, "c")];
+    let b = RelayBudget { batch_rows: 1, ..budget(1, 2) };
+    let mut f = fire(&rows, b);
+    let first = f.next_calls();
+    assert_eq!(first.len(), 1);
+    f.record(&first[0], ok(&first[0]));
+    f.cut();
+    assert!(f.next_calls().is_empty(), "no call after the cut");
+    let s = f.settle();
+    assert_eq!(deleted(&s), vec![1], "the call made before the cut is settled");
+    assert_eq!(s.scan.cursor, 1);
+    assert_eq!(s.wake, Wake::Now, "re-armed at once");
+}
+
+#[test]
 fn targets_are_called_in_first_sequence_order_with_their_rows_ascending() {
     let rows = [stored(1, "b"), stored(2, "a"), stored(3, "b"), stored(4, "c"), stored(5, "a")];
     let mut f = fire(&rows, RelayBudget::default());

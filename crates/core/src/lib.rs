@@ -15,6 +15,7 @@ pub mod adoption;
 pub mod alarm;
 pub mod apply;
 pub mod codes;
+pub mod cpu;
 pub mod daily;
 pub mod dedup;
 pub mod delay;
@@ -45,6 +46,7 @@ pub use apply::{
     NoHook, RelayHook,
 };
 pub use codes::ErrorCode;
+pub use cpu::{call_work, read_work, CpuGauge, WORK_PER_CALL, WORK_PER_KIB, WORK_PER_ROW};
 pub use daily::{
     next_utc_day_ms, projected_for_day, seconds_until_next_utc_day, utc_date, utc_day, DAY_MS,
     PROJECTION_MIN_ELAPSED_MS, UNWRITTEN_COUNTS_MAX_AGE_MS, WORKER_FREE_ROWS_WRITTEN_PER_DAY,

@@ -62,6 +62,20 @@ pub const MAX_CALLS_PER_TARGET: u32 = 16;
 /// Upper bound for configured fires per alarm: an alarm must finish well
 /// inside its 15-minute wall clock.
 pub const MAX_FIRES_PER_ALARM: u32 = 64;
+/// Work units (see [`crate::cpu`]) one Workers Free alarm may spend before
+/// it settles and re-arms: a full Free alarm (two fires of 256 rows to 8
+/// targets, two calls each) spends about 1,200, so it is cut only when rows
+/// or bodies are larger than that, and the runtime's signal guards the rest.
+pub const WORKER_FREE_WORK_PER_ALARM: u32 = 2_500;
+/// Work units one Workers Paid alarm may spend: a thousand times the Free
+/// figure, as Paid allows 30 s of CPU per invocation to Free's 10 ms.
+pub const WORKER_PAID_WORK_PER_ALARM: u32 = 2_500_000;
+/// Upper bound for a configured work budget per alarm: four times the Paid
+/// preset, still far inside Paid's default 30 s of CPU.
+pub const MAX_WORK_PER_ALARM: u32 = 10_000_000;
+/// Most times a retried alarm's budget is halved: the platform retries a
+/// failed alarm up to six times, so the sixth retry runs the smallest fire.
+pub const MAX_RETRY_HALVINGS: u32 = 6;
 
 /// Bytes of row bodies one fire reads. Keeps a fire's decoded window well
 /// inside an isolate's 128 MB even when rows approach [`MAX_ROW_BYTES`].
@@ -272,6 +286,17 @@ pub struct RelayBudget {
     pub subrequests_per_alarm: u32,
     /// Rows per target call. Range 1..=[`MAX_BATCH_ROWS`].
     pub batch_rows: u32,
+    /// Work units (see [`crate::cpu`]) one alarm may spend before it
+    /// settles what is done and re-arms, so an invocation stops before the
+    /// platform's CPU limit kills it. Range 1..=[`MAX_WORK_PER_ALARM`];
+    /// absent in budgets stored before it existed, which take the Paid
+    /// figure (the one [`RelayBudget::default`] has).
+    #[serde(default = "default_work_per_alarm")]
+    pub work_per_alarm: u32,
+}
+
+fn default_work_per_alarm() -> u32 {
+    WORKER_PAID_WORK_PER_ALARM
 }
 
 /// A budget field outside its range.
@@ -302,6 +327,7 @@ impl RelayBudget {
         fires_per_alarm: WORKER_FREE_RELAY_FIRES,
         subrequests_per_alarm: WORKER_FREE_SUBREQUESTS,
         batch_rows: MAX_BATCH_ROWS,
+        work_per_alarm: WORKER_FREE_WORK_PER_ALARM,
     };
 
     /// Workers Paid: 32 targets x 8 fires x 2 calls = 512 calls per alarm.
@@ -312,6 +338,7 @@ impl RelayBudget {
         fires_per_alarm: WORKER_PAID_RELAY_FIRES,
         subrequests_per_alarm: WORKER_PAID_SUBREQUESTS,
         batch_rows: MAX_BATCH_ROWS,
+        work_per_alarm: WORKER_PAID_WORK_PER_ALARM,
     };
 
     /// Checks every field against its range.
@@ -323,6 +350,7 @@ impl RelayBudget {
             ("fires_per_alarm", self.fires_per_alarm, MAX_FIRES_PER_ALARM),
             ("subrequests_per_alarm", self.subrequests_per_alarm, WORKER_PAID_SUBREQUESTS),
             ("batch_rows", self.batch_rows, MAX_BATCH_ROWS),
+            ("work_per_alarm", self.work_per_alarm, MAX_WORK_PER_ALARM),
         ];
         for (field, value, max) in fields {
             if value == 0 || value > max {
@@ -330,6 +358,23 @@ impl RelayBudget {
             }
         }
         Ok(())
+    }
+
+    /// The smaller budget of an alarm that is the platform's `retry`th retry
+    /// (0: not a retry): rows and work halved once per retry, at most
+    /// [`MAX_RETRY_HALVINGS`] times, never below one, so a fire that the CPU
+    /// limit killed fits next time and a source always makes progress.
+    /// Targets per fire stay: a scan cycle reckons its retries of failing
+    /// targets from them over all its fires, and a retry may fall mid-cycle;
+    /// the halved work budget bounds the calls instead.
+    pub fn for_retry(&self, retry: u32) -> RelayBudget {
+        let halvings = retry.min(MAX_RETRY_HALVINGS);
+        let halve = |v: u32| (v >> halvings).max(1);
+        RelayBudget {
+            rows_per_fire: halve(self.rows_per_fire),
+            work_per_alarm: halve(self.work_per_alarm),
+            ..*self
+        }
     }
 
     /// Rows a fire inspects at most: four times the base budget.
@@ -369,6 +414,7 @@ impl Default for RelayBudget {
             fires_per_alarm: WORKER_PAID_RELAY_FIRES,
             subrequests_per_alarm: WORKER_PAID_SUBREQUESTS,
             batch_rows: MAX_BATCH_ROWS,
+            work_per_alarm: WORKER_PAID_WORK_PER_ALARM,
         }
     }
 }
@@ -433,6 +479,32 @@ mod tests {
         assert_eq!(b.validate().unwrap_err().field, "subrequests_per_alarm");
         b.subrequests_per_alarm = 1;
         assert!(b.validate().is_ok());
+        b.work_per_alarm = MAX_WORK_PER_ALARM;
+        assert!(b.validate().is_ok(), "work at its edge");
+        b.work_per_alarm = MAX_WORK_PER_ALARM + 1;
+        assert_eq!(b.validate().unwrap_err().field, "work_per_alarm");
+        b.work_per_alarm = 0;
+        assert_eq!(b.validate().unwrap_err().field, "work_per_alarm");
+    }
+
+    #[test]
+    fn a_retry_halves_rows_and_work_at_most_six_times_and_never_to_zero() {
+        let free = RelayBudget::FREE;
+        assert_eq!(free.for_retry(0), free, "not a retry");
+        let once = free.for_retry(1);
+        assert_eq!(
+            (once.rows_per_fire, once.targets_per_fire, once.work_per_alarm),
+            (free.rows_per_fire / 2, free.targets_per_fire, free.work_per_alarm / 2)
+        );
+        let last = free.for_retry(MAX_RETRY_HALVINGS);
+        assert_eq!(last.rows_per_fire, free.rows_per_fire >> MAX_RETRY_HALVINGS, "at the edge");
+        assert_eq!(free.for_retry(MAX_RETRY_HALVINGS + 1), last, "past it: no smaller");
+        let tiny = RelayBudget { rows_per_fire: 1, work_per_alarm: 1, ..free };
+        assert_eq!(tiny.for_retry(u32::MAX).rows_per_fire, 1);
+        assert_eq!(tiny.for_retry(u32::MAX).work_per_alarm, 1);
+        for n in 0..=MAX_RETRY_HALVINGS + 1 {
+            free.for_retry(n).validate().unwrap();
+        }
     }
 
     #[test]

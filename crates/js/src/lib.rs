@@ -187,9 +187,12 @@ impl JsSource {
 
     /// Runs one alarm: delivers, arms the next, logs its `relay_alarm`
     /// line (as `RELAY_ALARM_LOG` says), and answers what it did. Rejects when the alarm failed (the
-    /// relay armed its own retry first).
-    pub fn alarm(&self) -> Promise {
+    /// relay armed its own retry first). `retry_count` is the platform's
+    /// `alarmInfo.retryCount` (absent or 0: not a retry): a retry runs a
+    /// smaller fire.
+    pub fn alarm(&self, retry_count: Option<u32>) -> Promise {
         let source = Rc::clone(&self.source);
+        source.alarm_retried(retry_count.unwrap_or(0));
         future_to_promise(async move {
             let summary = source.run_alarm().await.map_err(|e| js_error(HttpError::internal(e)))?;
             log_alarm_as(&summary, serde_json::Map::new(), source.alarm_log());

@@ -10,6 +10,7 @@
 //! | `RELAY_ROWS_PER_FIRE` | 256 | base rows per fire (a fire inspects 4x) |
 //! | `RELAY_BATCH_ROWS` | 512 | rows per target call |
 //! | `RELAY_SUBREQUESTS_PER_ALARM` | 50 / 10,000 | hard cap on target calls per alarm; never above the plan's |
+//! | `RELAY_WORK_PER_ALARM` | 2,500 / 2,500,000 | work units (rows, KiB, calls) an alarm spends before it settles and re-arms, so it stays inside the invocation's CPU (1..=10,000,000) |
 //! | `RELAY_MAX_IN_FLIGHT` | 6 | concurrent target calls in a fire |
 //! | `RELAY_COALESCE_MS` | 0 | rows arriving while a source delivers wait this long to share calls (0..=1,000) |
 //! | `RELAY_CALL_TIMEOUT_MS` | 30,000 | a target call unanswered this long counts as failed (100..=120,000) |
@@ -138,13 +139,14 @@ fn ranged(
 
 /// The variables that override the budget, in the order of the fields
 /// `from_vars` pairs them with. Each is `RELAY_` and its field's name.
-const BUDGET_VARS: [&str; 6] = [
+const BUDGET_VARS: [&str; 7] = [
     "RELAY_TARGETS_PER_FIRE",
     "RELAY_FIRES_PER_ALARM",
     "RELAY_CALLS_PER_TARGET",
     "RELAY_ROWS_PER_FIRE",
     "RELAY_BATCH_ROWS",
     "RELAY_SUBREQUESTS_PER_ALARM",
+    "RELAY_WORK_PER_ALARM",
 ];
 
 /// The variable that sets a budget field, so a refusal names what to fix.
@@ -259,6 +261,7 @@ impl RelayConfig {
             &mut budget.rows_per_fire,
             &mut budget.batch_rows,
             &mut budget.subrequests_per_alarm,
+            &mut budget.work_per_alarm,
         ];
         for (var, field) in BUDGET_VARS.into_iter().zip(fields) {
             if let Some(v) = number(&get, var)? {
@@ -378,6 +381,19 @@ mod tests {
     #[test]
     fn the_subrequest_cap_never_exceeds_the_plan_at_or_past_its_edge() {
         assert!(parse(&[("RELAY_SUBREQUESTS_PER_ALARM", "50")]).is_ok());
+        let work = |v: &str| parse(&[("RELAY_WORK_PER_ALARM", v)]);
+        assert_eq!(work("1").unwrap().budget.work_per_alarm, 1, "at the lower edge");
+        assert_eq!(
+            work(&crate::core::MAX_WORK_PER_ALARM.to_string()).unwrap().budget.work_per_alarm,
+            crate::core::MAX_WORK_PER_ALARM
+        );
+        assert_eq!(work("0").unwrap_err().var, "RELAY_WORK_PER_ALARM");
+        assert_eq!(
+            work(&(crate::core::MAX_WORK_PER_ALARM + 1).to_string()).unwrap_err().var,
+            "RELAY_WORK_PER_ALARM"
+        );
+        assert_eq!(work("lots").unwrap_err().var, "RELAY_WORK_PER_ALARM");
+        assert_eq!(parse(&[]).unwrap().budget.work_per_alarm, RelayBudget::FREE.work_per_alarm);
         let e = parse(&[("RELAY_SUBREQUESTS_PER_ALARM", "51")]).unwrap_err();
         assert_eq!(e.var, "RELAY_SUBREQUESTS_PER_ALARM");
         assert!(parse(&[("RELAY_PLAN", "paid"), ("RELAY_SUBREQUESTS_PER_ALARM", "10000")]).is_ok());

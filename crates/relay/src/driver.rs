@@ -13,15 +13,22 @@
 //! Every target call is one subrequest, counted by the core against the
 //! alarm's cap; local workerd does not enforce the cap, so this count is
 //! what keeps an alarm within the Free plan's 50.
+//!
+//! CPU is bounded the same way (see [`crate::core::cpu`]): the driver counts
+//! the work it does on a [`Cpu`] and asks it between call rounds, between
+//! fires and before each checkpoint whether to stop; a cut fire settles what
+//! its calls did, and the alarm ends and re-arms at once. Each fire makes
+//! its first round of calls whatever the gauge says, so every alarm makes
+//! progress.
 
 use futures::stream::{self, StreamExt};
 use serde::{Deserialize, Serialize};
 
 use crate::core::schedule::next_alarm_at;
 use crate::core::{
-    begin, encode_request, AlarmRun, AlarmTotals, BudgetError, CallOutcome, Checkpoint, Effects, Fire,
-    FireReport, Name, QueuedRow, RelayBudget, ScanState, SourceId, TargetCall, Wake, MAX_IN_FLIGHT,
-    MAX_TRACES_PER_LOG,
+    begin, call_work, encode_request, read_work, AlarmRun, AlarmTotals, BudgetError, CallOutcome, Checkpoint,
+    CpuGauge, Effects, Fire, FireReport, Name, QueuedRow, RelayBudget, ScanState, SourceId, TargetCall, Wake,
+    MAX_IN_FLIGHT, MAX_TRACES_PER_LOG,
 };
 use crate::store::outbox::{Commit, Outbox};
 use crate::store::{Sql, StoreError};
@@ -63,6 +70,37 @@ pub trait FireObserver {
 pub struct NoObserver;
 
 impl FireObserver for NoObserver {}
+
+/// The runtime's near-CPU-limit signal, given the work units the
+/// invocation has spent so far (workerd's signal ignores them; the
+/// simulator raises it at a work count). `false` where the runtime has none.
+pub type NearLimit<'a> = dyn Fn(u64) -> bool + 'a;
+
+/// One invocation's CPU: the work it counted and the runtime's signal.
+pub struct Cpu<'a> {
+    /// Work spent against the alarm's work budget.
+    pub gauge: CpuGauge,
+    /// The runtime's near-limit signal.
+    pub near_limit: &'a NearLimit<'a>,
+}
+
+impl<'a> Cpu<'a> {
+    /// A gauge for `budget`'s work per alarm, reading `near_limit`.
+    pub fn new(budget: &RelayBudget, near_limit: &'a NearLimit<'a>) -> Cpu<'a> {
+        Cpu { gauge: CpuGauge::new(u64::from(budget.work_per_alarm)), near_limit }
+    }
+
+    /// Whether to stop now (sticky, see [`CpuGauge::cut`]).
+    pub fn cut(&mut self) -> bool {
+        let near = (self.near_limit)(self.gauge.spent());
+        self.gauge.cut(near)
+    }
+}
+
+/// Raises no signal: for runtimes without one.
+pub fn no_signal(_: u64) -> bool {
+    false
+}
 
 /// The limits one alarm runs under.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -155,19 +193,30 @@ pub struct AlarmSummary {
     /// stands. Left out of the log line when not.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub write_limited: bool,
+    /// Whether the alarm stopped early to stay inside the invocation's CPU
+    /// (the runtime's signal, or its work budget spent) and re-armed at once.
+    pub cpu_cut: bool,
+    /// Work units the alarm spent (see [`crate::core::cpu`]).
+    pub work: u64,
+    /// Which retry of a failed alarm this was, as the platform counts them
+    /// (0: not a retry); a retry runs a smaller fire.
+    pub retry_count: u32,
 }
 
 fn is_zero(n: &u32) -> bool {
     *n == 0
 }
 
-/// Given a settled fire's report and wake-up, the alarm's figures as JSON
-/// when this is the alarm's last fire (stored with its checkpoint).
-pub type AlarmFigures<'a> = dyn Fn(&FireReport, Wake) -> Option<String> + 'a;
+/// Given a settled fire's report, wake-up and the invocation's CPU gauge,
+/// the alarm's figures as JSON when this is the alarm's last fire (stored
+/// with its checkpoint).
+pub type AlarmFigures<'a> = dyn Fn(&FireReport, Wake, &CpuGauge) -> Option<String> + 'a;
 
 /// Runs one fire with `calls_left` calls and writes its checkpoint.
 /// `last_alarm` (JSON figures) is stored with the checkpoint. Every batch
-/// names the source by `source` and its object's `id`.
+/// names the source by `source` and its object's `id`. The fire reads at
+/// most the rows `cpu`'s work left allows (one at least), counts its work
+/// there, and makes no further round of calls once `cpu` says stop.
 #[allow(clippy::too_many_arguments, reason = "the fire's inputs, each from its own owner")]
 pub async fn fire<S: Sql>(
     outbox: &Outbox<S>,
@@ -178,14 +227,21 @@ pub async fn fire<S: Sql>(
     targets: &impl Targets,
     now: &dyn Fn() -> u64,
     last_alarm: Option<&AlarmFigures<'_>>,
+    cpu: &mut Cpu<'_>,
 ) -> Result<FireRecord, AlarmError> {
     let start = outbox.fire_start(source, options.budget, calls_left, now())?;
     let mut begun = begin(start)?;
+    begun.window = begun.window.within_work(cpu.gauge.left());
     let (window, exhausted) = outbox.read_window(&mut begun)?;
+    let bytes: u64 = window.iter().map(|r| r.body.len() as u64).sum();
+    cpu.gauge.spend(read_work(window.len() as u64, bytes));
     let mut fire = Fire::new(begun, &window, exhausted);
-    let traces = call_targets(&mut fire, source, id, options.max_in_flight, targets).await;
+    let traces = call_targets(&mut fire, source, id, options.max_in_flight, targets, cpu).await;
+    // The last check before the checkpoint statement: its answer ends the
+    // alarm after this fire.
+    cpu.cut();
     let settlement = fire.settle();
-    let figures = last_alarm.and_then(|f| f(&settlement.report, settlement.wake));
+    let figures = last_alarm.and_then(|f| f(&settlement.report, settlement.wake, &cpu.gauge));
     let commit = outbox.checkpoint(&settlement.checkpoint, &settlement.report, now(), figures.as_deref())?;
     Ok(FireRecord {
         report: settlement.report,
@@ -205,15 +261,22 @@ async fn call_targets(
     id: &SourceId,
     max_in_flight: u32,
     targets: &impl Targets,
+    cpu: &mut Cpu<'_>,
 ) -> Vec<String> {
     let mut traces = Vec::new();
     loop {
+        if fire.calls_made() > 0 && cpu.cut() {
+            fire.cut();
+        }
         let calls = fire.next_calls();
         if calls.is_empty() {
             return traces;
         }
         let requests: Vec<_> =
             calls.iter().map(|c| (c, encode_request(source, id, c, fire.rows()))).collect();
+        for (_, body) in &requests {
+            cpu.gauge.spend(call_work(body.len() as u64));
+        }
         let outcomes: Vec<_> = stream::iter(requests)
             .map(|(call, body)| async move { (call, targets.apply(&call.target, body).await) })
             .buffer_unordered(max_in_flight.clamp(1, MAX_IN_FLIGHT) as usize)
@@ -237,7 +300,11 @@ fn traces_of<'a>(call: &'a TargetCall, rows: &'a [QueuedRow]) -> impl Iterator<I
 
 /// Runs one alarm's worth of fires for `source` (whose object's id is
 /// `id`), then prunes and decides the next wake-up (`next_in_ms` in the
-/// summary; the caller arms it).
+/// summary; the caller arms it). `retry_count` is the platform's count of
+/// this alarm's retries: a retry runs under [`RelayBudget::for_retry`].
+/// `near_limit` is the runtime's CPU signal ([`no_signal`] where it has
+/// none).
+#[allow(clippy::too_many_arguments, reason = "the alarm's inputs, each from its own owner")]
 pub async fn run_alarm<S: Sql>(
     outbox: &Outbox<S>,
     source: &Name,
@@ -246,23 +313,35 @@ pub async fn run_alarm<S: Sql>(
     targets: &impl Targets,
     now: &dyn Fn() -> u64,
     observer: &impl FireObserver,
+    retry_count: u32,
+    near_limit: &NearLimit<'_>,
 ) -> Result<AlarmSummary, AlarmError> {
     let started = now();
+    let options = &AlarmOptions { budget: options.budget.for_retry(retry_count), ..*options };
     let mut run = AlarmRun::new(options.budget)?;
+    let mut cpu = Cpu::new(&options.budget, near_limit);
     let mut parked = Vec::new();
     let mut traces = Traces::default();
     while let Some(calls_left) = run.next_fire() {
         // The alarm's last fire stores the alarm's figures with its
         // checkpoint, so they cost no row write of their own.
-        let figures = |report: &FireReport, wake: Wake| {
+        let figures = |report: &FireReport, wake: Wake, gauge: &CpuGauge| {
             let mut probe = run.clone();
             probe.committed(report, wake);
+            if gauge.was_cut() {
+                probe.cut();
+            }
             probe.next_fire().is_none().then(|| {
-                serde_json::to_string(&summarise(source, &probe, options, started, now(), None))
-                    .unwrap_or_default()
+                let mut s = summarise(source, &probe, options, started, now(), None);
+                (s.work, s.retry_count) = (gauge.spent(), retry_count);
+                serde_json::to_string(&s).unwrap_or_default()
             })
         };
-        let record = fire(outbox, source, id, options, calls_left, targets, now, Some(&figures)).await?;
+        let record =
+            fire(outbox, source, id, options, calls_left, targets, now, Some(&figures), &mut cpu).await?;
+        if cpu.gauge.was_cut() {
+            run.cut();
+        }
         match &record.commit {
             Commit::Committed { parked: p } => {
                 run.committed(&record.report, record.wake);
@@ -275,6 +354,7 @@ pub async fn run_alarm<S: Sql>(
     }
     let mut summary = finish(outbox, source, options, &run, started, now, parked)?;
     (summary.traces, summary.traced_rows) = (traces.listed, traces.rows);
+    (summary.work, summary.retry_count) = (cpu.gauge.spent(), retry_count);
     Ok(summary)
 }
 
@@ -341,6 +421,7 @@ fn summarise(
         rows_delivered: t.rows_delivered,
         conflicts: t.conflicts,
         lag_exceeded: t.lag_exceeded,
+        cpu_cut: run.was_cut(),
         duration_ms: ended.saturating_sub(started),
         next_in_ms: next_in_ms.or(match run.final_wake() {
             Wake::Now => Some(0),

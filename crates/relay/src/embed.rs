@@ -89,6 +89,9 @@ pub struct Source<S: Sql = DoSql> {
     tables: Option<(&'static str, Migrations)>,
     store: fn(DoSql) -> S,
     relay: OnceCell<Relay<S, DoAlarm>>,
+    /// Which retry of a failed alarm the next alarm is (`alarmInfo.retryCount`),
+    /// until the alarm consumes it.
+    retried: std::cell::Cell<u32>,
 }
 
 impl Source {
@@ -103,7 +106,15 @@ impl<S: Sql> Source<S> {
     /// [`Source::new`], writing through `store(the object's SQLite)`.
     pub fn with_store(state: State, env: Env, store: fn(DoSql) -> S) -> Source<S> {
         let targets = Cow::Borrowed(DEFAULT_TARGET_BINDING);
-        Source { state, env, targets, tables: None, store, relay: OnceCell::new() }
+        Source {
+            state,
+            env,
+            targets,
+            tables: None,
+            store,
+            relay: OnceCell::new(),
+            retried: std::cell::Cell::new(0),
+        }
     }
 
     /// Calls targets through the Durable Object binding `binding`.
@@ -197,6 +208,16 @@ impl<S: Sql> Source<S> {
         Response::ok("relayed")
     }
 
+    /// Tells the relay that the next [`alarm`](Source::alarm) is the
+    /// platform's `retry_count`th retry of a failed one (JavaScript's
+    /// `alarmInfo.retryCount`; 0: not a retry), so it runs a smaller fire
+    /// (see [`RelayBudget::for_retry`](crate::core::RelayBudget::for_retry)).
+    /// workers-rs does not pass `alarmInfo` to `alarm()`, so a module entry
+    /// that wraps the object calls this first.
+    pub fn alarm_retried(&self, retry_count: u32) {
+        self.retried.set(retry_count);
+    }
+
     /// Which alarms get a `relay_alarm` line (`RELAY_ALARM_LOG`), for an
     /// embedding that logs with [`log_alarm_as`] itself; every alarm when
     /// the configuration cannot be read (the alarm reports that error).
@@ -209,6 +230,8 @@ impl<S: Sql> Source<S> {
     /// the alarm did.
     pub async fn run_alarm(&self) -> Result<AlarmSummary, String> {
         let relay = self.relay().map_err(|e| e.message)?;
+        relay.alarm_retried(self.retried.replace(0));
+        relay.set_near_cpu_limit(std::rc::Rc::new(|_| worker::signal::is_near_cpu_limit()));
         let config = config(&self.env).map_err(|e| e.message)?;
         let namespace = self.env.durable_object(&self.targets).map_err(|e| e.to_string())?;
         let targets = DoTargets { namespace, timeout_ms: config.call_timeout_ms };

@@ -28,7 +28,8 @@
 //! it fires and only this code sets one, so the cache is exact once loaded,
 //! and an alarm already early enough is never written again.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
 
 use std::collections::BTreeMap;
 
@@ -269,6 +270,15 @@ pub struct Relay<S, A> {
     /// A `Cell` so a running source can be reconfigured without exclusive
     /// access. Invariant: its budget is valid.
     config: Cell<SourceConfig>,
+    /// Which retry of a failed alarm the next alarm is, as the platform
+    /// told the entry point (`alarmInfo.retryCount`); consumed by it. A
+    /// retry runs a smaller fire (see [`RelayBudget::for_retry`]).
+    ///
+    /// [`RelayBudget::for_retry`]: crate::core::RelayBudget::for_retry
+    retried: Cell<u32>,
+    /// The runtime's near-CPU-limit signal, given the work spent (see
+    /// [`crate::driver::NearLimit`]); `None` where the runtime has none.
+    near_limit: RefCell<Option<Rc<crate::driver::NearLimit<'static>>>>,
 }
 
 impl<S: Sql, A: AlarmStore> Relay<S, A> {
@@ -295,7 +305,25 @@ impl<S: Sql, A: AlarmStore> Relay<S, A> {
             last_delivery_ms: Cell::new(None),
             firing: Cell::new(false),
             config: Cell::new(config),
+            retried: Cell::new(0),
+            near_limit: RefCell::new(None),
         })
+    }
+
+    /// Tells the source that its next alarm is the platform's `retry_count`th
+    /// retry of a failed one (`alarmInfo.retryCount`; 0: not a retry), so it
+    /// runs a smaller fire: rows and work halved per retry. Call it
+    /// just before [`Relay::alarm`], which consumes it.
+    pub fn alarm_retried(&self, retry_count: u32) {
+        self.retried.set(retry_count);
+    }
+
+    /// Gives the source the runtime's near-CPU-limit signal (in workers-rs,
+    /// `worker::signal::is_near_cpu_limit`), read between calls and
+    /// statements; given the work units spent, which a runtime's own signal
+    /// may ignore.
+    pub fn set_near_cpu_limit(&self, near_limit: Rc<crate::driver::NearLimit<'static>>) {
+        *self.near_limit.borrow_mut() = Some(near_limit);
     }
 
     /// The source's name.
@@ -602,8 +630,22 @@ impl<S: Sql, A: AlarmStore> Relay<S, A> {
         self.known.set(AlarmKnown::None);
         let _firing = Firing::start(&self.firing);
         let started = now();
-        match run_alarm(&self.outbox, &self.name, &self.id, &self.config.get().alarm, targets, now, observer)
-            .await
+        let retry_count = self.retried.replace(0);
+        let near_limit = self.near_limit.borrow().clone();
+        let signal = |work: u64| near_limit.as_ref().is_some_and(|f| f(work));
+        let options = self.config.get().alarm;
+        match run_alarm(
+            &self.outbox,
+            &self.name,
+            &self.id,
+            &options,
+            targets,
+            now,
+            observer,
+            retry_count,
+            &signal,
+        )
+        .await
         {
             Ok(mut summary) => {
                 self.alarm_failures.set(0);

@@ -203,7 +203,7 @@ fn the_budget_presets_table_is_written_from_the_code() {
     use durable_relay::core::RelayBudget;
     let mut body = String::from(
         "| preset | targets per fire | fires per alarm | calls per target per fire | base rows per fire \
-         | rows per target call | subrequest cap per alarm |\n| --- | --- | --- | --- | --- | --- | --- |\n",
+         | rows per target call | subrequest cap per alarm | work per alarm |\n| --- | --- | --- | --- | --- | --- | --- | --- |\n",
     );
     for (name, b) in [
         ("RelayBudget::FREE", RelayBudget::FREE),
@@ -215,8 +215,9 @@ fn the_budget_presets_table_is_written_from_the_code() {
                 .map(|v| thousands(u64::from(v)))
                 .join(" | ");
         body.push_str(&format!(
-            "| `{name}` | {cells} | {} |\n",
-            thousands(u64::from(b.subrequests_per_alarm))
+            "| `{name}` | {cells} | {} | {} |\n",
+            thousands(u64::from(b.subrequests_per_alarm)),
+            thousands(u64::from(b.work_per_alarm))
         ));
     }
     generated("docs/limits.md", "budgets", &body);

@@ -20,7 +20,7 @@ use std::collections::BTreeSet;
 use durable_relay::core::{
     retry_backoff_ms, target_retry_backoff_ms, EnqueueRow, Name, RelayBudget, RelayPolicy, MAX_BATCH_ROWS,
     MAX_CALLS_PER_TARGET, MAX_COALESCE_MS, MAX_FIRES_PER_ALARM, MAX_PARK_AFTER_FAILED_CYCLES,
-    MAX_ROWS_PER_FIRE, MAX_TARGETS_PER_FIRE, RETRY_BACKOFF_MAX_MS, RETRY_BACKOFF_MS,
+    MAX_ROWS_PER_FIRE, MAX_TARGETS_PER_FIRE, MAX_WORK_PER_ALARM, RETRY_BACKOFF_MAX_MS, RETRY_BACKOFF_MS,
     TARGET_RETRY_BACKOFF_MAX_MS, WINDOW_ROWS_PER_BUDGET_ROW, WORKER_PAID_SUBREQUESTS,
 };
 use durable_relay::sim::{Sim, SourcePolicy};
@@ -331,6 +331,7 @@ fn every_budget_at_its_lower_or_upper_edge_at_once_recovers_within_the_bound() {
         fires_per_alarm: 1,
         subrequests_per_alarm: 1,
         batch_rows: 1,
+        work_per_alarm: 1,
     };
     run(case("all at 1", low));
     let high = RelayBudget {
@@ -340,6 +341,7 @@ fn every_budget_at_its_lower_or_upper_edge_at_once_recovers_within_the_bound() {
         fires_per_alarm: MAX_FIRES_PER_ALARM,
         subrequests_per_alarm: WORKER_PAID_SUBREQUESTS,
         batch_rows: MAX_BATCH_ROWS,
+        work_per_alarm: MAX_WORK_PER_ALARM,
     };
     run(case("all at their maximum", high));
     run(case("paid", RelayBudget::PAID));

@@ -51,6 +51,7 @@ fn random_case(rng: &mut SimRng) -> Case {
         fires_per_alarm: 1 + rng.below(8) as u32,
         subrequests_per_alarm: 1 + rng.below(300) as u32,
         batch_rows: 1 + rng.below(64) as u32,
+        work_per_alarm: RelayBudget::PAID.work_per_alarm,
     };
     let park_after = rng.chance(50).then(|| 1 + rng.below(4) as u32);
     let policy =

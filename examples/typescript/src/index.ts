@@ -72,8 +72,8 @@ export class Orders extends DurableObject<Env> {
     return this.relay.fetch(request);
   }
 
-  async alarm() {
-    await this.relay.alarm();
+  async alarm(alarmInfo?: { retryCount: number }) {
+    await this.relay.alarm(alarmInfo);
   }
 }
 // readme: end

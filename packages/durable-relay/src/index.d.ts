@@ -75,8 +75,11 @@ export declare class RelaySource {
    * anything else is refused as `invalid_value`, naming its path, and nothing is written.
    */
   enqueue(rows: Row[], options?: EnqueueOptions): Promise<Enqueued>;
-  /** Delivers what is due; call it from your object's `alarm()`. */
-  alarm(): Promise<AlarmSummary>;
+  /**
+   * Delivers what is due; call it from your object's `alarm(alarmInfo)` and pass `alarmInfo` on: an
+   * alarm that is a retry (`retryCount` > 0) runs a smaller fire, so one the CPU limit cut off fits.
+   */
+  alarm(alarmInfo?: { retryCount: number; isRetry?: boolean }): Promise<AlarmSummary>;
   /** The source's status. */
   status(): Promise<SourceStatus>;
   /** Whether every row through `seq` was applied (or discarded by an operator). */

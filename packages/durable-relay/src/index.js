@@ -267,9 +267,12 @@ export class RelaySource {
     });
   }
 
-  /** Delivers what is due; return it from your object's `alarm()`. */
-  alarm() {
-    return this.#raw.alarm();
+  /**
+   * Delivers what is due; return it from your object's `alarm(alarmInfo)`, passing `alarmInfo` on:
+   * a retry (`retryCount` > 0) runs a smaller fire.
+   */
+  alarm(alarmInfo) {
+    return this.#raw.alarm(alarmInfo?.retryCount ?? 0);
   }
 
   /** The source's status. */

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::cpu::WORK_PER_ROW;
 use crate::fire::retry::{standing, Failing, Retries, Standing, Turn};
 use crate::limits::{BudgetError, RelayBudget, MAX_FIRE_BYTES};
 use crate::name::Name;
@@ -151,6 +152,14 @@ pub struct WindowQuery {
 }
 
 impl WindowQuery {
+    /// This window cut to the rows that `work_left` work units can read
+    /// ([`WORK_PER_ROW`] each), but always one at least, so a fire whose
+    /// alarm spent its work still moves its source forward.
+    pub fn within_work(self, work_left: u64) -> WindowQuery {
+        let rows = u32::try_from(work_left / WORK_PER_ROW).unwrap_or(u32::MAX).max(1);
+        WindowQuery { rows_max: self.rows_max.min(rows), ..self }
+    }
+
     /// How many size entries a shell should read: one past `rows_max`, so
     /// that [`take`](Self::take) can tell whether the window is exhausted.
     pub fn probe_rows(&self) -> u32 {

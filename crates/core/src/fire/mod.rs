@@ -147,6 +147,14 @@ impl Fire {
         &self.begun.start.source
     }
 
+    /// Stops the fire handing out calls: the invocation's CPU gauge said
+    /// stop (see [`crate::cpu`]). Calls already recorded stand; settling
+    /// checkpoints them as after any fire that ran out of calls, and the
+    /// cursor stops before the first row not delivered. Not an error.
+    pub fn cut(&mut self) {
+        self.calls_cap = self.calls_made;
+    }
+
     /// Calls handed out so far.
     pub fn calls_made(&self) -> u32 {
         self.calls_made

@@ -25,6 +25,7 @@
 
 mod adopt;
 mod audit;
+mod cpu;
 pub mod explore;
 mod ops;
 mod partitions;
@@ -36,6 +37,7 @@ mod world;
 use std::cell::RefCell;
 use std::rc::Rc;
 
+pub use cpu::CpuFault;
 pub use ops::{Enqueued, SourcePolicy, TargetRecord};
 pub use rng::SimRng;
 pub use sqlite::SqliteSql;
@@ -241,6 +243,7 @@ impl Sim {
         let targets = self.targets(&s, budget);
         let now = || self.world.now();
         let relay = &src.relay;
+        let mut cpu = driver::Cpu::new(&budget, &driver::no_signal);
         let result = futures::executor::block_on(driver::fire(
             relay.outbox(),
             relay.name(),
@@ -250,6 +253,7 @@ impl Sim {
             targets.as_ref(),
             &now,
             None,
+            &mut cpu,
         ));
         let calls = std::mem::take(&mut *targets.log.borrow_mut());
         let fire = match result {
@@ -307,14 +311,22 @@ impl Sim {
             Observer { world: self.world.clone(), targets: targets.clone(), fires: RefCell::default() };
         let now = || self.world.now();
         let relay = &src.relay;
+        relay.alarm_retried(self.world.retries.borrow().get(&s).copied().unwrap_or(0));
+        relay.set_near_cpu_limit(cpu::signal(&self.world, &s));
         let result = futures::executor::block_on(relay.alarm(targets.as_ref(), &now, &observer));
         let mut fires = observer.fires.take();
+        self.world.cpu.end_invocation(result.as_ref().map_or(0, |summary| summary.work));
         let summary = match result {
-            Ok(summary) => Some(summary),
+            Ok(summary) => {
+                self.world.retries.borrow_mut().remove(&s);
+                Some(summary)
+            }
             Err(failure) => {
                 if let AlarmError::Budget(_) = failure.error {
                     return Err(failure.error);
                 }
+                // The platform counts the retries of a throwing handler.
+                *self.world.retries.borrow_mut().entry(s.clone()).or_insert(0) += 1;
                 fires.push(crashed(std::mem::take(&mut *targets.log.borrow_mut())));
                 // The platform retries a throwing handler soon; the keeper's
                 // own back-off stands in case the retries run out.
@@ -390,6 +402,18 @@ impl Sim {
         let mut config = src.relay.config();
         config.coalesce_ms = ms;
         let _ = src.relay.set_config(config);
+    }
+
+    /// Injects `fault` (or none): the runtime's near-CPU-limit signal, or
+    /// the invocation killed, after a number of the run's work units.
+    pub fn cpu_fault(&mut self, fault: Option<CpuFault>) {
+        self.world.cpu.fault.set(fault);
+        self.world.cpu.killed.set(false);
+    }
+
+    /// Work units spent in the run so far (see [`crate::core::cpu`]).
+    pub fn work(&self) -> u64 {
+        self.world.cpu.total()
     }
 
     /// Makes `target` refuse every call (a transient error) until healed.

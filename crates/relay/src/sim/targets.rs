@@ -97,7 +97,9 @@ impl SimTargets {
             let now = || self.world.now();
             let relay = &self.src.relay;
             let (options, object, id) = (&self.options, relay.name(), relay.id());
-            let fire = driver::fire(relay.outbox(), object, id, options, calls, &nested, &now, None);
+            let mut cpu = driver::Cpu::new(&options.budget, &driver::no_signal);
+            let fire =
+                driver::fire(relay.outbox(), object, id, options, calls, &nested, &now, None, &mut cpu);
             let fire: Pin<Box<dyn Future<Output = _> + '_>> = Box::pin(fire);
             // The overlapping fire's own outcome does not matter: the audit
             // after the outer fire checks what both did.

@@ -156,6 +156,11 @@ pub(crate) struct World {
     /// `Sim::place_source`): that class and the object's name. Any other
     /// source is the object of its own name in [`SIM_SOURCE_CLASS`].
     pub(crate) places: RefCell<BTreeMap<Name, (String, Name)>>,
+    /// The simulated CPU limit and the run's work.
+    pub(crate) cpu: super::cpu::SimCpu,
+    /// Per source, how many times in a row its alarm has failed: the
+    /// platform's `retryCount` for its next alarm.
+    pub(crate) retries: RefCell<BTreeMap<Name, u32>>,
 }
 
 /// The class a simulated source's object belongs to unless placed in
@@ -185,6 +190,8 @@ impl World {
             adopted_watermarks: RefCell::new(BTreeMap::new()),
             recycle: Cell::new(false),
             places: RefCell::new(BTreeMap::new()),
+            cpu: super::cpu::SimCpu::default(),
+            retries: RefCell::new(BTreeMap::new()),
         }
     }
 

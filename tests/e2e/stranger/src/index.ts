@@ -16,8 +16,8 @@ export class Notes extends DurableObject {
     });
   }
 
-  async alarm() {
-    await this.relay.alarm(); // delivers, in order, within the budgets
+  async alarm(alarmInfo?: { retryCount: number }) {
+    await this.relay.alarm(alarmInfo); // delivers, in order, within the budgets; a retry runs smaller
   }
 }
 

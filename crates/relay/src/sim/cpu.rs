@@ -1,0 +1,78 @@
+//! The platform's CPU limit, simulated: the runtime's near-limit signal
+//! raised after a number of work units, or the invocation killed there,
+//! and the platform's count of an alarm's retries.
+//!
+//! Work is counted over the whole run (every invocation of every source),
+//! so a test can place a fault at every point of a drain: "after K units"
+//! means the K-th unit of the run, wherever it falls.
+
+use std::cell::Cell;
+use std::rc::{Rc, Weak};
+
+use super::world::World;
+use crate::core::Name;
+use crate::driver::NearLimit;
+
+/// A CPU fault the simulated runtime injects.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CpuFault {
+    /// The near-limit signal is raised once the run has spent this many
+    /// work units, and stays raised in every later invocation: each fire
+    /// must cut and settle what it did.
+    Signal(u64),
+    /// The invocation that reaches this many work units of the run dies
+    /// there, once: nothing since its last checkpoint stands (the store
+    /// fails its next checkpoint), and the platform retries the alarm with
+    /// its retry count one higher.
+    Kill(u64),
+}
+
+/// The CPU state of a run.
+#[derive(Default)]
+pub(crate) struct SimCpu {
+    /// The fault in force, if any.
+    pub(crate) fault: Cell<Option<CpuFault>>,
+    /// Work units spent by invocations that have ended.
+    pub(crate) spent: Cell<u64>,
+    /// Work units the invocation under way has reported so far.
+    pub(crate) current: Cell<u64>,
+    /// Whether the kill has happened (it happens once).
+    pub(crate) killed: Cell<bool>,
+}
+
+impl SimCpu {
+    /// Work units spent in the run, the invocation under way included.
+    pub(crate) fn total(&self) -> u64 {
+        self.spent.get() + self.current.get()
+    }
+
+    /// Ends the invocation under way, which spent `work` units in all.
+    pub(crate) fn end_invocation(&self, work: u64) {
+        self.spent.set(self.spent.get() + work.max(self.current.get()));
+        self.current.set(0);
+    }
+}
+
+/// The near-limit signal a source reads while `world` runs its alarm.
+pub(crate) fn signal(world: &Rc<World>, source: &Name) -> Rc<NearLimit<'static>> {
+    let world: Weak<World> = Rc::downgrade(world);
+    let source = source.clone();
+    Rc::new(move |work: u64| {
+        let Some(world) = world.upgrade() else { return false };
+        let cpu = &world.cpu;
+        cpu.current.set(work);
+        match cpu.fault.get() {
+            None => false,
+            Some(CpuFault::Signal(k)) => cpu.total() >= k,
+            Some(CpuFault::Kill(k)) => {
+                if !cpu.killed.get() && cpu.total() >= k {
+                    cpu.killed.set(true);
+                    if let Some(src) = world.sources.borrow().get(&source) {
+                        src.relay.sql().crash_checkpoints(1);
+                    }
+                }
+                false
+            }
+        }
+    })
+}
