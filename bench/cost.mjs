@@ -142,7 +142,7 @@ function freeAlarmNote(a) {
   if (!a) return "";
   const s = a.sampled_ms;
   return `
-A Free alarm that fills its budget (${a.rows} rows to ${a.targets} targets, ${a.subrequests} calls, all due at once; warm targets), sampled the same way: the source's alarm **${fmt(s.alarm, 1)} ms**, the ${a.targets} target applies ${fmt(s.target, 1)} ms, runtime work not attributable to either ${fmt(s.other, 1)} ms; the alarm's wall time ${a.duration_ms} ms. Unprofiled, the wrangler and workerd processes spent ${fmt(a.process_cpu_ms, 0)} ms per such alarm with its applies (/proc, 10 ms ticks, less an idle window). The Free plan allows 10 ms of CPU per invocation.`;
+A Free alarm that fills its budget (${a.rows} rows to ${a.targets} targets, ${a.subrequests} calls, all due at once; warm targets), sampled the same way: the source's alarm **${fmt(s.alarm, 1)} ms**, the ${a.targets} target applies ${fmt(s.target, 1)} ms, runtime work not attributable to either ${fmt(s.other, 1)} ms; the alarm's wall time ${a.duration_ms} ms. Unprofiled, the wrangler and workerd processes spent ${fmt(a.process_cpu_ms, 0)} ms per such alarm with its applies (/proc, 10 ms ticks, less an idle window). The Free plan allows 10 ms of CPU per invocation; the alarm counted ${a.work ?? "?"} work units against the Free work budget${a.cpu_cut ? " and was cut by it" : " and was not cut"}.`;
 }
 
 /** The profile's tables: per-row counts by phase, and where the CPU went. */

@@ -289,6 +289,10 @@ async function freeAlarmPass(worker) {
     ...FREE_ALARM,
     subrequests: last.subrequests,
     duration_ms: last.duration_ms,
+    // The fire's own measure of its work, beside the sampled CPU: what the
+    // work budget (RELAY_WORK_PER_ALARM) is compared with.
+    work: last.work,
+    cpu_cut: last.cpu_cut,
     sampled_ms: ms,
     process_cpu_ms: await freeAlarmProcessCpu(worker),
   };
