@@ -311,19 +311,20 @@ export function writeRelayConfig({ vars = {}, extraToml = "", bindings = [], bui
  * free ports with `persistDir` and `vars` (as `--var`), and resolves with a `Relay` once `ready`
  * answers (by default the front door's `/v1/health`). Another process can
  * take a port between our picking it and wrangler binding it; then it
- * starts again on others.
+ * starts again on others. `cwd` is where wrangler runs (and so a config's
+ * `[build]` command): the repository unless a test's project lives elsewhere.
  */
-export async function startWrangler({ configs, persistDir, ready = "/v1/health", vars = {} }) {
+export async function startWrangler({ configs, persistDir, ready = "/v1/health", vars = {}, cwd = ROOT }) {
   for (let attempt = 1; ; attempt++) {
     try {
-      return await startOnce({ configs, persistDir, ready, vars });
+      return await startOnce({ configs, persistDir, ready, vars, cwd });
     } catch (e) {
       if (attempt >= PORT_ATTEMPTS || !/Address already in use/.test(String(e.message))) throw e;
     }
   }
 }
 
-async function startOnce({ configs, persistDir, ready, vars }) {
+async function startOnce({ configs, persistDir, ready, vars, cwd }) {
   const port = await freePort();
   const inspector = await freePort();
   const args = [
@@ -339,7 +340,7 @@ async function startOnce({ configs, persistDir, ready, vars }) {
   const wrangler = join(ROOT, "node_modules", "wrangler", "bin", "wrangler.js");
   const path = `${join(ROOT, "node_modules", ".bin")}:${process.env.PATH}`;
   const child = spawn(process.execPath, [wrangler, ...args], {
-    cwd: ROOT,
+    cwd,
     detached: true,
     env: { ...process.env, PATH: path, WRANGLER_SEND_METRICS: "false", CI: "1", NO_COLOR: "1" },
     stdio: ["ignore", "pipe", "pipe"],

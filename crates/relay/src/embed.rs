@@ -4,26 +4,46 @@
 //! the reference Worker ([`RelayConfig`]), and serve the relay's own
 //! `fetch` protocol for what your object does not handle itself.
 //!
-//! ```ignore
+//! ```no_run
+//! use durable_relay::prelude::*;
+//!
+//! const ORDERS_TABLE: Migrations =
+//!     &[&["CREATE TABLE IF NOT EXISTS orders (id TEXT PRIMARY KEY, seq INTEGER NOT NULL)"]];
+//!
 //! #[durable_object]
-//! pub struct Orders { relay: Source }
+//! pub struct Orders {
+//!     relay: Source,
+//! }
 //!
 //! impl DurableObject for Orders {
 //!     fn new(state: State, env: Env) -> Self {
 //!         Orders { relay: Source::new(state, env).targets("CUSTOMERS").tables("orders", ORDERS_TABLE) }
 //!     }
-//!     async fn fetch(&self, req: Request) -> Result<Response> {
-//!         // Your write and the rows commit together, or neither does.
-//!         let row = EnqueueRow::to("customer-7")?.put("order:17", json!({"amount": 30}));
-//!         let (_, done) = self.relay.enqueue_with(&[row], Enqueue::key("order-17"), |sql, done| {
-//!             sql.run("INSERT INTO orders (id, seq) VALUES (?, ?)", vec!["order-17".into(), int(done.seqs[0])])
-//!         }).await?;
-//!         Response::from_json(&done)
+//!
+//!     async fn fetch(&self, _req: Request) -> worker::Result<Response> {
+//!         respond(self.place().await)
 //!     }
-//!     async fn alarm(&self) -> Result<Response> {
+//!
+//!     async fn alarm(&self) -> worker::Result<Response> {
 //!         self.relay.alarm().await
 //!     }
 //! }
+//!
+//! impl Orders {
+//!     async fn place(&self) -> Result<Response, HttpError> {
+//!         // Your write and the row commit together, or neither does.
+//!         let row = row("customer-7")?.put("order:17", serde_json::json!({"amount": 30}));
+//!         let (_, done) = self
+//!             .relay
+//!             .enqueue_with(&[row], Enqueue::key("order-17"), |sql, done| {
+//!                 let seq = done.seqs.first().copied().unwrap_or(0);
+//!                 sql.run("INSERT INTO orders (id, seq) VALUES (?, ?)", vec!["order-17".into(), int(seq)])
+//!             })
+//!             .await?;
+//!         Ok(json(&done)?)
+//!     }
+//! }
+//! # fn main() {}
 //! ```
 
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]

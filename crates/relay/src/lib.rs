@@ -14,6 +14,7 @@
 //!   operator actions), keeping the alarm right.
 //! - [`durable`]: the Durable Object glue (SQLite, alarm, target calls) and
 //!   the objects' `fetch` protocols.
+//! - [`prelude`]: everything an embedder's objects name, in one `use`.
 //! - [`client`]: a typed client for Rust callers in other Workers.
 //! - [`partition`]: the router of partitioned sources, over any sink.
 //! - [`protocol`]: every operation of the objects' protocols, defined once.
@@ -36,6 +37,7 @@ pub mod durable;
 pub mod embed;
 pub mod http;
 pub mod partition;
+pub mod prelude;
 pub mod protocol;
 pub mod routes;
 #[cfg(feature = "sim")]

@@ -113,6 +113,7 @@ fn the_rust_blocks_of_the_book_are_doc_tests() {
     for (doc, path) in [
         ("docs/calling-from-workers.md", "crates/relay/src/client.rs"),
         ("docs/development.md", "crates/relay/src/sim/mod.rs"),
+        ("docs/embedding-rust.md", "crates/relay/src/prelude.rs"),
     ] {
         let code = doc_example(path);
         assert!(
@@ -124,7 +125,7 @@ fn the_rust_blocks_of_the_book_are_doc_tests() {
 
 #[test]
 fn the_embedding_snippets_are_the_examples_own_code() {
-    assert_snippet("README.md", "examples/embedded/src/lib.rs", "quick start", "rust");
+    assert_snippet("README.md", "examples/embedded/src/notes.rs", "quick start", "rust");
     assert_snippet("README.md", "tests/e2e/stranger/src/index.ts", "quick start", "ts");
     assert_snippet("docs/embedding-typescript.md", "tests/e2e/stranger/src/index.ts", "quick start", "ts");
     assert_snippet("README.md", "examples/producer/src/index.ts", "rpc", "ts");

@@ -36,16 +36,13 @@
     reason = "#[durable_object] generates public wasm-bindgen methods that cannot carry docs"
 )]
 
-use durable_relay::core::ErrorCode;
-use durable_relay::core::{decode_enqueue, ApplyRow, Name};
+// Everything the objects below name, in one import; the rest is what only
+// this example's routing and forwarding use.
+use durable_relay::core::decode_enqueue;
 use durable_relay::durable::source::traceparent;
-use durable_relay::http::{json, parse_json, read_body, respond, HttpError};
-use durable_relay::store::{int, StoreError};
-use durable_relay::{row, DoSql, Enqueue, Migrations, OnApply, RelayClient, Source, Sql, StubCall, Target};
+use durable_relay::prelude::*;
+use durable_relay::{RelayClient, StubCall};
 use serde::{Deserialize, Serialize};
-use worker::{
-    durable_object, event, wasm_bindgen, Context, DurableObject, Env, Method, Request, Response, State,
-};
 
 /// Shard of `Orders` objects, by name.
 const ORDERS: &str = "ORDERS";
@@ -296,57 +293,6 @@ impl Customer {
     }
 }
 
-// ---- the quick start --------------------------------------------------------
+// ---- the quick start: its own module, as the README shows it ------------
 
-/// The notes a `Notes` object has sent, beside the relay's outbox.
-const SENT_TABLE: Migrations = &[&["CREATE TABLE IF NOT EXISTS sent (text TEXT NOT NULL)"]];
-
-// readme: quick start
-#[durable_object]
-pub struct Notes {
-    relay: Source,
-}
-
-impl DurableObject for Notes {
-    fn new(state: State, env: Env) -> Self {
-        Notes { relay: Source::new(state, env).targets("INBOXES").tables("notes", SENT_TABLE) }
-    }
-
-    async fn fetch(&self, mut req: Request) -> worker::Result<Response> {
-        match (req.method(), req.path().strip_prefix("/notes/")) {
-            (Method::Post, Some(to)) => respond(self.add(to, &mut req).await),
-            _ => self.relay.fetch(req).await,
-        }
-    }
-
-    async fn alarm(&self) -> worker::Result<Response> {
-        self.relay.alarm().await // delivers, in order, within the budgets
-    }
-}
-
-impl Notes {
-    async fn add(&self, to: &str, req: &mut Request) -> Result<Response, HttpError> {
-        let text = read_body(req).await?;
-        let row = row(to)?.put("note", text.as_str().into());
-        let write = |sql: &DoSql, _: &_| sql.run("INSERT INTO sent VALUES (?)", vec![text.as_str().into()]);
-        // Your write and the row, atomically: both commit, or neither does.
-        let (_, done) = self.relay.enqueue_with(&[row], Enqueue::default(), write).await?;
-        Ok(json(&done)?)
-    }
-}
-
-#[durable_object]
-pub struct Inbox {
-    relay: Target, // applies each row once; keys readable at /keys
-}
-
-impl DurableObject for Inbox {
-    fn new(state: State, _env: Env) -> Self {
-        Inbox { relay: Target::new(&state) }
-    }
-
-    async fn fetch(&self, req: Request) -> worker::Result<Response> {
-        self.relay.fetch(req).await
-    }
-}
-// readme: end
+pub mod notes;

@@ -1,0 +1,33 @@
+//! Everything an embedder's Durable Objects name, in one import, and the
+//! shape of a table's migrations (one list of statements per version, each
+//! version run once, in order, beside the outbox's own):
+//!
+//! ```
+//! use durable_relay::prelude::*;
+//!
+//! const ORDERS_TABLE: Migrations = &[
+//!     &["CREATE TABLE orders (id TEXT PRIMARY KEY, amount INTEGER NOT NULL)"], // version 1
+//!     &["ALTER TABLE orders ADD COLUMN note TEXT"],                              // version 2, later
+//! ];
+//! # assert_eq!(ORDERS_TABLE.len(), 2);
+//! ```
+//!
+//! It holds the facades ([`Source`], [`Target`], [`row`], [`Enqueue`]),
+//! what their callbacks and migrations are written with ([`DoSql`], the
+//! [`Sql`] trait that gives it `run`, [`int`], [`StoreError`], [`OnApply`],
+//! [`ApplyRow`], [`Name`], [`Migrations`]), the HTTP helpers an object's
+//! `fetch` answers with ([`HttpError`], [`json`], [`parse_json`],
+//! [`read_body`], [`respond`]), and the workers-rs names every Durable Object
+//! needs (`durable_object`, `event`, `wasm_bindgen`, [`DurableObject`],
+//! [`State`], [`Env`], [`Request`], [`Response`], [`Method`], [`Context`]),
+//! so the README's quick start compiles with this one line. Lower layers
+//! stay at their own paths ([`crate::store`], [`crate::durable`], ...).
+
+pub use crate::core::{ApplyRow, ErrorCode, Name};
+pub use crate::durable::DoSql;
+pub use crate::embed::{row, Enqueue, Migrations, OnApply, Source, Target};
+pub use crate::http::{json, parse_json, read_body, respond, HttpError};
+pub use crate::store::{int, Sql, SqlValue, StoreError};
+pub use worker::{
+    durable_object, event, wasm_bindgen, Context, DurableObject, Env, Method, Request, Response, State,
+};
