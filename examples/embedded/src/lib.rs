@@ -222,15 +222,25 @@ impl Orders {
 
 // ---- the target -------------------------------------------------------------
 
-/// The customer's own table, beside the relay's inbox.
-const LOYALTY_TABLE: Migrations =
-    &[&["CREATE TABLE IF NOT EXISTS loyalty_log (source TEXT NOT NULL, seq INTEGER NOT NULL, \
-     order_id TEXT NOT NULL, amount INTEGER NOT NULL)"]];
-
 // readme: target
-/// Counts every order that arrives into the customer's loyalty table,
+/// The customer's own tables, beside the relay's inbox: version 1 the log of
+/// orders counted, version 2 (added later, run once on objects that had
+/// version 1) the running total the hook keeps.
+const LOYALTY_TABLE: Migrations = &[
+    &["CREATE TABLE IF NOT EXISTS loyalty_log (source TEXT NOT NULL, seq INTEGER NOT NULL, \
+     order_id TEXT NOT NULL, amount INTEGER NOT NULL)"],
+    &[
+        "CREATE TABLE loyalty_points (points INTEGER NOT NULL)",
+        "INSERT INTO loyalty_points (points) SELECT coalesce(sum(amount), 0) FROM loyalty_log",
+    ],
+];
+
+/// Counts every order that arrives into the customer's loyalty tables,
 /// inside the relay's apply transaction: both commit or neither does, and a
-/// redelivered batch never reaches it.
+/// redelivered batch never reaches it. `source` is the name the sending
+/// object was addressed by; `rows` are the rows new to this object, in
+/// sequence order. A row can only put or delete keys: a counter, like the
+/// points total, is the hook's to keep.
 struct Loyalty;
 
 impl OnApply for Loyalty {
@@ -249,6 +259,8 @@ impl OnApply for Loyalty {
                     values,
                 )
                 .map_err(|e| e.to_string())?;
+                sql.run("UPDATE loyalty_points SET points = points + ?", vec![int(amount)])
+                    .map_err(|e| e.to_string())?;
             }
         }
         Ok(())
@@ -276,7 +288,8 @@ impl DurableObject for Customer {
 // readme: end
 
 impl Customer {
-    /// The points earned, and every order counted, in the order counted.
+    /// The points earned (the hook's running total), and every order counted,
+    /// in the order counted.
     fn loyalty(&self) -> Result<Response, HttpError> {
         #[derive(Serialize, Deserialize)]
         struct Counted {
@@ -285,10 +298,15 @@ impl Customer {
             order_id: String,
             amount: u64,
         }
+        #[derive(Deserialize)]
+        struct Points {
+            points: u64,
+        }
         let sql = self.inbox.sql()?;
         let log: Vec<Counted> =
             sql.rows_as("SELECT source, seq, order_id, amount FROM loyalty_log ORDER BY rowid", vec![])?;
-        let points: u64 = log.iter().map(|c| c.amount).sum();
+        let totals: Vec<Points> = sql.rows_as("SELECT points FROM loyalty_points", vec![])?;
+        let points = totals.first().map_or(0, |t| t.points);
         Ok(json(&serde_json::json!({"points": points, "orders": log}))?)
     }
 }
