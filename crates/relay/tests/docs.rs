@@ -110,6 +110,12 @@ fn doc_example(path: &str) -> String {
 
 #[test]
 fn the_rust_blocks_of_the_book_are_doc_tests() {
+    assert_snippet(
+        "docs/partitioned-sources.md",
+        "crates/relay/examples/partitioned_client.rs",
+        "partitioned",
+        "rust",
+    );
     for (doc, path) in [
         ("docs/calling-from-workers.md", "crates/relay/src/client.rs"),
         ("docs/development.md", "crates/relay/src/sim/mod.rs"),
