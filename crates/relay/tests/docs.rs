@@ -150,6 +150,48 @@ fn the_embedding_snippets_are_the_examples_own_code() {
     }
 }
 
+/// The ```rust blocks of `text`, each without its fences.
+fn rust_blocks(text: &str) -> Vec<String> {
+    text.split("```rust\n")
+        .skip(1)
+        .filter_map(|rest| rest.split_once("```").map(|(b, _)| b.to_owned()))
+        .collect()
+}
+
+#[test]
+fn every_rust_block_of_the_readme_and_the_book_is_compiled() {
+    // What the build compiles: the examples' marked regions and the doc
+    // tests above; the scratch chapter's front door is built by
+    // tests/e2e/scratch.test.mjs.
+    let mut compiled: Vec<String> = [
+        "examples/embedded/src/lib.rs",
+        "examples/embedded/src/notes.rs",
+        "crates/relay/examples/partitioned_client.rs",
+    ]
+    .iter()
+    .flat_map(|path| regions(&read(path)).into_values())
+    .collect();
+    for path in ["crates/relay/src/client.rs", "crates/relay/src/sim/mod.rs", "crates/relay/src/prelude.rs"] {
+        compiled.push(doc_example(path));
+    }
+    let scratch = read("docs/embedding-rust.md");
+    let scratch = scratch.split("\n## Your own crate from scratch\n").nth(1).expect("the scratch section");
+    compiled.extend(rust_blocks(scratch.split("\n## ").next().unwrap_or_default()));
+    let mut docs = files_under(&root().join("docs"), &|_| false);
+    docs.retain(|p| p.extension().is_some_and(|e| e == "md"));
+    docs.push(root().join("README.md"));
+    assert!(docs.len() > 10, "the book's chapters: {docs:?}");
+    for doc in docs {
+        for block in rust_blocks(&std::fs::read_to_string(&doc).expect("a chapter")) {
+            assert!(
+                compiled.contains(&block),
+                "{} shows a Rust block nothing compiles; make it an example's region or a doc test:\n{block}",
+                doc.display()
+            );
+        }
+    }
+}
+
 #[test]
 fn the_npm_packages_readme_names_every_method_of_its_classes() {
     let types = read("packages/durable-relay/src/index.d.ts");
