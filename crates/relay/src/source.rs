@@ -109,7 +109,8 @@ pub struct SourceStatus {
     /// older than ids.
     #[serde(default)]
     pub source_id: Option<String>,
-    /// Last allocated sequence (the engine's `os`; `os` before 0.3).
+    /// Last allocated sequence (the engine's `os`; pre-release builds
+    /// named the field `os`, which is still read).
     #[serde(alias = "os")]
     pub last_seq: u64,
     /// Rows in the outbox.
@@ -159,12 +160,12 @@ pub struct SourceStatus {
     pub rows_written_free_limit: u64,
     /// `sql_rows_written / delivered_rows`, once anything was delivered.
     pub sql_rows_written_per_delivered_row: Option<f64>,
-    /// The scan cycle's persisted state (the engine's `rs`; `rs` before
-    /// 0.3), `None` when absent or corrupt.
+    /// The scan cycle's persisted state (the engine's `rs`, the field's
+    /// name in pre-release builds), `None` when absent or corrupt.
     #[serde(alias = "rs")]
     pub scan_state: Option<ScanState>,
-    /// Whether the stored scan state failed to decode (`rs_corrupt`
-    /// before 0.3).
+    /// Whether the stored scan state failed to decode (`rs_corrupt` in
+    /// pre-release builds).
     #[serde(alias = "rs_corrupt")]
     pub scan_state_corrupt: bool,
     /// Failing targets whose rows are passed over now: their retry is not

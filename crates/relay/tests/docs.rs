@@ -192,6 +192,48 @@ fn every_rust_block_of_the_readme_and_the_book_is_compiled() {
     }
 }
 
+/// The tables a freshly opened `component` creates, by name.
+fn tables_of(open: impl FnOnce(&durable_relay::sim::SqliteSql)) -> Vec<String> {
+    use durable_relay::Sql;
+    let sql = durable_relay::sim::SqliteSql::memory().expect("an in-memory database");
+    open(&sql);
+    let rows = sql
+        .rows("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'", vec![])
+        .expect("the schema's tables");
+    rows.iter().map(|r| r.text(0).expect("a table name")).collect()
+}
+
+#[test]
+fn the_development_chapter_names_every_table_and_every_test_file() {
+    use durable_relay::{Inbox, Outbox, OutboxSettings};
+    let chapter = read("docs/development.md");
+    let storage = chapter.split("\nStorage: ").nth(1).expect("the layout's Storage paragraph");
+    let storage = storage.split("\n\n").next().unwrap_or_default();
+    let mut tables =
+        tables_of(|sql| drop(Outbox::open(sql.clone(), OutboxSettings::default()).expect("an outbox")));
+    tables.extend(tables_of(|sql| drop(Inbox::open(sql.clone()).expect("an inbox"))));
+    assert!(tables.len() >= 8, "{tables:?}");
+    let missing: Vec<String> = tables.into_iter().filter(|t| !storage.contains(&format!("`{t}"))).collect();
+    assert!(missing.is_empty(), "docs/development.md's Storage paragraph lacks {missing:?}");
+    let mut tests = files_under(&root().join("tests/e2e"), &|_| true);
+    tests.retain(|p| p.to_string_lossy().ends_with(".test.mjs"));
+    for krate in ["core", "relay", "worker", "js"] {
+        let dir = root().join("crates").join(krate).join("tests");
+        if dir.is_dir() {
+            tests.extend(
+                files_under(&dir, &|_| true).into_iter().filter(|p| p.extension().is_some_and(|e| e == "rs")),
+            );
+        }
+    }
+    assert!(tests.len() > 40, "{tests:?}");
+    let unsaid: Vec<String> = tests
+        .iter()
+        .map(|t| t.file_name().expect("a file").to_string_lossy().into_owned())
+        .filter(|name| !chapter.contains(&format!("`{name}`")) && !chapter.contains(&format!("/{name}`")))
+        .collect();
+    assert!(unsaid.is_empty(), "docs/development.md does not say what these check: {unsaid:?}");
+}
+
 #[test]
 fn the_npm_packages_readme_names_every_method_of_its_classes() {
     let types = read("packages/durable-relay/src/index.d.ts");

@@ -25,7 +25,8 @@ pub struct Enqueued {
     /// The sequences (the original ones for a duplicate).
     pub seqs: Vec<u64>,
     /// The source's last allocated sequence afterwards (the engine's
-    /// `os`). Replies of releases before 0.3 called it `os`.
+    /// `os`). Replies of pre-release builds named it `os`, which is still
+    /// read.
     #[serde(alias = "os")]
     pub last_seq: u64,
     /// Whether this repeated an earlier keyed enqueue and wrote nothing.
