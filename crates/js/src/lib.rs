@@ -102,12 +102,16 @@ pub struct JsSource {
 #[wasm_bindgen(js_class = RawSource)]
 impl JsSource {
     /// The relay of the object whose `ctx` and `env` these are, calling
-    /// targets through the Durable Object binding named `targets`.
+    /// targets through the Durable Object binding named `targets`; refused
+    /// (`bad_configuration`) when that binding or a `RELAY_*` variable is
+    /// wrong, so the object does not start with a relay that cannot run.
     #[wasm_bindgen(constructor)]
-    pub fn new(ctx: JsValue, env: JsValue, targets: String) -> JsSource {
+    pub fn new(ctx: JsValue, env: JsValue, targets: String) -> Result<JsSource, JsValue> {
         let state = State::from(ctx.unchecked_into::<DurableObjectState>());
         let env: Env = env.unchecked_into();
-        JsSource { source: Rc::new(Source::new(state, env).targets(targets)) }
+        let source = Source::new(state, env).targets(targets);
+        source.check().map_err(js_error)?;
+        Ok(JsSource { source: Rc::new(source) })
     }
 
     /// Enqueues the rows of `body` (the HTTP API's enqueue body, as JSON
@@ -240,7 +244,8 @@ impl JsSource {
         let source = Rc::clone(&self.source);
         future_to_promise(async move {
             if !after.is_empty() {
-                target_name(&after)?;
+                // A cursor, refused as the HTTP route refuses its `after`.
+                durable_relay::routes::name(&after, ErrorCode::InvalidQuery).map_err(js_error)?;
             }
             let limit = page_limit(limit, MAX_TARGETS_PER_PAGE)?;
             let relay = source.relay().map_err(js_error)?;

@@ -155,11 +155,26 @@ impl<S: Sql> Source<S> {
         (&self.state, &self.env)
     }
 
-    /// The relay, opened on first use.
+    /// Refuses, before anything is written, a configuration the relay
+    /// cannot run with: a `RELAY_*` variable with a bad value (naming it),
+    /// or a target binding that `env` lacks or that is not a Durable Object
+    /// namespace (naming it and the Durable Object bindings `env` has).
+    /// Both answer 500 `bad_configuration`. [`Source::relay`] runs it as the
+    /// relay opens, so the first enqueue, status or fetch is refused rather
+    /// than every alarm failing; call it in your object's constructor to
+    /// refuse there.
+    pub fn check(&self) -> Result<(), HttpError> {
+        config(&self.env)?;
+        target_namespace(&self.env, &self.targets)?;
+        Ok(())
+    }
+
+    /// The relay, opened on first use (after [`Source::check`]).
     pub fn relay(&self) -> Result<&Relay<S, DoAlarm>, HttpError> {
         if let Some(relay) = self.relay.get() {
             return Ok(relay);
         }
+        self.check()?;
         let sql = (self.store)(DoSql::new(&self.state));
         let relay = Relay::open(
             source_name(&self.state)?,
@@ -253,7 +268,7 @@ impl<S: Sql> Source<S> {
         relay.alarm_retried(self.retried.replace(0));
         relay.set_near_cpu_limit(std::rc::Rc::new(|_| worker::signal::is_near_cpu_limit()));
         let config = config(&self.env).map_err(|e| e.message)?;
-        let namespace = self.env.durable_object(&self.targets).map_err(|e| e.to_string())?;
+        let namespace = target_namespace(&self.env, &self.targets).map_err(|e| e.message)?;
         let targets = DoTargets { namespace, timeout_ms: config.call_timeout_ms };
         match relay.alarm(&targets, &now_ms, &NoObserver).await {
             Ok(summary) => Ok(summary),
@@ -294,6 +309,63 @@ pub fn row(target: &str) -> Result<EnqueueRow, HttpError> {
 /// The relay's configuration from the Worker's variables.
 fn config(env: &Env) -> Result<RelayConfig, HttpError> {
     RelayConfig::from_env(env).map_err(|e| HttpError::new(500, ErrorCode::BadConfiguration, e.to_string()))
+}
+
+/// The Durable Object namespace bound as `binding`, or 500
+/// `bad_configuration` naming it and the Durable Object bindings `env` has.
+fn target_namespace(env: &Env, binding: &str) -> Result<worker::ObjectNamespace, HttpError> {
+    env.durable_object(binding).map_err(|_| {
+        let object: &worker::wasm_bindgen::JsValue = env.as_ref();
+        let found = worker::js_sys::Reflect::get(object, &binding.into()).ok().filter(|v| !v.is_undefined());
+        let kind = found.map(|v| constructor_name(&v));
+        let message = missing_binding(binding, kind.as_deref(), &durable_object_bindings(object));
+        HttpError::new(500, ErrorCode::BadConfiguration, message)
+    })
+}
+
+/// What made `value`: `DurableObjectNamespace` for a Durable Object
+/// binding, `String` for a variable, `null` for null.
+fn constructor_name(value: &worker::wasm_bindgen::JsValue) -> String {
+    if !value.is_object() {
+        return value.js_typeof().as_string().unwrap_or_default();
+    }
+    String::from(worker::js_sys::Object::from(value.clone()).constructor().name())
+}
+
+/// The names of `env`'s Durable Object namespace bindings, in `env`'s
+/// order.
+fn durable_object_bindings(env: &worker::wasm_bindgen::JsValue) -> Vec<String> {
+    let Some(object) = worker::wasm_bindgen::JsCast::dyn_ref::<worker::js_sys::Object>(env) else {
+        return Vec::new();
+    };
+    worker::js_sys::Object::keys(object)
+        .iter()
+        .filter_map(|key| {
+            let value = worker::js_sys::Reflect::get(env, &key).ok()?;
+            let namespace = value.is_object() && constructor_name(&value) == DURABLE_OBJECT_NAMESPACE;
+            namespace.then(|| key.as_string()).flatten()
+        })
+        .collect()
+}
+
+/// The constructor name the runtime gives a Durable Object namespace
+/// binding (what `Env::durable_object` checks for).
+const DURABLE_OBJECT_NAMESPACE: &str = "DurableObjectNamespace";
+
+/// The refusal of target binding `binding`: `found` is what `env` holds
+/// under that name (its constructor's name), if anything; `bindings` are
+/// the Durable Object bindings it does have.
+fn missing_binding(binding: &str, found: Option<&str>, bindings: &[String]) -> String {
+    let what = match found {
+        None => "env has no binding of that name".to_owned(),
+        Some(kind) => format!("env holds a {kind} under that name, not a {DURABLE_OBJECT_NAMESPACE}"),
+    };
+    let have = if bindings.is_empty() {
+        "env has no Durable Object bindings".to_owned()
+    } else {
+        format!("env's Durable Object bindings: {}", bindings.join(", "))
+    };
+    format!("the targets binding {binding:?} is not a Durable Object namespace ({what}); {have}")
 }
 
 /// The per-alarm log lines: one `relay_alarm` with the figures, one
@@ -456,5 +528,28 @@ impl<H: OnApply> Target<H> {
             Err(e) => Err(e),
         };
         respond(served)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_binding_is_named_with_the_bindings_env_has() {
+        let have = ["CUSTOMERS".to_owned(), "ORDERS".to_owned()];
+        let message = missing_binding("CUSTOMERZ", None, &have);
+        assert_eq!(
+            message,
+            "the targets binding \"CUSTOMERZ\" is not a Durable Object namespace (env has no binding of \
+             that name); env's Durable Object bindings: CUSTOMERS, ORDERS"
+        );
+    }
+
+    #[test]
+    fn a_binding_of_another_kind_says_what_it_is() {
+        let message = missing_binding("RELAY_PLAN", Some("string"), &[]);
+        assert!(message.contains("holds a string under that name"), "{message}");
+        assert!(message.ends_with("env has no Durable Object bindings"), "{message}");
     }
 }
