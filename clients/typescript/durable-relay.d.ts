@@ -39,8 +39,8 @@ export interface Row {
   delay_ms?: number;
 }
 
-/** Options of an enqueue. */
-export interface EnqueueOptions {
+/** Options of an enqueue over RPC (the npm package's `EnqueueOptions` adds `writes`). */
+export interface RpcEnqueueOptions {
   /** 1 to 128 bytes: the same key and rows again answer the original sequences. */
   idempotencyKey?: string;
   /**
@@ -363,7 +363,7 @@ export interface RelayError extends Error {
 
 /** The reference Worker's RPC entrypoint (`entrypoint = "RelayRpc"`). */
 export interface RelayRpcMethods {
-  enqueue(source: string, rows: Row[], options?: EnqueueOptions): Promise<Enqueued>;
+  enqueue(source: string, rows: Row[], options?: RpcEnqueueOptions): Promise<Enqueued>;
   status(source: string): Promise<SourceStatus>;
   deliveredThrough(source: string, seq: number): Promise<boolean>;
   relayWatermark(source: string): Promise<number>;

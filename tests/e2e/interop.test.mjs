@@ -75,14 +75,14 @@ test("the package's operator methods park, page, redrive and discard a TypeScrip
 
   assert.equal((await app.api("POST", "/rust-target/down-t/faults", { reject: false })).status, 200);
   const redriven = await op("redrive", "?target=down-t");
-  assert.deepEqual(redriven.body, { rows: 2, was_parked: true });
+  assert.deepEqual(redriven.body, { rows: 2, wasParked: true });
   await until(async () => (await op("deliveredThrough", "?seq=2")).body === true, "the redriven rows delivered");
   assert.deepEqual((await get("/rust-target/down-t/keys")).keys, [{ key: "k", value: 2 }]);
 
   assert.equal((await app.api("POST", "/rust-target/gone-t/faults", { reject: true, permanent: true })).status, 200);
   assert.equal((await app.api("POST", "/ts-source/op-src", { rows: [{ target: "gone-t", puts: [["k", 1]] }] })).status, 200);
   await until(async () => (await op("parkedTargets")).body.targets?.some?.((t) => t.target === "gone-t" && t.parked), "gone-t parked");
-  assert.deepEqual((await op("discard", "?target=gone-t")).body, { rows: 1, was_parked: true });
+  assert.deepEqual((await op("discard", "?target=gone-t")).body, { rows: 1, wasParked: true });
   assert.equal((await op("deliveredThrough", "?seq=3")).body, true, "a discarded row counts as done");
 });
 

@@ -9,7 +9,7 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
-import { mkdtempSync } from "node:fs";
+import { mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ROOT, startWrangler, until } from "./harness.mjs";
@@ -81,7 +81,7 @@ test("each kind of value JSON cannot carry is refused with its path, through bot
     attempts.push({ rows, sync: i % 2 === 1, writes: i % 2 === 0 });
   }
   // Outside a value: a row's field, a delete, a row, the rows, the key.
-  attempts.push({ rows: [{ target: "kinds", puts: [["k", 1]], delay_ms: js("NaN") }] });
+  attempts.push({ rows: [{ target: "kinds", puts: [["k", 1]], delayMs: js("NaN") }] });
   attempts.push({ rows: [{ target: "kinds", deletes: ["gone", js("undefined")] }], sync: true });
   attempts.push({ rows: [{ target: "kinds", puts: [["k", 1]] }, js("Date")] });
   attempts.push({ rows: js("Map") });
@@ -102,7 +102,7 @@ test("each kind of value JSON cannot carry is refused with its path, through bot
     assert.equal(v.message, `invalid_value: rows[0].puts[1][1].when${at} is ${what}, which JSON cannot carry exactly`);
   }
   const rest = verdicts.slice(kinds.length);
-  assert.match(rest[0].message, /^invalid_value: rows\[0\]\.delay_ms is NaN/);
+  assert.match(rest[0].message, /^invalid_value: rows\[0\]\.delayMs is NaN/);
   assert.match(rest[1].message, /^invalid_value: rows\[0\]\.deletes\[1\] is undefined/);
   assert.match(rest[2].message, /^invalid_value: rows\[1\] is an instance of Date/);
   assert.deepEqual([rest[3].code, rest[3].instance], ["invalid_request", true], rest[3].message);
@@ -130,7 +130,7 @@ test("values JSON carries exactly are accepted and arrive as sent, at their dept
     { toJSON: 1, constructor: "c", "": "", "with space": ["é😀", "\u0000", "\u2028"] },
   ];
   // A row's optional field left undefined is a field left out.
-  const rows = values.map((value, i) => ({ target: "exact", puts: [[`v${i}`, value]], delay_ms: js("undefined") }));
+  const rows = values.map((value, i) => ({ target: "exact", puts: [[`v${i}`, value]], delayMs: js("undefined") }));
   const [ok, tooDeep] = await attempt("exact", [{ rows }, { rows: [{ target: "exact", puts: [["k", { a: deep(65) }]] }] }]);
   assert.equal(ok.ok, true, ok.message);
   assert.equal(tooDeep.code, "value_too_deep", tooDeep.message);
@@ -333,6 +333,129 @@ test("past Workers Free's daily rows written, both enqueues reject with daily_wr
   assert.deepEqual(after.seqs, [first.seqs[0] + 1], "the refused enqueues took no sequence");
   assert.deepEqual(await get("/writer/wl-src/mine"), [], "the caller's own writes rolled back with the rows");
   await until(async () => (await get("/writer/wl-src/relay/status")).delivered_rows === 2, "both accepted rows delivered");
+});
+
+/** Each bad value of each of the relay's variables: construction refuses it, naming the variable. */
+const BAD_VARS = {
+  RELAY_PLAN: "pro",
+  RELAY_TARGETS_PER_FIRE: "many",
+  RELAY_FIRES_PER_ALARM: "0",
+  RELAY_CALLS_PER_TARGET: "-1",
+  RELAY_ROWS_PER_FIRE: "0",
+  RELAY_BATCH_ROWS: "0",
+  RELAY_SUBREQUESTS_PER_ALARM: "100000",
+  RELAY_WORK_PER_ALARM: "x",
+  RELAY_MAX_IN_FLIGHT: "0",
+  RELAY_CALL_TIMEOUT_MS: "1",
+  RELAY_COALESCE_MS: "99999999",
+  RELAY_ALARM_LOG: "loud",
+  RELAY_PARK_AFTER_FAILED_CYCLES: "0",
+  RELAY_MAX_QUEUED_ROWS: "0",
+  RELAY_MAX_QUEUED_BYTES: "1",
+  RELAY_DEDUP_HORIZON_MS: "1",
+  RELAY_DISCARD_HORIZON_MS: "1",
+  RELAY_PARTITIONS: "[1]",
+};
+
+/** A RelaySource built on writer `name`'s object with `targets` and `vars`: its verdict. */
+async function construct(name, targets, vars = {}) {
+  const r = await app.api("POST", `/writer/${name}/construct`, { targets, vars });
+  assert.equal(r.status, 200, r.text);
+  return r.body;
+}
+
+test("a misspelt or wrong-kind targets binding is refused at construction, naming it and the bindings env has", async () => {
+  assert.deepEqual(await construct("config", "READERS"), { ok: true }, "the right binding is taken");
+  const misspelt = await construct("config", "READERZ");
+  assert.deepEqual([misspelt.ok, misspelt.instance, misspelt.code, misspelt.status], [false, true, "bad_configuration", 500]);
+  assert.equal(
+    misspelt.message,
+    'bad_configuration: the targets binding "READERZ" is not a Durable Object namespace (env has no binding of that name); ' +
+      "env's Durable Object bindings: WRITERS, READERS",
+  );
+  const variable = await construct("config", "RELAY_PLAN", { RELAY_PLAN: "free" });
+  assert.equal(variable.code, "bad_configuration");
+  assert.match(variable.message, /"RELAY_PLAN" is not a Durable Object namespace \(env holds a string under that name/);
+});
+
+test("each relay variable with a bad value is refused at construction, naming the variable", async () => {
+  for (const [name, value] of Object.entries(BAD_VARS)) {
+    const v = await construct("config", "READERS", { [name]: value });
+    assert.equal(v.ok, false, `${name}=${value} was accepted`);
+    assert.equal(v.code, "bad_configuration", `${name}: ${v.message}`);
+    assert.equal(v.instance, true);
+    assert.ok(v.message.startsWith(`bad_configuration: ${name}: `), `${name}: ${v.message}`);
+  }
+});
+
+/** Every key of `value` that is not camelCase, by its path, skipping the caller's data under `puts` and the target-keyed maps. */
+function snakeKeys(value, path = "") {
+  if (Array.isArray(value)) return value.flatMap((v, i) => snakeKeys(v, `${path}[${i}]`));
+  if (value === null || typeof value !== "object") return [];
+  return Object.entries(value).flatMap(([key, v]) => [
+    ...(key.includes("_") ? [`${path}.${key}`] : []),
+    ...(["puts", "parkedTargets", "failingTargets"].includes(key) ? [] : snakeKeys(v, `${path}.${key}`)),
+  ]);
+}
+
+test("everything the package returns or hands a callback is camelCase; the caller's keys and the wire stay as they are", async () => {
+  const shapes = await get("/writer/camel/shapes?target=snake_target&key=snake_key");
+  // Every field the wire has, under its camelCase name: none is left snake_case, none is dropped.
+  assert.deepEqual(snakeKeys(shapes), []);
+  const wire = await get("/writer/camel/relay/status");
+  const camel = (k) => k.replace(/_([a-z0-9])/g, (_, c) => c.toUpperCase());
+  assert.deepEqual(Object.keys(shapes.status).sort(), Object.keys(wire).map(camel).sort(), "each wire field has its camelCase counterpart");
+  assert.deepEqual(Object.keys(shapes.status.config.settings).sort(), Object.keys(wire.config.settings).map(camel).sort());
+  assert.deepEqual(Object.keys(shapes.alarm).sort(), Object.keys(wire.last_alarm).map(camel).sort());
+  assert.equal(typeof shapes.enqueued.lastSeq, "number");
+  assert.equal(typeof shapes.enqueued.queuedRows, "number");
+  assert.deepEqual(shapes.written, shapes.enqueued, "writes got the reply the caller did");
+  assert.equal(shapes.enqueued.dueMs.length, 1, "a delayMs row was delayed");
+  assert.equal(typeof shapes.enqueuedSync.atMs, "number");
+  assert.equal(typeof shapes.alarm.rowsDelivered, "number");
+  assert.equal(typeof shapes.rearmed.queuedRows, "number");
+  assert.equal(typeof shapes.discarded.wasParked, "boolean");
+  assert.ok("next" in shapes.targets && "next" in shapes.rows);
+  // The wire (the object's fetch protocol) stays snake_case.
+  assert.equal(typeof wire.queued_rows, "number");
+
+  // onApply gets camelCase rows with the caller's keys and values as put.
+  const r = await app.api("POST", "/writer/camel/attempt", [
+    { rows: [{ target: "camel_reader", puts: [["a_key", { inner_key: [1, { deep_key: 2 }] }]] }] },
+  ]);
+  assert.equal(r.status, 200, r.text);
+  await until(async () => (await get("/reader/camel_reader/applied")).length > 0, "the apply");
+  const [batch] = await get("/reader/camel_reader/applied");
+  assert.deepEqual(batch, [{ seq: r.body[0].seqs[0], effects: { puts: [["a_key", { inner_key: [1, { deep_key: 2 }] }]], deletes: [] } }]);
+});
+
+test("a row field in the wire's snake_case is refused: the package takes one convention", async () => {
+  const [v] = await attempt("snake", [{ rows: [{ target: "t", puts: [["k", 1]], delay_ms: 5 }] }]);
+  assert.deepEqual([v.ok, v.code, v.instance], [false, "invalid_request", true]);
+  assert.equal(v.message, "invalid_request: rows[0].delay_ms: the package takes delayMs");
+  assert.equal((await get("/writer/snake/relay/status")).enqueued_rows, 0);
+});
+
+test("parkedTargets refuses a bad `after` as the HTTP route does (invalid_query), and RPC carries the code", async () => {
+  const http = await app.api("GET", "/writer/cursor/relay/parked?after=bad%20name");
+  assert.equal(http.status, 400, http.text);
+  assert.equal(http.body.error.code, "invalid_query");
+  // Thrown inside the object's RPC method, caught by the caller on the other side of RPC.
+  const rpc = await get("/writer/cursor/parked-after?after=bad%20name");
+  assert.equal(rpc.ok, false);
+  assert.equal(rpc.code, "invalid_query", JSON.stringify(rpc));
+  assert.match(rpc.message, /^invalid_query: "bad name"/);
+  console.log(`over RPC a RelayError arrives as: ${JSON.stringify(rpc)}`);
+  assert.deepEqual(await get("/writer/cursor/parked-after?after=fine"), { ok: true, page: { targets: [], next: null } });
+});
+
+test("a source reached through newUniqueId() refuses its caller with unnamed_source 400, as the chapter says", async () => {
+  const v = await get("/unique");
+  assert.deepEqual([v.ok, v.name, v.code, v.status], [false, "RelayError", "unnamed_source", 400], JSON.stringify(v));
+  const chapter = readFileSync(join(ROOT, "docs", "embedding-typescript.md"), "utf8").replace(/\s+/g, " ");
+  const stated = /`unnamed_source`, with `status` (\d+)/.exec(chapter);
+  assert.ok(stated, "the TypeScript chapter states the status a newUniqueId() source answers");
+  assert.equal(Number(stated[1]), v.status, "the chapter states the status workerd answers");
 });
 
 test("tsc --strict refuses a callback that returns a promise (the Worker's and the type tests' expected errors)", () => {

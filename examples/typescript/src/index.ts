@@ -53,7 +53,8 @@ export class Orders extends DurableObject<Env> {
 
   /**
    * Either order, with a refusal answered as data: a `RelayError` is a class in this object only
-   * (RPC hands the caller a plain `Error`), so the object itself tells refusals from failures.
+   * (RPC hands the caller an `Error` keeping `name`, `code`, `status` and the message, but no
+   * instance of the class), so the object itself tells refusals from failures.
    */
   async place(o: Order, idempotencyKey?: string, sync = false) {
     try {

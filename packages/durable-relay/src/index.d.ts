@@ -1,35 +1,67 @@
-// The package's API. The wire types (rows, replies, error codes) are the
-// repository's one TypeScript description of the relay's protocol
-// (clients/typescript/durable-relay.d.ts), which scripts/build-package
-// copies to dist/wire.d.ts and whose every field a Rust test checks.
+// The package's API. Its rows and replies are the wire types (the
+// repository's one TypeScript description of the relay's protocol,
+// clients/typescript/durable-relay.d.ts, which scripts/build-package copies
+// to dist/wire.d.ts and whose every field a Rust test checks) with their
+// field names in camelCase: `Camelized` derives them, so they cannot drift.
+// The HTTP and RPC wire format stays snake_case.
 
-import type {
-  ActionOutcome,
-  AlarmSummary,
-  Enqueued,
-  ErrorCode,
-  JsonValue,
-  ParkedPage,
-  Rearmed,
-  Row,
-  SourceStatus,
-  TargetPage,
-  TargetReport,
-} from "../dist/wire.js";
+import type * as wire from "../dist/wire.js";
+import type { ErrorCode, JsonValue } from "../dist/wire.js";
 
-export type {
-  ActionOutcome,
-  AlarmSummary,
-  Enqueued,
-  ErrorCode,
-  JsonValue,
-  ParkedPage,
-  Rearmed,
-  Row,
-  SourceStatus,
-  TargetPage,
-  TargetReport,
-} from "../dist/wire.js";
+export type { ErrorCode, JsonValue } from "../dist/wire.js";
+
+/** `snake_case` as `camelCase`: the package's one naming convention, from the wire's names. */
+export type CamelCase<S extends string> = S extends `${infer Head}_${infer Tail}` ? `${Head}${Capitalize<CamelCase<Tail>>}` : S;
+
+/**
+ * The wire's fields whose values are the caller's data (a row's puts, the status's maps keyed by
+ * target name): renamed, their contents kept as they are.
+ */
+export type CallerData = "puts" | "parked_targets" | "failing_targets";
+
+/**
+ * A wire type as the package takes and returns it: every field name of the relay's own structure in
+ * camelCase, derived here so the two cannot drift; the caller's data ({@link CallerData}) untouched.
+ */
+export type Camelized<T> = T extends readonly unknown[]
+  ? { [K in keyof T]: Camelized<T[K]> }
+  : T extends object
+    ? { [K in keyof T as K extends string ? CamelCase<K> : K]: K extends CallerData ? T[K] : Camelized<T[K]> }
+    : T;
+
+/** One row: puts and deletes for one target object (`notBeforeMs` or `delayMs` to delay it). */
+export type Row = Camelized<wire.Row>;
+/** What an enqueue did. */
+export type Enqueued = Camelized<wire.Enqueued>;
+/** Where a row of a partitioned source went. */
+export type Position = Camelized<wire.Position>;
+/** What one alarm did (the `relay_alarm` log line's figures). */
+export type AlarmSummary = Camelized<wire.AlarmSummary>;
+/** The source's status. */
+export type SourceStatus = Camelized<wire.SourceStatus>;
+/** A parked or failing target. */
+export type TargetReport = Camelized<wire.TargetReport>;
+/** A page of the parked and failing targets. */
+export type TargetPage = Camelized<wire.TargetPage>;
+/** One parked row. */
+export type ParkedRow = Camelized<wire.ParkedRow>;
+/** A page of a parked target's rows. */
+export type ParkedPage = Camelized<wire.ParkedPage>;
+/** What a re-arm check found and did. */
+export type Rearmed = Camelized<wire.Rearmed>;
+/** What a redrive or discard did. */
+export type ActionOutcome = Camelized<wire.ActionOutcome>;
+
+/**
+ * The names of `Env`'s Durable Object namespace bindings: what `RelaySource`'s `targets` may name.
+ * With an untyped `Env` (`any`, `unknown`, or one with no fields, such as the empty `Cloudflare.Env`
+ * a plain `DurableObject` has), any string: the constructor checks it at run time either way.
+ */
+export type DoBindingOf<Env> = unknown extends Env
+  ? string
+  : [keyof Env] extends [never]
+    ? string
+    : { [K in keyof Env]: Env[K] extends DurableObjectNamespace<any> ? K : never }[keyof Env] & string;
 
 /**
  * A refusal (or a failure of the relay): `code` and `status` are the HTTP API's; the message leads
@@ -46,7 +78,7 @@ export declare class RelayError extends Error {
   constructor(code: ErrorCode, message: string, status?: number, retryAfterS?: number);
 }
 
-/** How to enqueue. */
+/** How to enqueue (the reference Worker's RPC takes the same, without `writes`). */
 export interface EnqueueOptions {
   /** Names the request: a repeat with the same rows is a duplicate and writes nothing (nor runs `writes`). */
   idempotencyKey?: string;
@@ -60,10 +92,15 @@ export interface EnqueueOptions {
   writes?: (enqueued: Enqueued) => undefined;
 }
 
-/** The source side of the relay in your Durable Object. */
-export declare class RelaySource {
-  /** `targets` names the Durable Object binding of the target objects (default `RELAY_TARGET`). */
-  constructor(ctx: DurableObjectState, env: object, options?: { targets?: string });
+/** The source side of the relay in your Durable Object, in a Worker whose env is `Env`. */
+export declare class RelaySource<Env = any> {
+  /**
+   * `targets` names the Durable Object binding of the target objects (default `RELAY_TARGET`): typed
+   * to `Env`'s Durable Object bindings, and checked at run time too. Throws a `RelayError`
+   * (`bad_configuration`) when `env` has no such Durable Object binding (naming the ones it has) or
+   * a `RELAY_*` variable has a bad value (naming it), so the object does not start.
+   */
+  constructor(ctx: DurableObjectState, env: Env, options?: { targets?: DoBindingOf<Env> });
   /**
    * Enqueues rows without awaiting, inside your own `ctx.storage.transactionSync`: they commit or
    * roll back with your writes. Throws a `RelayError` on a refusal (values as for `enqueue`).
@@ -102,7 +139,9 @@ export declare class RelaySource {
 
 /** One row a target applies: its source sequence and its effects. */
 export interface AppliedRow {
+  /** The row's sequence at its source. */
   seq: number;
+  /** The row's puts and deletes, as enqueued. */
   effects: { puts: [key: string, value: JsonValue][]; deletes: string[] };
 }
 

@@ -42,6 +42,65 @@ function relayError(code, message) {
 }
 
 /**
+ * The relay's own fields whose values are the caller's data, not the
+ * relay's structure: a row's puts (keys and values as enqueued), and the
+ * status's maps keyed by target name. `camelized` renames these fields but
+ * copies their values untouched.
+ */
+const CALLER_DATA = new Set(["puts", "parked_targets", "failing_targets"]);
+
+/** `snake_case` as `camelCase`, the rename the types' `CamelCase` spells. */
+function camel(key) {
+  return key.replace(/_([a-z0-9])/g, (_, c) => c.toUpperCase());
+}
+
+/**
+ * A reply of the engine (the wire's snake_case JSON) as the package hands
+ * it over: every key of the relay's own structure in camelCase, the
+ * caller's data (see `CALLER_DATA`) as it was.
+ */
+function camelized(value) {
+  if (Array.isArray(value)) return value.map(camelized);
+  if (value === null || typeof value !== "object") return value;
+  const out = {};
+  for (const [key, v] of Object.entries(value)) out[camel(key)] = CALLER_DATA.has(key) ? v : camelized(v);
+  return out;
+}
+
+/** A promise of an engine reply, resolving to it camelized. */
+function camelizing(promise) {
+  return promise.then(camelized);
+}
+
+/**
+ * The row fields the package takes in camelCase, with their wire names;
+ * the other fields (`target`, `puts`, `deletes`) are one word in both.
+ */
+const ROW_FIELDS = new Map([
+  ["notBeforeMs", "not_before_ms"],
+  ["delayMs", "delay_ms"],
+]);
+
+/** The wire names of `ROW_FIELDS`, refused from callers: the package takes one convention. */
+const WIRE_ROW_FIELDS = new Map([...ROW_FIELDS].map(([name, wire]) => [wire, name]));
+
+/** `rows` as the wire spells them: each row's camelCase fields renamed, nothing else changed. */
+function wireRows(rows) {
+  return rows.map((row, i) => {
+    if (row === null || typeof row !== "object" || Array.isArray(row)) return row;
+    const out = {};
+    for (const [key, value] of Object.entries(row)) {
+      const camelName = WIRE_ROW_FIELDS.get(key);
+      if (camelName !== undefined) {
+        throw relayError("invalid_request", `rows[${i}].${key}: the package takes ${camelName}`);
+      }
+      out[ROW_FIELDS.get(key) ?? key] = value;
+    }
+    return out;
+  });
+}
+
+/**
  * The deepest nesting of arrays and objects the engine decodes in an
  * enqueue body: `MAX_VALUE_DEPTH` inside a value, plus the body's own levels
  * (`{ rows: [{ puts: [[key, value]] }] }`). The check below walks no deeper.
@@ -140,7 +199,8 @@ function bodyText(rows, idempotencyKey) {
     // A getter or a proxy that throws is the caller's bad input too.
     throw e instanceof RelayError ? e : relayError("invalid_value", `the rows could not be read: ${e?.message ?? e}`);
   }
-  return JSON.stringify(key === undefined ? { rows } : { rows, idempotency_key: key });
+  const wire = wireRows(rows);
+  return JSON.stringify(key === undefined ? { rows: wire } : { rows: wire, idempotency_key: key });
 }
 
 /**
@@ -190,6 +250,11 @@ function synchronous(callback, what, refused) {
   };
 }
 
+/** `callback` called with its arguments camelized (the engine hands it wire JSON). */
+function camelizingArgs(callback) {
+  return callback && ((...args) => callback(...args.map(camelized)));
+}
+
 /** Runs `f`, turning a synchronous refusal into a rejected promise. */
 function rejecting(f) {
   try {
@@ -220,6 +285,9 @@ export class RelaySource {
    */
   constructor(ctx, env, { targets = "RELAY_TARGET" } = {}) {
     this.#ctx = ctx;
+    // Refuses (bad_configuration) a targets binding env lacks, or a RELAY_*
+    // variable with a bad value: the object does not start on a relay
+    // whose every alarm would fail.
     this.#raw = new RawSource(ctx, env, text(targets, "invalid_request", "targets"));
     ctx.blockConcurrencyWhile(() => this.#raw.ready());
   }
@@ -244,7 +312,7 @@ export class RelaySource {
         this.#raw.recheckAlarm().catch(() => this.#raw.alarmUnknown());
       });
     }
-    return enqueued;
+    return camelized(enqueued);
   }
 
   /**
@@ -260,10 +328,12 @@ export class RelaySource {
       // The engine answers a throw from `writes` as `aborted`; a promise
       // from it is the caller's mistake and answers as itself.
       let refusal;
-      const run = synchronous(handler(writes, "writes"), "writes", (error) => (refusal = error));
-      return this.#raw.enqueue(body, trace, run).catch((e) => {
-        throw refusal ?? e;
-      });
+      const run = camelizingArgs(synchronous(handler(writes, "writes"), "writes", (error) => (refusal = error)));
+      return camelizing(
+        this.#raw.enqueue(body, trace, run).catch((e) => {
+          throw refusal ?? e;
+        }),
+      );
     });
   }
 
@@ -272,12 +342,12 @@ export class RelaySource {
    * a retry (`retryCount` > 0) runs a smaller fire.
    */
   alarm(alarmInfo) {
-    return this.#raw.alarm(alarmInfo?.retryCount ?? 0);
+    return camelizing(this.#raw.alarm(alarmInfo?.retryCount ?? 0));
   }
 
   /** The source's status. */
   status() {
-    return this.#raw.status();
+    return camelizing(this.#raw.status());
   }
 
   /** Whether every row through `seq` was applied (or discarded by an operator). */
@@ -293,17 +363,21 @@ export class RelaySource {
   /** A page of the parked and failing targets, in name order. */
   parkedTargets({ after = "", limit = 200 } = {}) {
     return rejecting(() =>
-      this.#raw.parkedTargets(text(after, "invalid_query", "after"), number(limit, "invalid_limit", "limit")),
+      camelizing(
+        this.#raw.parkedTargets(text(after, "invalid_query", "after"), number(limit, "invalid_limit", "limit")),
+      ),
     );
   }
 
   /** A page of a parked target's rows. */
   parkedRows(target, { after = 0, limit = 500 } = {}) {
     return rejecting(() =>
-      this.#raw.parkedRows(
-        text(target, "invalid_target", "target"),
-        number(after, "invalid_seq", "after"),
-        number(limit, "invalid_limit", "limit"),
+      camelizing(
+        this.#raw.parkedRows(
+          text(target, "invalid_target", "target"),
+          number(after, "invalid_seq", "after"),
+          number(limit, "invalid_limit", "limit"),
+        ),
       ),
     );
   }
@@ -314,17 +388,17 @@ export class RelaySource {
    * your source objects so none keeps rows with no alarm.
    */
   rearm() {
-    return this.#raw.rearm();
+    return camelizing(this.#raw.rearm());
   }
 
   /** Puts a parked target's rows back, in their original order. */
   redrive(target) {
-    return rejecting(() => this.#raw.redrive(text(target, "invalid_target", "target")));
+    return rejecting(() => camelizing(this.#raw.redrive(text(target, "invalid_target", "target"))));
   }
 
   /** Drops a parked target's rows (kept until the discard horizon). */
   discard(target) {
-    return rejecting(() => this.#raw.discard(text(target, "invalid_target", "target")));
+    return rejecting(() => camelizing(this.#raw.discard(text(target, "invalid_target", "target"))));
   }
 
   /** Serves the relay's own protocol (status, parked targets, redrive, discard, enqueue). */
@@ -356,7 +430,7 @@ export class RelayTarget {
    * @param {{ onApply?: (source: string, rows: object[]) => undefined }} [options] a synchronous handler
    */
   constructor(ctx, { onApply } = {}) {
-    this.#raw = new RawTarget(ctx, synchronous(handler(onApply, "onApply"), "onApply", logRefusal));
+    this.#raw = new RawTarget(ctx, camelizingArgs(synchronous(handler(onApply, "onApply"), "onApply", logRefusal)));
   }
 
   /** Serves the relay's target protocol: pass it the requests sources send. */

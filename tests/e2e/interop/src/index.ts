@@ -157,8 +157,8 @@ function anyRow(random: () => number): unknown {
     ])();
   }
   if (random() < 0.2) row.deletes = pick(random, [["gone"], [""], "gone", [1]]);
-  if (random() < 0.1) row.delay_ms = pick(random, [0, 10, -1, 86_400_001, "5", 1.5]);
-  if (random() < 0.05) row.not_before_ms = pick(random, [0, Date.now() + 10, -5]);
+  if (random() < 0.1) row.delayMs = pick(random, [0, 10, -1, 86_400_001, "5", 1.5]);
+  if (random() < 0.05) row.notBeforeMs = pick(random, [0, Date.now() + 10, -5]);
   if (random() < 0.05) row.extra = 1;
   return row;
 }

@@ -202,6 +202,51 @@ export class Writer extends DurableObject<Env> {
     return this.ctx.storage.sql.exec("SELECT what FROM mine").toArray();
   }
 
+  /**
+   * A second `RelaySource` on this object, built with `targets` and env's
+   * variables overridden by `vars`: its construction's verdict (the relay
+   * this object already has is untouched).
+   */
+  construct(targets: string, vars: Record<string, string>): Verdict | { ok: true } {
+    try {
+      // Typed as any binding: the run-time check is what this tries.
+      new RelaySource<any>(this.ctx, { ...this.env, ...vars }, { targets });
+      return { ok: true };
+    } catch (e) {
+      return refused(e);
+    }
+  }
+
+  /** `parkedTargets` with `after`: rejects with the package's refusal, which RPC carries to the caller. */
+  async parkedAfter(after: string) {
+    return this.relay.parkedTargets({ after });
+  }
+
+  /**
+   * Everything the package returns and hands its callbacks, for a row to
+   * `target` putting `key`: the enqueue reply (and what `writes` got), a
+   * synchronous enqueue's reply, an alarm's summary, the status, both pages,
+   * a re-arm, a redrive and a discard.
+   */
+  async shapes(target: string, key: string) {
+    const row: Row = { target, puts: [[key, { [key]: 1 }]], delayMs: 60_000 };
+    let written: unknown;
+    const enqueued = await this.relay.enqueue([row], { writes: (done) => void (written = done) });
+    const enqueuedSync = this.ctx.storage.transactionSync(() => this.relay.enqueueSync([{ target, deletes: [key] }]));
+    return {
+      enqueued,
+      written,
+      enqueuedSync,
+      alarm: await this.relay.alarm(),
+      status: await this.relay.status(),
+      targets: await this.relay.parkedTargets(),
+      rows: await this.relay.parkedRows(target),
+      rearmed: await this.relay.rearm(),
+      redriven: await this.relay.redrive(target),
+      discarded: await this.relay.discard(target),
+    };
+  }
+
   async fetch(request: Request) {
     return this.relay.fetch(request);
   }
@@ -219,6 +264,7 @@ export class Reader extends DurableObject<Env> {
     ctx.storage.sql.exec("CREATE TABLE IF NOT EXISTS seen (source TEXT, seq INTEGER)");
     const note = (source: string, rows: AppliedRow[]) => {
       for (const row of rows) ctx.storage.sql.exec("INSERT INTO seen VALUES (?, ?)", source, row.seq);
+      this.#applied.push(rows);
     };
     if (ctx.id.name?.startsWith("async-")) {
       // Writes before any await (so inside the apply's transaction), then
@@ -238,8 +284,16 @@ export class Reader extends DurableObject<Env> {
     }
   }
 
+  /** The rows `onApply` was handed since this object started, batch by batch. */
+  #applied: AppliedRow[][] = [];
+
   seen() {
     return this.ctx.storage.sql.exec("SELECT source, seq FROM seen ORDER BY seq").toArray();
+  }
+
+  /** As JSON text: RPC's type mapping cannot follow the recursive `JsonValue`. */
+  applied(): string {
+    return JSON.stringify(this.#applied);
   }
 
   async fetch(request: Request) {
@@ -261,11 +315,36 @@ export default {
         return Response.json(await writer.asyncWrites(url.searchParams.get("target") ?? "t", url.searchParams.has("reject")));
       }
       if (op === "mine") return Response.json(await writer.mine());
+      if (op === "construct") {
+        const { targets, vars } = (await request.json()) as { targets: string; vars: Record<string, string> };
+        return Response.json(await writer.construct(targets, vars));
+      }
+      if (op === "shapes") {
+        return Response.json(await writer.shapes(url.searchParams.get("target") ?? "t", url.searchParams.get("key") ?? "k"));
+      }
+      if (op === "parked-after") {
+        // What arrives over RPC of the RelayError the object's method rejects with.
+        try {
+          return Response.json({ ok: true, page: await writer.parkedAfter(url.searchParams.get("after") ?? "") });
+        } catch (e) {
+          return Response.json(refused(e));
+        }
+      }
+    }
+    if (kind === "unique") {
+      // A source object made with newUniqueId(): what its caller gets.
+      try {
+        await env.WRITERS.get(env.WRITERS.newUniqueId()).mine();
+        return Response.json({ ok: true });
+      } catch (e) {
+        return Response.json(refused(e));
+      }
     }
     if (kind === "reader" && name) {
       const reader = env.READERS.getByName(name);
       if (op === "relay") return reader.fetch(inner());
       if (op === "seen") return Response.json(await reader.seen());
+      if (op === "applied") return new Response(await reader.applied(), { headers: { "content-type": "application/json" } });
     }
     return new Response("no route", { status: 404 });
   },
