@@ -449,6 +449,17 @@ test("parkedTargets refuses a bad `after` as the HTTP route does (invalid_query)
   assert.deepEqual(await get("/writer/cursor/parked-after?after=fine"), { ok: true, page: { targets: [], next: null } });
 });
 
+test("parkedRows refuses a bad `after` as the HTTP route does (invalid_query)", async () => {
+  const http = await app.api("GET", "/writer/cursor/relay/parked/t?after=-1");
+  assert.equal(http.status, 400, http.text);
+  assert.equal(http.body.error.code, "invalid_query");
+  for (const after of [-1, 1.5]) {
+    const rpc = await get(`/writer/cursor/parked-rows-after?after=${after}`);
+    assert.deepEqual([rpc.ok, rpc.code, rpc.status], [false, "invalid_query", 400], JSON.stringify(rpc));
+  }
+  assert.equal((await get("/writer/cursor/parked-rows-after?after=0")).ok, true);
+});
+
 test("a source reached through newUniqueId() refuses its caller with unnamed_source 400, as the chapter says", async () => {
   const v = await get("/unique");
   assert.deepEqual([v.ok, v.name, v.code, v.status], [false, "RelayError", "unnamed_source", 400], JSON.stringify(v));

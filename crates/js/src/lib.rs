@@ -219,7 +219,7 @@ impl JsSource {
     pub fn delivered_through(&self, seq: f64) -> Promise {
         let source = Rc::clone(&self.source);
         future_to_promise(async move {
-            let seq = sequence(seq)?;
+            let seq = sequence(seq, ErrorCode::InvalidSeq)?;
             let relay = source.relay().map_err(js_error)?;
             Ok(relay.delivered_through(seq).map_err(|e| js_error(e.into()))?.into())
         })
@@ -259,7 +259,7 @@ impl JsSource {
     pub fn parked_rows(&self, target: String, after: f64, limit: f64) -> Promise {
         let source = Rc::clone(&self.source);
         future_to_promise(async move {
-            let (target, after) = (target_name(&target)?, sequence(after)?);
+            let (target, after) = (target_name(&target)?, sequence(after, ErrorCode::InvalidQuery)?);
             let limit = page_limit(limit, MAX_PARKED_ROWS_PER_PAGE)?;
             let relay = source.relay().map_err(js_error)?;
             to_js(&relay.parked_page(&target, after, limit).map_err(|e| js_error(e.into()))?)
@@ -320,14 +320,13 @@ fn target_name(text: &str) -> Result<Name, JsValue> {
     durable_relay::routes::name(text, ErrorCode::InvalidTarget).map_err(js_error)
 }
 
-/// A sequence number from JavaScript (a safe integer), or 400 `invalid_seq`.
-fn sequence(value: f64) -> Result<u64, JsValue> {
+/// A sequence number from JavaScript (a safe integer), or a 400 with
+/// `code` (`invalid_seq` for a sequence asked about, `invalid_query` for a
+/// page cursor, as over HTTP).
+fn sequence(value: f64, code: ErrorCode) -> Result<u64, JsValue> {
     let whole = value.fract() == 0.0 && (0.0..=SEQ_MAX as f64).contains(&value);
     whole.then_some(value as u64).ok_or_else(|| {
-        js_error(HttpError::bad_request(
-            ErrorCode::InvalidSeq,
-            format!("{value} is not a sequence 0..=2^53-1"),
-        ))
+        js_error(HttpError::bad_request(code, format!("{value} is not a sequence 0..=2^53-1")))
     })
 }
 

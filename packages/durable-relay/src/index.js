@@ -375,7 +375,7 @@ export class RelaySource {
       camelizing(
         this.#raw.parkedRows(
           text(target, "invalid_target", "target"),
-          number(after, "invalid_seq", "after"),
+          number(after, "invalid_query", "after"),
           number(limit, "invalid_limit", "limit"),
         ),
       ),

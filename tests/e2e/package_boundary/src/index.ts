@@ -222,6 +222,11 @@ export class Writer extends DurableObject<Env> {
     return this.relay.parkedTargets({ after });
   }
 
+  /** `parkedRows` with `after`, refused as `parkedAfter` is. */
+  async parkedRowsAfter(after: number) {
+    return this.relay.parkedRows("t", { after });
+  }
+
   /**
    * Everything the package returns and hands its callbacks, for a row to
    * `target` putting `key`: the enqueue reply (and what `writes` got), a
@@ -326,6 +331,13 @@ export default {
         // What arrives over RPC of the RelayError the object's method rejects with.
         try {
           return Response.json({ ok: true, page: await writer.parkedAfter(url.searchParams.get("after") ?? "") });
+        } catch (e) {
+          return Response.json(refused(e));
+        }
+      }
+      if (op === "parked-rows-after") {
+        try {
+          return Response.json({ ok: true, page: await writer.parkedRowsAfter(Number(url.searchParams.get("after"))) });
         } catch (e) {
           return Response.json(refused(e));
         }
