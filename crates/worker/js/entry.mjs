@@ -1,6 +1,7 @@
 // The reference Worker's module entry: everything the Rust build exports
 // (the front door's fetch handler, RelaySource, RelayTarget) plus RelayRpc,
-// a typed RPC entrypoint for JavaScript and TypeScript callers.
+// a typed RPC entrypoint for JavaScript and TypeScript callers, and
+// RelaySource's alarm handed the platform's retry count.
 //
 // RelayRpc holds no relay logic: each method calls the named source object
 // through its Durable Object binding, speaking the same protocol the Rust
@@ -13,10 +14,24 @@
 
 import { WorkerEntrypoint } from "cloudflare:workers";
 
-import FrontDoor from "./worker/shim.mjs";
+import FrontDoor, { RelaySource as RustRelaySource } from "./worker/shim.mjs";
 
 export * from "./worker/shim.mjs";
 export { default } from "./worker/shim.mjs";
+
+/**
+ * The source object as the Rust build exports it, but with its alarm told
+ * which retry of a failed alarm it is: workers-rs calls `alarm()` without
+ * the platform's `alarmInfo`, and a retry (an alarm that threw, or one the
+ * CPU limit cut off) should run a smaller fire so it fits. This explicit
+ * export takes the place of the one `export *` would give.
+ */
+export class RelaySource extends RustRelaySource {
+  alarm(alarmInfo) {
+    this.alarmRetried(alarmInfo?.retryCount ?? 0);
+    return super.alarm(alarmInfo);
+  }
+}
 
 /** RELAY_PARTITIONS as last parsed: { text, names }. */
 let partitioned = { text: undefined, names: new Set() };

@@ -13,7 +13,8 @@
 //! and keeps a one-row mark so it never asks again.
 //!
 //! Test builds (feature `testing`, and only with `RELAY_TEST_FAULTS=on`)
-//! also serve `POST /faults` (`{"crash_checkpoints":n,"drop_alarm":bool,"refuse_writes":bool}`)
+//! also serve `POST /faults` (`{"crash_checkpoints":n,"drop_alarm":bool,"refuse_writes":bool,
+//! "fail_alarms":n}`)
 //! and `GET /audit` (the outbox's invariants on its tables).
 
 use durable_relay::core::ErrorCode;
@@ -97,6 +98,9 @@ pub struct RelaySource {
     /// call, ms (see `SourceFaultsBody::retire_delay_ms`).
     #[cfg(feature = "testing")]
     retire_delay_ms: Cell<u32>,
+    /// Test builds: alarms still to fail (see `SourceFaultsBody::fail_alarms`).
+    #[cfg(feature = "testing")]
+    failing_alarms: Cell<u32>,
 }
 
 impl DurableObject for RelaySource {
@@ -107,6 +111,8 @@ impl DurableObject for RelaySource {
             listed: Cell::new(None),
             #[cfg(feature = "testing")]
             retire_delay_ms: Cell::new(0),
+            #[cfg(feature = "testing")]
+            failing_alarms: Cell::new(0),
         }
     }
 
@@ -120,6 +126,13 @@ impl DurableObject for RelaySource {
     }
 
     async fn alarm(&self) -> worker::Result<Response> {
+        #[cfg(feature = "testing")]
+        if let Some(left) = self.failing_alarms.get().checked_sub(1) {
+            self.failing_alarms.set(left);
+            return Err(worker::Error::RustError(format!(
+                "test fault: this alarm fails ({left} more to fail)"
+            )));
+        }
         let summary = self.source.run_alarm().await.map_err(worker::Error::RustError)?;
         let metrics_written =
             self.relay().is_ok_and(|relay| crate::metrics::write(self.env(), relay, &summary));
@@ -129,6 +142,18 @@ impl DurableObject for RelaySource {
         let mode = crate::config(self.env()).map(|c| c.alarm_log).unwrap_or_default();
         log_alarm_as(&summary, figures, mode);
         Response::ok("ok")
+    }
+}
+
+#[wasm_bindgen::prelude::wasm_bindgen(wasm_bindgen = ::worker::wasm_bindgen)]
+impl RelaySource {
+    /// Tells the next alarm that it is the platform's `retry_count`th retry
+    /// of a failed one, so it runs a smaller fire. workers-rs does not hand
+    /// `alarm()` the platform's `alarmInfo`, so the module entry
+    /// (`js/entry.mjs`) calls this with `alarmInfo.retryCount` first.
+    #[wasm_bindgen(js_name = "alarmRetried")]
+    pub fn alarm_retried(&self, retry_count: u32) {
+        self.source.alarm_retried(retry_count);
     }
 }
 
@@ -373,7 +398,14 @@ impl RelaySource {
                 format!("retire_delay_ms is at most {}", durable_relay::testing::MAX_RETIRE_DELAY_MS),
             ));
         }
+        if body.fail_alarms > durable_relay::testing::MAX_FAILED_ALARMS {
+            return Err(HttpError::bad_request(
+                ErrorCode::InvalidRequest,
+                format!("fail_alarms is at most {}", durable_relay::testing::MAX_FAILED_ALARMS),
+            ));
+        }
         self.retire_delay_ms.set(body.retire_delay_ms);
+        self.failing_alarms.set(body.fail_alarms);
         relay.sql().crash_checkpoints(body.crash_checkpoints);
         let (failing, parked) = (body.seed_failing_targets, body.seed_parked_targets);
         durable_relay::testing::seed_target_records(relay.sql(), failing, parked, now_ms())

@@ -311,6 +311,11 @@ pub struct SourceFaultsBody {
     /// in that gap every time rather than one try in ten.
     #[serde(default)]
     pub retire_delay_ms: u32,
+    /// Make the next this many alarms throw before doing anything, so the
+    /// platform retries them (with `alarmInfo.retryCount` counting up): at
+    /// most [`MAX_FAILED_ALARMS`], the platform's own retry limit.
+    #[serde(default)]
+    pub fail_alarms: u32,
     /// Write this many failing-target records (`seeded-f00000`, ...), each
     /// after one failed cycle, as a long outage of many targets leaves
     /// them: at most [`MAX_SEEDED_TARGETS`].
@@ -321,6 +326,10 @@ pub struct SourceFaultsBody {
     #[serde(default)]
     pub seed_parked_targets: u32,
 }
+
+/// Most alarms one fault request makes fail: the platform retries a failed
+/// alarm six times, and one more failure would leave the test with no alarm.
+pub const MAX_FAILED_ALARMS: u32 = 6;
 
 /// Most target records one fault request seeds.
 pub const MAX_SEEDED_TARGETS: u32 = 20_000;
