@@ -205,6 +205,8 @@ export interface AlarmSummary {
   work: number;
   /** Which retry of a failed alarm this was (0: not a retry); a retry runs a smaller fire. */
   retry_count: number;
+  /** The host's own alarm time (set through the relay) had come, and was cleared (absent when not). */
+  host_alarm?: boolean;
 }
 
 /** A source's status (`GET /status`, `RelayRpc.status`). */

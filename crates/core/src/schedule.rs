@@ -10,6 +10,10 @@
 //! - A source with owed rows and no alarm lost it (the platform drops an
 //!   alarm whose handler threw too often): a status read or an enqueue
 //!   re-arms it ([`needs_rearm`]).
+//! - The object has one alarm, shared by the relay and its host: it is
+//!   armed at the earlier of the relay's time and the host's own
+//!   ([`shared_alarm`]), and a stored alarm later than that was moved by
+//!   someone else ([`alarm_moved`]).
 
 use crate::limits::{PRUNE_BATCH_ROWS, PRUNE_INTERVAL_MS, PRUNE_STEPS_PER_ALARM, RELAY_LAG_BOUND_MS};
 use crate::settle::Wake;
@@ -33,6 +37,28 @@ pub fn arm(known: AlarmKnown, due_ms: u64) -> Option<u64> {
     match known {
         AlarmKnown::At(t) if t <= due_ms => None,
         _ => Some(due_ms),
+    }
+}
+
+/// When the object's one alarm must be due, given the relay's wanted time
+/// (`relay_ms`) and its host's own (`host_ms`, set through the relay): the
+/// earlier of the two, so neither waits for the other; `None` when neither
+/// wants one.
+pub fn shared_alarm(relay_ms: Option<u64>, host_ms: Option<u64>) -> Option<u64> {
+    match (relay_ms, host_ms) {
+        (Some(r), Some(h)) => Some(r.min(h)),
+        (r, h) => r.or(h),
+    }
+}
+
+/// Whether the stored alarm (`stored_ms`) is later than the relay and its
+/// host need (`needed_ms`) at `now_ms`: missing, or due after the later of
+/// the needed time and now (an alarm already due fires at once either way).
+pub fn alarm_moved(needed_ms: Option<u64>, stored_ms: Option<u64>, now_ms: u64) -> bool {
+    match (needed_ms, stored_ms) {
+        (None, _) => false,
+        (Some(_), None) => true,
+        (Some(need), Some(stored)) => stored > need.max(now_ms),
     }
 }
 
@@ -135,6 +161,28 @@ pub fn idle_prune_at(first_expiry_ms: Option<u64>, last_prune_ms: u64) -> Option
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_shared_alarm_is_the_earlier_of_the_relays_and_the_hosts() {
+        assert_eq!(shared_alarm(None, None), None);
+        assert_eq!(shared_alarm(Some(5), None), Some(5));
+        assert_eq!(shared_alarm(None, Some(7)), Some(7));
+        assert_eq!(shared_alarm(Some(5), Some(7)), Some(5));
+        assert_eq!(shared_alarm(Some(9), Some(7)), Some(7));
+        assert_eq!(shared_alarm(Some(7), Some(7)), Some(7));
+    }
+
+    #[test]
+    fn an_alarm_is_moved_when_missing_or_later_than_needed() {
+        assert!(!alarm_moved(None, None, 10), "nothing needed");
+        assert!(!alarm_moved(None, Some(99), 10), "an alarm nobody needs is not ours to judge");
+        assert!(alarm_moved(Some(20), None, 10), "missing");
+        assert!(!alarm_moved(Some(20), Some(20), 10), "at the edge: exactly when needed");
+        assert!(alarm_moved(Some(20), Some(21), 10), "one ms past the edge");
+        assert!(!alarm_moved(Some(20), Some(5), 10), "earlier is fine");
+        assert!(!alarm_moved(Some(5), Some(10), 10), "a past need: an alarm due now serves it");
+        assert!(alarm_moved(Some(5), Some(11), 10));
+    }
 
     #[test]
     fn arming_keeps_an_earlier_alarm_and_brings_a_later_one_forward() {

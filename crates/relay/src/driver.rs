@@ -201,6 +201,13 @@ pub struct AlarmSummary {
     /// Which retry of a failed alarm this was, as the platform counts them
     /// (0: not a retry); a retry runs a smaller fire.
     pub retry_count: u32,
+    /// Whether the host's own alarm time (set through the relay, see
+    /// [`Relay::set_host_alarm`](crate::Relay::set_host_alarm)) had come
+    /// when this alarm ended: the host runs its own alarm work then. The
+    /// relay cleared the time, as the platform clears an alarm that fired.
+    /// Left out of the log line when not.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub host_alarm: bool,
 }
 
 fn is_zero(n: &u32) -> bool {

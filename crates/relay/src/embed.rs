@@ -238,9 +238,49 @@ impl<S: Sql> Source<S> {
     /// `relay_alarm` line. Return it from your object's `alarm()`; an error
     /// (after the relay armed its own retry) lets the platform retry too.
     pub async fn alarm(&self) -> worker::Result<Response> {
+        self.alarm_summary().await?;
+        Response::ok("relayed")
+    }
+
+    /// [`alarm`](Source::alarm), answering what the alarm did: an object
+    /// that keeps its own alarm time through [`set_alarm`](Source::set_alarm)
+    /// runs its own alarm work when the summary's
+    /// [`host_alarm`](AlarmSummary::host_alarm) says that time has come.
+    pub async fn alarm_summary(&self) -> worker::Result<AlarmSummary> {
         let summary = self.run_alarm().await.map_err(worker::Error::RustError)?;
         log_alarm_as(&summary, serde_json::Map::new(), self.alarm_log());
-        Response::ok("relayed")
+        Ok(summary)
+    }
+
+    /// Sets your object's own alarm time, `at_ms` ms since the epoch
+    /// (replacing the one set before): the object has one alarm, and the
+    /// relay arms it at the earlier of its own time and yours, so neither
+    /// moves the other. The [`alarm_summary`](Source::alarm_summary) that
+    /// finds your time come reports it once and clears it. Setting the
+    /// object's alarm directly instead would move the relay's (it is put
+    /// right, with a `relay_alarm_moved` warning, at the next status read
+    /// or re-arm sweep). Refused (400 `invalid_request`) past
+    /// [`SEQ_MAX`](crate::core::SEQ_MAX).
+    pub async fn set_alarm(&self, at_ms: u64) -> Result<(), HttpError> {
+        if at_ms > crate::core::SEQ_MAX {
+            return Err(HttpError::bad_request(
+                ErrorCode::InvalidRequest,
+                format!("the alarm time {at_ms} is past SEQ_MAX (ms since the epoch)"),
+            ));
+        }
+        Ok(self.relay()?.set_host_alarm(at_ms, now_ms()).await?)
+    }
+
+    /// Your object's own alarm time, set with [`set_alarm`](Source::set_alarm)
+    /// and not yet reported: never the relay's (the object's alarm may be
+    /// earlier, for the relay).
+    pub fn get_alarm(&self) -> Result<Option<u64>, HttpError> {
+        Ok(self.relay()?.host_alarm()?)
+    }
+
+    /// Clears your object's own alarm time; the relay's stays.
+    pub fn delete_alarm(&self) -> Result<(), HttpError> {
+        Ok(self.relay()?.delete_host_alarm()?)
     }
 
     /// Tells the relay that the next [`alarm`](Source::alarm) is the

@@ -17,14 +17,14 @@
 //! [`Sql`] trait that gives it `run`, [`int`], [`StoreError`], [`OnApply`],
 //! [`ApplyRow`], [`Name`], [`Migrations`]), the HTTP helpers an object's
 //! `fetch` answers with ([`HttpError`], [`json`], [`parse_json`],
-//! [`read_body`], [`respond`]), and the workers-rs names every Durable Object
+//! [`read_body`], [`respond`]), the clock ([`now_ms`]), and the workers-rs names every Durable Object
 //! needs (`durable_object`, `event`, `wasm_bindgen`, [`DurableObject`],
 //! [`State`], [`Env`], [`Request`], [`Response`], [`Method`], [`Context`]),
 //! so the README's quick start compiles with this one line. Lower layers
 //! stay at their own paths ([`crate::store`], [`crate::durable`], ...).
 
 pub use crate::core::{ApplyRow, ErrorCode, Name};
-pub use crate::durable::DoSql;
+pub use crate::durable::{now_ms, DoSql};
 pub use crate::embed::{row, Enqueue, Migrations, OnApply, Source, Target};
 pub use crate::http::{json, parse_json, read_body, respond, HttpError};
 pub use crate::store::{int, Sql, SqlValue, StoreError};

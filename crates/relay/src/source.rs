@@ -17,6 +17,13 @@
 //!   alarm then and returns normally (an enqueue that gets through earlier
 //!   brings it forward);
 //! - a status read, or an enqueue, re-arms an alarm the platform dropped;
+//! - the object's one alarm is shared with the host: the host keeps its own
+//!   time through the relay ([`Relay::set_host_alarm`]), every arming sets
+//!   the earlier of the relay's time and the host's (one function,
+//!   `note_armed`), an alarm reports when the host's time has come
+//!   ([`AlarmSummary::host_alarm`]), and a stored alarm found missing or
+//!   later than both need (someone set or deleted it directly) is re-armed
+//!   with a `relay_alarm_moved` warning;
 //! - counts kept in memory (see the outbox's ledger) are written by an
 //!   alarm once the oldest is older than
 //!   [`UNWRITTEN_COUNTS_MAX_AGE_MS`],
@@ -26,7 +33,10 @@
 //! alarm in workerd, a simulated one in the simulator). What this instance
 //! knows of it is cached ([`AlarmKnown`]): the platform clears an alarm when
 //! it fires and only this code sets one, so the cache is exact once loaded,
-//! and an alarm already early enough is never written again.
+//! and an alarm already early enough is never written again. A host that
+//! sets the alarm itself breaks that exactness; a status read, a re-arm
+//! sweep or `enqueueSync`'s recheck reads the stored alarm afresh and puts
+//! it right.
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
@@ -35,18 +45,18 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::core::schedule::{arm, coalesced, enqueue_due, needs_rearm};
+use crate::core::schedule::{alarm_moved, arm, coalesced, enqueue_due, needs_rearm, shared_alarm};
 use crate::core::{
     delivered_through, next_utc_day_ms, part_of, projected_for_day, relay_watermark, retry_backoff_ms,
     utc_date, utc_day, AlarmKnown, EnqueueRow, Fence, KeyVerdict, Name, Part, PartitionMap, ScanState,
-    SourceId, Ticket, UNWRITTEN_COUNTS_MAX_AGE_MS, WORKER_FREE_ROWS_WRITTEN_PER_DAY,
+    SourceId, Ticket, SEQ_MAX, UNWRITTEN_COUNTS_MAX_AGE_MS, WORKER_FREE_ROWS_WRITTEN_PER_DAY,
 };
 use crate::driver::{run_alarm, AlarmError, AlarmOptions, AlarmSummary, FireObserver, Targets};
 use crate::store::outbox::{
     ActionOutcome, EnqueueFailure, Enqueued, Outbox, OutboxSettings, ParkedPage, RoutedKey, Sealed, Seat,
     Settling, SourceState, TargetFilter, TargetPage, TargetReport,
 };
-use crate::store::{Sql, StoreError};
+use crate::store::{int, Sql, StoreError};
 
 /// Where a source's alarm is stored. Times are absolute, ms since the epoch.
 #[allow(async_fn_in_trait)]
@@ -57,6 +67,13 @@ pub trait AlarmStore {
     async fn set(&self, at_ms: u64) -> Result<(), StoreError>;
     /// Removes the stored alarm.
     async fn delete(&self) -> Result<(), StoreError>;
+    /// Reports, as one warning line, an alarm the relay found missing or
+    /// later than it and its host need (someone set or deleted it behind
+    /// the relay's back) and re-armed. The Durable Object's alarm logs it;
+    /// by default it goes nowhere.
+    fn moved(&self, warning: &serde_json::Value) {
+        let _ = warning;
+    }
 }
 
 /// A source's configuration: its alarm limits and operating settings.
@@ -203,7 +220,8 @@ pub struct SourceStatus {
     pub last_alarm: Option<serde_json::Value>,
     /// The stored alarm after this read, ms since the epoch.
     pub alarm_at_ms: Option<u64>,
-    /// Whether this read re-armed a dropped alarm.
+    /// Whether this read re-armed a dropped alarm, or one moved later than
+    /// the relay and its host need.
     pub rearmed: bool,
     /// The alarm limits and operating settings in force.
     pub config: SourceConfig,
@@ -212,7 +230,8 @@ pub struct SourceStatus {
 /// What a re-arm check found and did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Rearmed {
-    /// Whether it set the alarm (rows were queued and none was set).
+    /// Whether it set the alarm: rows were queued and none was set, or the
+    /// stored one was later than the relay and its host need.
     pub rearmed: bool,
     /// The stored alarm afterwards, ms since the epoch.
     pub alarm_at_ms: Option<u64>,
@@ -257,6 +276,10 @@ pub struct Relay<S, A> {
     outbox: Outbox<S>,
     alarm: A,
     known: Cell<AlarmKnown>,
+    /// The host's own alarm time as stored (`relay_host_alarm`), once read:
+    /// `None` until then, `Some(None)` when the host has none. Only this
+    /// code writes it, so once read it is exact.
+    host: Cell<Option<Option<u64>>>,
     /// Consecutive alarms that failed; sets the back-off of the next.
     alarm_failures: Cell<u32>,
     /// When an alarm last delivered rows (this instance's memory): rows that
@@ -302,6 +325,7 @@ impl<S: Sql, A: AlarmStore> Relay<S, A> {
             outbox,
             alarm,
             known: Cell::new(AlarmKnown::Unknown),
+            host: Cell::new(None),
             alarm_failures: Cell::new(0),
             last_delivery_ms: Cell::new(None),
             firing: Cell::new(false),
@@ -449,7 +473,11 @@ impl<S: Sql, A: AlarmStore> Relay<S, A> {
         let (_, done) = self
             .commit_enqueue(now_ms, key, None, rows, Fence::default(), no_writes)?
             .ok_or(EnqueueFailure::Store(StoreError::Guard("an unfenced enqueue answered moved")))?;
-        let at = if done.duplicate { None } else { self.note_armed(self.due_for(&done, now_ms)) };
+        let at = if done.duplicate {
+            None
+        } else {
+            self.note_armed(Some(self.due_for(&done, now_ms)), 0).map_err(EnqueueFailure::Store)?
+        };
         Ok((done, at))
     }
 
@@ -660,10 +688,10 @@ impl<S: Sql, A: AlarmStore> Relay<S, A> {
                     config.alarm.budget.rows_per_fire,
                     config.coalesce_ms,
                 );
-                if let Some(delay) = summary.next_in_ms {
-                    let retry = self.arm_at(now().saturating_add(delay)).await;
-                    retry.map_err(|e| AlarmFailure { error: AlarmError::Store(e), retry_at_ms: None })?;
-                }
+                summary.host_alarm = self.take_host_alarm(now());
+                let relay_due = summary.next_in_ms.map(|delay| now().saturating_add(delay));
+                let armed = self.arm(relay_due, 0).await;
+                armed.map_err(|e| AlarmFailure { error: AlarmError::Store(e), retry_at_ms: None })?;
                 // Counts waiting too long are written now (one row); if that
                 // fails they wait for the next chance, and the alarm stands.
                 let _ = self.outbox.write_counts(now(), UNWRITTEN_COUNTS_MAX_AGE_MS);
@@ -672,8 +700,9 @@ impl<S: Sql, A: AlarmStore> Relay<S, A> {
             // Writes come back with the next UTC day, not sooner.
             Err(AlarmError::Store(e)) if e.is_write_limit() => {
                 let at = next_utc_day_ms(now());
+                let host_alarm = self.take_host_alarm(now());
                 match self.arm_at(at).await {
-                    Ok(()) => Ok(self.write_limited(started, at, now())),
+                    Ok(()) => Ok(AlarmSummary { host_alarm, ..self.write_limited(started, at, now()) }),
                     Err(_) => Err(AlarmFailure { error: AlarmError::Store(e), retry_at_ms: None }),
                 }
             }
@@ -682,7 +711,9 @@ impl<S: Sql, A: AlarmStore> Relay<S, A> {
                 let failures = self.alarm_failures.get().saturating_add(1);
                 self.alarm_failures.set(failures);
                 let at = now().saturating_add(retry_backoff_ms(failures));
-                let retry_at_ms = self.arm_at(at).await.ok().map(|()| at);
+                // A host time already due waits with the back-off: the
+                // next alarm that succeeds reports it.
+                let retry_at_ms = self.arm(Some(at), at).await.ok().map(|()| at);
                 Err(AlarmFailure { error, retry_at_ms })
             }
         }
@@ -715,10 +746,10 @@ impl<S: Sql, A: AlarmStore> Relay<S, A> {
     /// restarts; when the write is refused the status still answers, with
     /// them.
     pub async fn status(&self, now_ms: u64) -> Result<SourceStatus, StoreError> {
-        let (stored, rearmed) = self.recheck_alarm(now_ms).await?;
+        let (stored, rearmed_at, _) = self.recheck(now_ms).await?;
         let _ = self.outbox.write_counts(now_ms, 0);
         // The state as it is, counts not yet written included.
-        self.status_of(self.outbox.state()?, stored, rearmed, now_ms)
+        self.status_of(self.outbox.state()?, rearmed_at.or(stored), rearmed_at.is_some(), now_ms)
     }
 
     /// Reads the stored alarm afresh and re-arms one the outbox needs but
@@ -727,33 +758,61 @@ impl<S: Sql, A: AlarmStore> Relay<S, A> {
     /// Answers the stored alarm as read, and whether it re-armed.
     pub async fn recheck_alarm(&self, now_ms: u64) -> Result<(Option<u64>, bool), StoreError> {
         let (stored, rearmed, _) = self.recheck(now_ms).await?;
-        Ok((stored, rearmed))
+        Ok((stored, rearmed.is_some()))
     }
 
     /// [`recheck_alarm`](Relay::recheck_alarm), also answering the rows
-    /// queued (one read of the state).
-    async fn recheck(&self, now_ms: u64) -> Result<(Option<u64>, bool, u64), StoreError> {
+    /// queued (one read of the state); the time it re-armed at, if it did.
+    ///
+    /// Beside a dropped alarm it puts right one the host moved: the stored
+    /// alarm is missing or later than the time this instance last armed
+    /// (still ahead), or than the host's own time. It re-arms at the
+    /// earlier of what the relay and the host need and logs a
+    /// `relay_alarm_moved` warning naming the fix.
+    async fn recheck(&self, now_ms: u64) -> Result<(Option<u64>, Option<u64>, u64), StoreError> {
+        let armed_before = self.known.get();
         let stored = self.alarm.get().await?;
         self.known.set(stored.map_or(AlarmKnown::None, AlarmKnown::At));
         let queued_rows = self.outbox.state()?.queued_rows;
         // A running fire arms its own next wake-up.
-        let rearmed = !self.firing.get() && needs_rearm(queued_rows, stored);
-        if rearmed {
-            self.arm_at(now_ms).await?;
+        if self.firing.get() {
+            return Ok((stored, None, queued_rows));
         }
-        Ok((stored, rearmed, queued_rows))
+        // What the relay needs: now, for rows with no alarm or whose alarm
+        // this instance armed in the past (it is due, not later); else the
+        // time it armed, while still ahead.
+        let relay_due = match armed_before {
+            _ if needs_rearm(queued_rows, stored) => Some(now_ms),
+            AlarmKnown::At(at) if at >= now_ms => Some(at),
+            AlarmKnown::At(_) if queued_rows > 0 => Some(now_ms),
+            _ => None,
+        };
+        let needed = shared_alarm(relay_due, self.host_alarm()?);
+        if !alarm_moved(needed, stored, now_ms) {
+            return Ok((stored, None, queued_rows));
+        }
+        self.arm(relay_due, 0).await?;
+        let rearmed_at = needed.map(|at| at.max(now_ms));
+        self.alarm.moved(&serde_json::json!({"event": "relay_alarm_moved", "source": self.name.as_str(),
+                "stored_ms": stored, "rearmed_ms": rearmed_at, "queued_rows": queued_rows,
+                "fix": "the object's alarm was missing or later than the relay or its host needs, so it was \
+                        re-armed: if your code calls setAlarm or deleteAlarm on the object's storage, arm \
+                        your own time through the relay instead (setAlarm / set_alarm), which keeps both"}));
+        Ok((stored, rearmed_at, queued_rows))
     }
 
     /// Sets the alarm if rows are queued and none is set: the platform
     /// drops an alarm whose retries all failed, and a source that then gets
-    /// no traffic would keep its rows. Reads the state row and the alarm;
+    /// no traffic would keep its rows. Puts right an alarm moved later
+    /// than the relay and its host need, too (see `recheck`). Reads the state row and the alarm;
     /// call it from a scheduled sweep over your sources.
     pub async fn rearm(&self, now_ms: u64) -> Result<Rearmed, StoreError> {
-        let (stored, rearmed, queued_rows) = self.recheck(now_ms).await?;
-        Ok(Rearmed { rearmed, alarm_at_ms: if rearmed { Some(now_ms) } else { stored }, queued_rows })
+        let (stored, rearmed_at, queued_rows) = self.recheck(now_ms).await?;
+        Ok(Rearmed { rearmed: rearmed_at.is_some(), alarm_at_ms: rearmed_at.or(stored), queued_rows })
     }
 
-    /// Assembles a status from the state row and what status read.
+    /// Assembles a status from the state row and what status read
+    /// (`stored`: the alarm after the read).
     fn status_of(
         &self,
         state: SourceState,
@@ -816,7 +875,7 @@ impl<S: Sql, A: AlarmStore> Relay<S, A> {
             discarded_rows: self.outbox.discarded_rows()?,
             last_prune_ms: state.last_prune_ms,
             last_alarm: state.last_alarm.as_deref().and_then(|t| serde_json::from_str(t).ok()),
-            alarm_at_ms: if rearmed { Some(now_ms) } else { stored },
+            alarm_at_ms: stored,
             rearmed,
             config: self.config.get(),
         })
@@ -895,23 +954,104 @@ impl<S: Sql, A: AlarmStore> Relay<S, A> {
         Ok(())
     }
 
-    /// Ensures an alarm is due no later than `due_ms`; writes nothing when
-    /// the known alarm already is.
+    /// Ensures an alarm is due no later than `due_ms` (and the host's
+    /// time); writes nothing when the known alarm already is.
     async fn arm_at(&self, due_ms: u64) -> Result<(), StoreError> {
-        let Some(at) = self.note_armed(due_ms) else { return Ok(()) };
+        self.arm(Some(due_ms), 0).await
+    }
+
+    /// Ensures the alarm is due no later than the relay's `relay_due` and
+    /// the host's own time (counted no earlier than `host_floor`); writes
+    /// nothing when the known alarm already is early enough.
+    async fn arm(&self, relay_due: Option<u64>, host_floor: u64) -> Result<(), StoreError> {
+        let Some(at) = self.note_armed(relay_due, host_floor)? else { return Ok(()) };
         self.alarm.set(at).await.inspect_err(|_| {
             // We no longer know what is stored; the next use reloads it.
             self.known.set(AlarmKnown::Unknown);
         })
     }
 
-    /// Notes an alarm due no later than `due_ms` as armed, and answers the
-    /// time to set it to, or `None` when the known alarm already is early
-    /// enough (nothing to write).
-    fn note_armed(&self, due_ms: u64) -> Option<u64> {
-        let at = arm(self.known.get(), due_ms)?;
+    /// Notes the alarm as armed at the earlier of the relay's `relay_due`
+    /// and the host's own time (counted no earlier than `host_floor`), and
+    /// answers the time to set it to, or `None` when the known alarm
+    /// already is early enough (nothing to write). Every arming comes
+    /// here, so no path arms the relay's time alone.
+    fn note_armed(&self, relay_due: Option<u64>, host_floor: u64) -> Result<Option<u64>, StoreError> {
+        // A host time counted no earlier than the relay's cannot be the
+        // earlier one: not read (a back-off arms even when reads fail).
+        let host = match relay_due {
+            Some(due) if due <= host_floor => None,
+            _ => self.host_alarm()?.map(|at| at.max(host_floor)),
+        };
+        let Some(due_ms) = shared_alarm(relay_due, host) else { return Ok(None) };
+        let Some(at) = arm(self.known.get(), due_ms) else { return Ok(None) };
         self.known.set(AlarmKnown::At(at));
         self.outbox.note_write();
-        Some(at)
+        Ok(Some(at))
+    }
+
+    /// The host's own alarm time: what it set with
+    /// [`set_host_alarm`](Relay::set_host_alarm) and no alarm has reported
+    /// yet. Never the relay's own time (the object's alarm may be earlier).
+    pub fn host_alarm(&self) -> Result<Option<u64>, StoreError> {
+        if let Some(at) = self.host.get() {
+            return Ok(at);
+        }
+        let row = self.outbox.sql().first("SELECT at_ms FROM relay_host_alarm WHERE id = 1", vec![])?;
+        let at = row.map(|r| r.u64(0)).transpose()?;
+        self.host.set(Some(at));
+        Ok(at)
+    }
+
+    /// Sets the host's own alarm time (ms since the epoch; replacing any
+    /// other), kept in the relay's tables so a restart does not lose it:
+    /// the object's alarm is armed at the earlier of it and the relay's
+    /// own, and the alarm that finds it come reports it
+    /// ([`AlarmSummary::host_alarm`]). The host's way to use the object's
+    /// one alarm beside the relay: setting the object's alarm directly
+    /// would move the relay's. A time later than the one set before leaves
+    /// the object's alarm where it is; it may then wake once early, which
+    /// reports nothing to the host. Refuses a time past [`SEQ_MAX`].
+    pub async fn set_host_alarm(&self, at_ms: u64, now_ms: u64) -> Result<(), StoreError> {
+        if at_ms > SEQ_MAX {
+            return Err(StoreError::Guard("an alarm time past SEQ_MAX"));
+        }
+        self.forget_past_alarm(now_ms);
+        self.load_alarm().await?;
+        self.outbox.sql().run(
+            "INSERT INTO relay_host_alarm (id, at_ms) VALUES (1, ?) ON CONFLICT(id) DO UPDATE SET at_ms = excluded.at_ms",
+            vec![int(at_ms)],
+        )?;
+        self.outbox.note_write();
+        self.host.set(Some(Some(at_ms)));
+        self.arm(Some(at_ms), 0).await
+    }
+
+    /// Clears the host's own alarm time. The object's alarm stays where it
+    /// is (it may be the relay's too); if it was armed for the host alone
+    /// it wakes once and reports nothing to the host.
+    pub fn delete_host_alarm(&self) -> Result<(), StoreError> {
+        self.outbox.sql().run("DELETE FROM relay_host_alarm", vec![])?;
+        self.outbox.note_write();
+        self.host.set(Some(None));
+        Ok(())
+    }
+
+    /// Whether the host's own time has come at `now_ms`; if so clears it,
+    /// as the platform clears an alarm that fired. Should clearing the
+    /// stored time fail it is forgotten here all the same, and an instance
+    /// that starts later reports it again: like the platform's alarms, the
+    /// host's is delivered at least once.
+    fn take_host_alarm(&self, now_ms: u64) -> bool {
+        match self.host_alarm() {
+            Ok(Some(at)) if at <= now_ms => {
+                self.host.set(Some(None));
+                if self.outbox.sql().run("DELETE FROM relay_host_alarm", vec![]).is_ok() {
+                    self.outbox.note_write();
+                }
+                true
+            }
+            _ => false,
+        }
     }
 }

@@ -105,7 +105,7 @@ fn samples() -> Vec<(&'static str, Value)> {
         ("SourceStatus", to(&status)),
         ("ScanState", to(&scan)),
         ("AlarmSummary", to(&summary)),
-        ("AlarmSummary", to(&AlarmSummary { write_limited: true, ..summary.clone() })),
+        ("AlarmSummary", to(&AlarmSummary { write_limited: true, host_alarm: true, ..summary.clone() })),
         ("TargetReport", to(&report)),
         ("TargetPage", to(&TargetPage { next: Some("t".into()), ..targets })),
         ("ParkedPage", to(&page)),

@@ -54,6 +54,8 @@ const NOTES: &str = "NOTES";
 const NOTES_OBJECT: &str = "notes";
 /// The quick start's `Inbox` objects, by name.
 const INBOXES: &str = "INBOXES";
+/// `Holds` objects, by name: a source that shares its alarm with the relay.
+const HOLDS: &str = "HOLDS";
 /// The reference relay's source class, in another Worker.
 const RELAY_SOURCE: &str = "RELAY_SOURCE";
 
@@ -89,6 +91,7 @@ async fn route(req: &mut Request, env: &Env) -> Result<Response, HttpError> {
         (_, ["notes", "relay", rest @ ..]) => {
             forward(req, env, NOTES, NOTES_OBJECT, &format!("/{}", rest.join("/"))).await
         }
+        (Method::Post, ["holds", name]) => forward(req, env, HOLDS, name, "/hold").await,
         (Method::Get, ["inboxes", to]) => forward(req, env, INBOXES, to, "/keys").await,
         (_, ["inboxes", to, "relay", rest @ ..]) => {
             forward(req, env, INBOXES, to, &format!("/{}", rest.join("/"))).await
@@ -219,6 +222,67 @@ impl Orders {
         Ok(json(&rows)?)
     }
 }
+
+// ---- a source that shares the object's alarm ---------------------------------
+
+/// How long a hold lasts, ms.
+const HOLD_MS: u64 = 60_000;
+
+/// The holds' own table, beside the relay's outbox.
+const HOLDS_TABLE: Migrations = &[&["CREATE TABLE IF NOT EXISTS holds (until_ms INTEGER NOT NULL)"]];
+
+// readme: shared alarm
+/// Holds stock for a while and releases it on the object's one alarm, which
+/// it shares with the relay: its own time goes through the relay.
+#[durable_object]
+pub struct Holds {
+    relay: Source,
+}
+
+impl DurableObject for Holds {
+    fn new(state: State, env: Env) -> Self {
+        Holds { relay: Source::new(state, env).targets(CUSTOMERS).tables("holds", HOLDS_TABLE) }
+    }
+
+    async fn fetch(&self, _req: Request) -> worker::Result<Response> {
+        respond(self.hold().await)
+    }
+
+    async fn alarm(&self) -> worker::Result<Response> {
+        // The relay delivers what is due, then says whether your own time has come.
+        if self.relay.alarm_summary().await?.host_alarm {
+            respond(self.release().await)?;
+        }
+        Response::ok("")
+    }
+}
+
+impl Holds {
+    /// A hold until `HOLD_MS` from now.
+    async fn hold(&self) -> Result<Response, HttpError> {
+        let until = now_ms() + HOLD_MS;
+        self.relay.sql()?.run("INSERT INTO holds (until_ms) VALUES (?)", vec![int(until)])?;
+        self.arm().await?;
+        Ok(json(&until)?)
+    }
+
+    /// Releases the holds whose time has come.
+    async fn release(&self) -> Result<Response, HttpError> {
+        self.relay.sql()?.run("DELETE FROM holds WHERE until_ms <= ?", vec![int(now_ms())])?;
+        self.arm().await?;
+        Ok(json(&"released")?)
+    }
+
+    /// Your own alarm, through the relay (never the storage's own): the earliest hold.
+    async fn arm(&self) -> Result<(), HttpError> {
+        let first = self.relay.sql()?.first("SELECT MIN(until_ms) FROM holds", vec![])?;
+        match first.map(|r| r.opt_u64(0)).transpose()?.flatten() {
+            Some(at) => self.relay.set_alarm(at).await,
+            None => self.relay.delete_alarm(),
+        }
+    }
+}
+// readme: end
 
 // ---- the target -------------------------------------------------------------
 

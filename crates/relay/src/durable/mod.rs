@@ -223,6 +223,10 @@ impl AlarmStore for DoAlarm {
     async fn delete(&self) -> Result<(), StoreError> {
         self.storage.delete_alarm().await.map_err(|e| StoreError::Sql(e.to_string()))
     }
+
+    fn moved(&self, warning: &serde_json::Value) {
+        crate::work::log_json(crate::work::Level::Warn, warning);
+    }
 }
 
 impl DoRelay {

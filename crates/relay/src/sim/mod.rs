@@ -564,6 +564,13 @@ impl Sim {
         self.world.source(&name(source)).alarm.set(None);
     }
 
+    /// Sets `source`'s stored alarm to `at_ms` (or deletes it) behind the
+    /// relay's back, as a host that calls the object's `setAlarm` or
+    /// `deleteAlarm` itself does.
+    pub fn set_alarm_directly(&mut self, source: &str, at_ms: Option<u64>) {
+        self.world.source(&name(source)).alarm.set(at_ms);
+    }
+
     // ---- inspection -----------------------------------------------------
 
     /// Makes every fire end with [`Sim::audit`], panicking (with the seed)

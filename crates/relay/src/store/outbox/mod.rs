@@ -188,6 +188,10 @@ const MIGRATIONS: &[&[&str]] = &[
         "ALTER TABLE relay_state ADD COLUMN rows_written_day INTEGER NOT NULL DEFAULT 0",
         "ALTER TABLE relay_state ADD COLUMN rows_written_today INTEGER NOT NULL DEFAULT 0",
     ],
+    // Version 10: the host's own alarm time. The object has one alarm; the
+    // relay arms it at the earlier of its own time and the host's, which
+    // it keeps here so a restart does not lose it (no row: none set).
+    &["CREATE TABLE relay_host_alarm (id INTEGER PRIMARY KEY CHECK (id = 1), at_ms INTEGER NOT NULL)"],
 ];
 
 /// The outbox's stored name and migrations, for upgrade tests.
