@@ -204,6 +204,39 @@ impl JsSource {
         })
     }
 
+    /// Sets the host's own alarm time, `at` ms since the epoch (a whole
+    /// number 0..=2^53-1, else 400 `invalid_request`): the relay arms the
+    /// object's alarm at the earlier of it and its own time.
+    #[wasm_bindgen(js_name = setAlarm)]
+    pub fn set_alarm(&self, at: f64) -> Promise {
+        let source = Rc::clone(&self.source);
+        future_to_promise(async move {
+            let whole = at.fract() == 0.0 && (0.0..=SEQ_MAX as f64).contains(&at);
+            if !whole {
+                return Err(js_error(HttpError::bad_request(
+                    ErrorCode::InvalidRequest,
+                    format!("the alarm time {at} is not a whole number of ms since the epoch, 0..=2^53-1"),
+                )));
+            }
+            source.set_alarm(at as u64).await.map_err(js_error)?;
+            Ok(JsValue::UNDEFINED)
+        })
+    }
+
+    /// The host's own alarm time (ms since the epoch), or null: never the
+    /// relay's.
+    #[wasm_bindgen(js_name = getAlarm)]
+    pub fn get_alarm(&self) -> Result<JsValue, JsValue> {
+        let at = self.source.get_alarm().map_err(js_error)?;
+        Ok(at.map_or(JsValue::NULL, |t| JsValue::from(t as f64)))
+    }
+
+    /// Clears the host's own alarm time; the relay's stays.
+    #[wasm_bindgen(js_name = deleteAlarm)]
+    pub fn delete_alarm(&self) -> Result<(), JsValue> {
+        self.source.delete_alarm().map_err(js_error)
+    }
+
     /// The source's status (re-arming an alarm that was dropped).
     pub fn status(&self) -> Promise {
         let source = Rc::clone(&self.source);

@@ -144,6 +144,13 @@ fn the_embedding_snippets_are_the_examples_own_code() {
     for name in ["rpc tour", "stub"] {
         assert_snippet("docs/calling-from-workers.md", "examples/producer/src/tour.ts", name, "ts");
     }
+    assert_snippet(
+        "docs/embedding-typescript.md",
+        "tests/e2e/shared_alarm/src/index.ts",
+        "shared alarm",
+        "ts",
+    );
+    assert_snippet("docs/embedding-rust.md", "examples/embedded/src/lib.rs", "shared alarm", "rust");
     for name in ["source", "target"] {
         assert_snippet("docs/embedding-rust.md", "examples/embedded/src/lib.rs", name, "rust");
         assert_snippet("docs/embedding-typescript.md", "examples/typescript/src/index.ts", name, "ts");

@@ -117,6 +117,17 @@ export declare class RelaySource<Env = any> {
    * alarm that is a retry (`retryCount` > 0) runs a smaller fire, so one the CPU limit cut off fits.
    */
   alarm(alarmInfo?: { retryCount: number; isRetry?: boolean }): Promise<AlarmSummary>;
+  /**
+   * Sets your object's own alarm time (ms since the epoch, or a Date), like `ctx.storage.setAlarm`:
+   * the relay arms the object's one alarm at the earlier of its own time and yours, and `alarm()`
+   * reports yours once with `hostAlarm: true` (absent when not). Never call `ctx.storage.setAlarm`
+   * beside the relay.
+   */
+  setAlarm(scheduledTime: number | Date): Promise<void>;
+  /** Your own alarm time (set with `setAlarm`, not yet reported), or null: never the relay's. */
+  getAlarm(): Promise<number | null>;
+  /** Clears your own alarm time; the relay's stays. */
+  deleteAlarm(): Promise<void>;
   /** The source's status. */
   status(): Promise<SourceStatus>;
   /** Whether every row through `seq` was applied (or discarded by an operator). */

@@ -338,11 +338,35 @@ export class RelaySource {
   }
 
   /**
-   * Delivers what is due; return it from your object's `alarm(alarmInfo)`, passing `alarmInfo` on:
-   * a retry (`retryCount` > 0) runs a smaller fire.
+   * Delivers what is due; call it from your object's `alarm(alarmInfo)`, passing `alarmInfo` on:
+   * a retry (`retryCount` > 0) runs a smaller fire. Its `hostAlarm` is true when your own
+   * time (set with `setAlarm`) has come (absent when not): run your own alarm work then.
    */
   alarm(alarmInfo) {
     return camelizing(this.#raw.alarm(alarmInfo?.retryCount ?? 0));
+  }
+
+  /**
+   * Sets your object's own alarm time (ms since the epoch, or a Date), as
+   * `ctx.storage.setAlarm` would: the object has one alarm, and the relay
+   * arms it at the earlier of its own time and yours, so neither moves the
+   * other. `alarm()` reports it once with `hostAlarm: true`.
+   */
+  setAlarm(scheduledTime) {
+    return rejecting(() => {
+      const at = scheduledTime instanceof Date ? scheduledTime.getTime() : scheduledTime;
+      return this.#raw.setAlarm(number(at, "invalid_request", "scheduledTime"));
+    });
+  }
+
+  /** Your own alarm time (set with `setAlarm`, not yet reported), or null: never the relay's. */
+  getAlarm() {
+    return rejecting(() => Promise.resolve(this.#raw.getAlarm()));
+  }
+
+  /** Clears your own alarm time; the relay's stays. */
+  deleteAlarm() {
+    return rejecting(() => Promise.resolve(this.#raw.deleteAlarm()));
   }
 
   /** The source's status. */
