@@ -13,11 +13,34 @@ interface Env {
   RUST_TARGETS: DurableObjectNamespace;
 }
 
+/** The wire's row fields the package spells in camelCase. */
+const ROW_FIELDS: Record<string, string> = { delay_ms: "delayMs", not_before_ms: "notBeforeMs" };
+
+/**
+ * Wire rows as the package takes them: only a row's own delay fields are
+ * renamed; anything that is not an array of objects passes as it is, for
+ * the package to refuse as the wire would.
+ */
+function packageRows(rows: unknown): unknown {
+  if (!Array.isArray(rows)) return rows;
+  return rows.map((row) =>
+    row === null || typeof row !== "object" || Array.isArray(row)
+      ? row
+      : Object.fromEntries(Object.entries(row).map(([k, v]) => [ROW_FIELDS[k] ?? k, v])),
+  );
+}
+
 export class TsSource extends DurableObject<Env> {
   relay = new RelaySource(this.ctx, this.env, { targets: "RUST_TARGETS" });
 
-  async enqueue(body: { rows: Row[]; idempotency_key?: string }, traceparent?: string) {
-    return this.relay.enqueue(body.rows, { idempotencyKey: body.idempotency_key, traceparent });
+  /**
+   * An enqueue that arrived in the wire's format (the HTTP body, snake_case),
+   * made through the package (camelCase) and answered in the wire's format
+   * again, so the same request can be compared with the HTTP path's answer.
+   */
+  async enqueue(body: { rows: unknown; idempotency_key?: string }, traceparent?: string) {
+    const done = await this.relay.enqueue(packageRows(body.rows) as Row[], { idempotencyKey: body.idempotency_key, traceparent });
+    return Object.fromEntries(Object.entries(done).map(([k, v]) => [k.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`), v]));
   }
 
   /**
