@@ -76,6 +76,11 @@ pub const MAX_WORK_PER_ALARM: u32 = 10_000_000;
 /// Most times a retried alarm's budget is halved: the platform retries a
 /// failed alarm up to six times, so the sixth retry runs the smallest fire.
 pub const MAX_RETRY_HALVINGS: u32 = 6;
+/// Alarms a source keeps the halvings of a retry that fitted before it
+/// tries one step larger: a fire the CPU limit killed would be killed again
+/// at full size, so a source whose full fire does not fit wastes one
+/// invocation in this many instead of one in two or three.
+pub const RETRY_HALVING_KEPT_ALARMS: u32 = 16;
 
 /// Bytes of row bodies one fire reads. Keeps a fire's decoded window well
 /// inside an isolate's 128 MB even when rows approach [`MAX_ROW_BYTES`].

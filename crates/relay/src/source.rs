@@ -49,7 +49,8 @@ use crate::core::schedule::{alarm_moved, arm, coalesced, enqueue_due, needs_rear
 use crate::core::{
     delivered_through, next_utc_day_ms, part_of, projected_for_day, relay_watermark, retry_backoff_ms,
     utc_date, utc_day, AlarmKnown, EnqueueRow, Fence, KeyVerdict, Name, Part, PartitionMap, ScanState,
-    SourceId, Ticket, SEQ_MAX, UNWRITTEN_COUNTS_MAX_AGE_MS, WORKER_FREE_ROWS_WRITTEN_PER_DAY,
+    SourceId, Ticket, MAX_RETRY_HALVINGS, RETRY_HALVING_KEPT_ALARMS, SEQ_MAX, UNWRITTEN_COUNTS_MAX_AGE_MS,
+    WORKER_FREE_ROWS_WRITTEN_PER_DAY,
 };
 use crate::driver::{run_alarm, AlarmError, AlarmOptions, AlarmSummary, FireObserver, Targets};
 use crate::store::outbox::{
@@ -300,9 +301,49 @@ pub struct Relay<S, A> {
     ///
     /// [`RelayBudget::for_retry`]: crate::core::RelayBudget::for_retry
     retried: Cell<u32>,
+    /// The halvings of the last retry that fitted, kept for later alarms
+    /// (see [`KeptHalvings`]).
+    kept: Cell<KeptHalvings>,
     /// The runtime's near-CPU-limit signal, given the work spent (see
     /// [`crate::driver::NearLimit`]); `None` where the runtime has none.
     near_limit: RefCell<Option<Rc<crate::driver::NearLimit<'static>>>>,
+}
+
+/// How much smaller than its budget a source's alarms run after a retry:
+/// a retry the CPU limit made necessary fitted at `halvings` (see
+/// [`RelayBudget::for_retry`]), so the next alarms keep that size, and only
+/// after [`RETRY_HALVING_KEPT_ALARMS`] alarms that ran uncut try one step
+/// larger. Kept in memory: an object the platform reset starts again from
+/// the platform's retry count, which is exactly when it needs one.
+///
+/// Invariant: `halvings <= MAX_RETRY_HALVINGS`.
+///
+/// [`RelayBudget::for_retry`]: crate::core::RelayBudget::for_retry
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct KeptHalvings {
+    /// Halvings applied to alarms that are not retries.
+    pub halvings: u32,
+    /// Uncut alarms run at `halvings` since it was last set or lowered.
+    pub uncut: u32,
+}
+
+impl KeptHalvings {
+    /// After an alarm that completed, the `retry_count`th retry (0: none),
+    /// cut short by the CPU gauge or not.
+    pub fn after(self, retry_count: u32, cpu_cut: bool) -> KeptHalvings {
+        if retry_count > 0 {
+            return KeptHalvings { halvings: retry_count.min(MAX_RETRY_HALVINGS), uncut: 0 };
+        }
+        if self.halvings == 0 || cpu_cut {
+            return self;
+        }
+        let uncut = self.uncut + 1;
+        if uncut >= RETRY_HALVING_KEPT_ALARMS {
+            KeptHalvings { halvings: self.halvings - 1, uncut: 0 }
+        } else {
+            KeptHalvings { uncut, ..self }
+        }
+    }
 }
 
 impl<S: Sql, A: AlarmStore> Relay<S, A> {
@@ -331,6 +372,7 @@ impl<S: Sql, A: AlarmStore> Relay<S, A> {
             firing: Cell::new(false),
             config: Cell::new(config),
             retried: Cell::new(0),
+            kept: Cell::new(KeptHalvings::default()),
             near_limit: RefCell::new(None),
         })
     }
@@ -662,7 +704,10 @@ impl<S: Sql, A: AlarmStore> Relay<S, A> {
         let retry_count = self.retried.replace(0);
         let near_limit = self.near_limit.borrow().clone();
         let signal = |work: u64| near_limit.as_ref().is_some_and(|f| f(work));
-        let options = self.config.get().alarm;
+        let mut options = self.config.get().alarm;
+        // A retry halves by its count; what a fitted retry kept, beyond that.
+        let kept = self.kept.get().halvings.saturating_sub(retry_count);
+        options.budget = options.budget.for_retry(kept);
         match run_alarm(
             &self.outbox,
             &self.name,
@@ -678,6 +723,7 @@ impl<S: Sql, A: AlarmStore> Relay<S, A> {
         {
             Ok(mut summary) => {
                 self.alarm_failures.set(0);
+                self.kept.set(self.kept.get().after(retry_count, summary.cpu_cut));
                 let config = self.config.get();
                 if summary.rows_delivered > 0 {
                     self.last_delivery_ms.set(Some(now()));
@@ -1053,5 +1099,37 @@ impl<S: Sql, A: AlarmStore> Relay<S, A> {
             }
             _ => false,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_fitted_retry_is_kept_until_enough_uncut_alarms_try_one_step_larger() {
+        let fitted = KeptHalvings::default().after(2, false);
+        assert_eq!(fitted, KeptHalvings { halvings: 2, uncut: 0 });
+        let mut kept = fitted;
+        for _ in 1..RETRY_HALVING_KEPT_ALARMS {
+            kept = kept.after(0, false);
+            assert_eq!(kept.halvings, 2, "kept until the edge");
+        }
+        assert_eq!(
+            kept.after(0, false),
+            KeptHalvings { halvings: 1, uncut: 0 },
+            "at the edge: one step larger"
+        );
+        assert_eq!(kept.after(0, true), kept, "an alarm the gauge cut is no evidence of room");
+        assert_eq!(
+            KeptHalvings::default().after(0, false),
+            KeptHalvings::default(),
+            "nothing kept, nothing counted"
+        );
+        assert_eq!(
+            kept.after(u32::MAX, false).halvings,
+            MAX_RETRY_HALVINGS,
+            "past the last halving: the last"
+        );
     }
 }

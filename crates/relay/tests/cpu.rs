@@ -119,3 +119,62 @@ fn a_kill_after_any_number_of_work_units_is_retried_smaller_and_the_source_still
         }
     }
 }
+
+/// A source whose full alarm does not fit the per-invocation limit: rows
+/// enough for many alarms, and a limit above a halved alarm's work but
+/// below a full one's.
+fn long_world(rows: u64) -> Sim {
+    let mut sim = Sim::new(11);
+    for i in 0..rows {
+        let target = Name::new(TARGETS[(i % 3) as usize]).unwrap();
+        sim.enqueue(
+            S,
+            vec![EnqueueRow::new(target, vec![(format!("k{i}"), json!("x".repeat(600)))], vec![])],
+        )
+        .unwrap();
+    }
+    sim
+}
+
+/// Runs `S`'s alarms as they fall due until none is armed; returns the
+/// alarms that ran.
+fn drain_long(sim: &mut Sim, max: u32) -> Vec<AlarmReport> {
+    let mut alarms = Vec::new();
+    while let Some(at) = sim.alarm_at(S) {
+        assert!((alarms.len() as u32) < max, "no drain within {max} alarms");
+        sim.advance(at.saturating_sub(sim.now_ms()));
+        alarms.push(sim.run_alarm(S, budget()));
+    }
+    sim.audit().unwrap();
+    alarms
+}
+
+#[test]
+fn a_source_whose_full_alarm_the_limit_kills_keeps_the_size_that_fitted() {
+    const ROWS_LONG: u64 = 600;
+    let mut free = long_world(ROWS_LONG);
+    let uncut = drain_long(&mut free, 1_000);
+    let full_alarm = uncut.iter().filter_map(|a| a.summary.as_ref()).map(|s| s.work).max().unwrap();
+    // Kills a full alarm; a halved one fits.
+    let limit = full_alarm * 3 / 4;
+    let mut sim = long_world(ROWS_LONG);
+    sim.cpu_fault(Some(CpuFault::Limit(limit)));
+    let alarms = drain_long(&mut sim, 10_000);
+    let ran = alarms.iter().filter(|a| a.summary.is_some()).count() as u32;
+    let kills = sim.limit_kills();
+    println!(
+        "{ROWS_LONG} rows, full alarm {full_alarm} units, limit {limit}: {} alarms uncut; \
+         under the limit {ran} alarms ran, {kills} killed (seed 11)",
+        uncut.len()
+    );
+    for t in TARGETS {
+        let applied = sim.applied(t, S);
+        assert_eq!(applied.len() as u64, ROWS_LONG / 3, "{t}: every row once");
+        assert!(applied.windows(2).all(|w| w[0] < w[1]), "{t}: in order");
+    }
+    assert!(kills >= 1, "the limit killed the first full alarm");
+    // One kill per trial of the full size, each after RETRY_HALVING_KEPT_ALARMS
+    // alarms at the size that fitted: never one kill per two or three alarms.
+    let bound = 1 + ran / durable_relay::core::RETRY_HALVING_KEPT_ALARMS;
+    assert!(kills <= bound, "{kills} kills in {ran} alarms; at most {bound}");
+}

@@ -25,6 +25,11 @@ pub enum CpuFault {
     /// fails its next checkpoint), and the platform retries the alarm with
     /// its retry count one higher.
     Kill(u64),
+    /// Every invocation dies once it has spent this many work units of its
+    /// own, as the platform's per-invocation limit kills it: nothing since
+    /// its last checkpoint stands, and the alarm is retried with its retry
+    /// count one higher, each time it happens.
+    Limit(u64),
 }
 
 /// The CPU state of a run.
@@ -38,6 +43,10 @@ pub(crate) struct SimCpu {
     pub(crate) current: Cell<u64>,
     /// Whether the kill has happened (it happens once).
     pub(crate) killed: Cell<bool>,
+    /// Whether the invocation under way reached a [`CpuFault::Limit`].
+    pub(crate) limited: Cell<bool>,
+    /// Invocations a [`CpuFault::Limit`] killed in the run.
+    pub(crate) limit_kills: Cell<u32>,
 }
 
 impl SimCpu {
@@ -50,6 +59,7 @@ impl SimCpu {
     pub(crate) fn end_invocation(&self, work: u64) {
         self.spent.set(self.spent.get() + work.max(self.current.get()));
         self.current.set(0);
+        self.limited.set(false);
     }
 }
 
@@ -67,6 +77,16 @@ pub(crate) fn signal(world: &Rc<World>, source: &Name) -> Rc<NearLimit<'static>>
             Some(CpuFault::Kill(k)) => {
                 if !cpu.killed.get() && cpu.total() >= k {
                     cpu.killed.set(true);
+                    if let Some(src) = world.sources.borrow().get(&source) {
+                        src.relay.sql().crash_checkpoints(1);
+                    }
+                }
+                false
+            }
+            Some(CpuFault::Limit(k)) => {
+                if !cpu.limited.get() && work >= k {
+                    cpu.limited.set(true);
+                    cpu.limit_kills.set(cpu.limit_kills.get() + 1);
                     if let Some(src) = world.sources.borrow().get(&source) {
                         src.relay.sql().crash_checkpoints(1);
                     }

@@ -411,6 +411,11 @@ impl Sim {
         self.world.cpu.killed.set(false);
     }
 
+    /// Invocations a [`CpuFault::Limit`] killed in the run so far.
+    pub fn limit_kills(&self) -> u32 {
+        self.world.cpu.limit_kills.get()
+    }
+
     /// Work units spent in the run so far (see [`crate::core::cpu`]).
     pub fn work(&self) -> u64 {
         self.world.cpu.total()
