@@ -105,6 +105,41 @@ fn an_alarm_past_the_daily_allowance_sleeps_until_midnight_utc_and_then_delivers
 }
 
 #[test]
+fn when_the_alarm_itself_is_refused_the_first_read_after_midnight_arms_it_and_nothing_is_lost() {
+    // The platform bills a setAlarm as a row written, so past the allowance
+    // it may refuse the alarm's own re-arm too. The alarm then throws (the
+    // platform retries it, into the same refusal) and, once the retries run
+    // out, the object has no alarm until a request arrives.
+    let mut sim = Sim::new(29);
+    let targets: Vec<String> = (0..20).map(|i| format!("t{i}")).collect();
+    for (i, t) in targets.iter().cycle().take(60).enumerate() {
+        sim.enqueue(S, vec![row(t, i as u64)]).unwrap();
+    }
+    sim.refuse_writes(S, true);
+    sim.refuse_alarm_sets(S, true);
+    let report = sim.run_alarm(S, RelayBudget::FREE);
+    assert!(report.summary.is_none(), "the alarm throws when it cannot arm its sleep until 00:00 UTC");
+    // The platform's retries fail the same way, then it stops retrying.
+    sim.set_alarm_directly(S, None);
+    let midnight = next_utc_day_ms(sim.now_ms());
+    sim.advance(midnight - sim.now_ms());
+    sim.refuse_writes(S, false);
+    sim.refuse_alarm_sets(S, false);
+    assert_eq!(sim.alarm_at(S), None, "nothing wakes the source by itself");
+    // The first read of its status finds rows waiting without an alarm and arms one.
+    let st = status(&sim);
+    assert_eq!(st.queued_rows, 60, "every row still queued");
+    assert!(sim.alarm_at(S).is_some(), "the status read armed the alarm");
+    let drain = sim.run_until_idle(S, RelayBudget::FREE, 100);
+    assert!(drain.drained);
+    for (n, t) in targets.iter().enumerate() {
+        let want: Vec<u64> = (0..3).map(|k| (n + 20 * k) as u64 + 1).collect();
+        assert_eq!(sim.applied(t, S), want, "{t} got every row once, in order");
+    }
+    sim.audit().unwrap();
+}
+
+#[test]
 fn a_status_tells_the_rows_written_today_and_what_they_project_for_the_day() {
     let mut sim = Sim::new(3);
     let day = utc_day(sim.now_ms());

@@ -511,6 +511,13 @@ impl Sim {
         self.world.source(&name(source)).relay.sql().refuse_writes(on);
     }
 
+    /// Refuses (or accepts again) every `setAlarm` of `source` as past the
+    /// daily allowance, as the platform may, since it bills one as a row
+    /// written; until the object restarts.
+    pub fn refuse_alarm_sets(&mut self, source: &str, on: bool) {
+        self.world.source(&name(source)).alarm_store.refuse_sets(on);
+    }
+
     /// Restarts `source`'s object, as an eviction or a deploy does: a new
     /// instance opens the same database, and the stored alarm stays; what
     /// the old instance held only in memory is gone.

@@ -47,6 +47,8 @@ pub(crate) struct SimSource {
     pub(crate) relay: SimRelay,
     /// The stored alarm, shared with the relay's [`SimAlarm`].
     pub(crate) alarm: Rc<Cell<Option<u64>>>,
+    /// The relay's handle on that alarm, to inject refusals of its sets.
+    pub(crate) alarm_store: SimAlarm,
     pub(crate) mid_fire: RefCell<MidFire>,
 }
 
@@ -248,8 +250,9 @@ impl World {
         let coalesce = self.coalesce.borrow().get(name).copied().unwrap_or(0);
         let config = source_config(RelayBudget::default(), settings, coalesce);
         let (object, id) = self.identity(name);
-        let relay = Relay::open(object, id, FaultySql::new(sql), SimAlarm::sharing(alarm.clone()), config)?;
-        let source = Rc::new(SimSource { relay, alarm, mid_fire: RefCell::default() });
+        let alarm_store = SimAlarm::sharing(alarm.clone());
+        let relay = Relay::open(object, id, FaultySql::new(sql), alarm_store.clone(), config)?;
+        let source = Rc::new(SimSource { relay, alarm, alarm_store, mid_fire: RefCell::default() });
         self.sources.borrow_mut().insert(name.clone(), source.clone());
         Ok(source)
     }

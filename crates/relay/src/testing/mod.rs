@@ -36,12 +36,22 @@ use crate::store::{int, schema, Rows, Sql, SqlValue, StoreError, PLATFORM_WRITE_
 pub struct MemoryAlarm {
     /// The alarm's time, ms since the epoch.
     at: std::rc::Rc<Cell<Option<u64>>>,
+    /// Whether setting the alarm is refused as past the daily allowance of
+    /// rows written (the platform bills a `setAlarm` as a row written, so
+    /// it may refuse it with the rest).
+    refuse_sets: std::rc::Rc<Cell<bool>>,
 }
 
 impl MemoryAlarm {
     /// An alarm kept in `at`, which the caller may read and set too.
     pub fn sharing(at: std::rc::Rc<Cell<Option<u64>>>) -> MemoryAlarm {
-        MemoryAlarm { at }
+        MemoryAlarm { at, refuse_sets: std::rc::Rc::default() }
+    }
+
+    /// Refuses (or accepts again) every set of this alarm and its clones
+    /// with the platform's daily write refusal; deleting still works.
+    pub fn refuse_sets(&self, on: bool) {
+        self.refuse_sets.set(on);
     }
 }
 
@@ -51,6 +61,9 @@ impl AlarmStore for MemoryAlarm {
     }
 
     async fn set(&self, at_ms: u64) -> Result<(), StoreError> {
+        if self.refuse_sets.get() {
+            return Err(StoreError::from_platform(PLATFORM_WRITE_LIMIT_MESSAGE.into()));
+        }
         self.at.set(Some(at_ms));
         Ok(())
     }
