@@ -37,6 +37,9 @@ const QUEUE_OPS_PER_MESSAGE = 3;
 /** Rows per million. */
 const MILLION = 1_000_000;
 
+/** The Free plan's CPU per invocation, ms: what the profile's per-alarm figure is compared with. */
+export const FREE_CPU_MS = 10;
+
 const fmt = (x, d = 2) => (x === null || x === undefined || Number.isNaN(x) ? "—" : Number(x).toFixed(d));
 
 /** The difference of two /v1/bench/work readings (work counts only). */
@@ -141,8 +144,10 @@ export function priceNote() {
 function freeAlarmNote(a) {
   if (!a) return "";
   const s = a.sampled_ms;
+  const perAlarm = a.alarm_ms_per_alarm;
+  const over = perAlarm !== null && perAlarm > FREE_CPU_MS;
   return `
-A Free alarm that fills its budget (${a.rows} rows to ${a.targets} targets, ${a.subrequests} calls, all due at once; warm targets), sampled the same way: the source's alarm **${fmt(s.alarm, 1)} ms**, the ${a.targets} target applies ${fmt(s.target, 1)} ms, runtime work not attributable to either ${fmt(s.other, 1)} ms; the alarm's wall time ${a.duration_ms} ms. Unprofiled, the wrangler and workerd processes spent ${fmt(a.process_cpu_ms, 0)} ms per such alarm with its applies (/proc, 10 ms ticks, less an idle window). The Free plan allows 10 ms of CPU per invocation; the alarm counted ${a.work ?? "?"} work units against the Free work budget${a.cpu_cut ? " and was cut by it" : " and was not cut"}.`;
+The Free alarms of a ${a.rows}-row load to ${a.targets} targets (all due at once; warm targets), sampled the same way: ${a.alarms} alarms (${a.cuts} cut by the work budget; ${a.work_total} work units, at most ${a.work_max} in one), the source's alarms **${fmt(perAlarm, 1)} ms per alarm** (${fmt(s.alarm, 1)} ms in all), the target applies ${fmt(s.target, 1)} ms, runtime work not attributable to either ${fmt(s.other, 1)} ms. Unprofiled, the wrangler and workerd processes spent ${fmt(a.process_cpu_ms, 0)} ms per load with its applies (/proc, 10 ms ticks, less an idle window). The Free plan allows ${FREE_CPU_MS} ms of CPU per invocation${over ? `: **warning: the sampled alarm is over it; recalibrate with \`node bench/profile.mjs --calibrate\` (see docs/limits.md)**` : ": the sampled alarm is under it"}.`;
 }
 
 /** The profile's tables: per-row counts by phase, and where the CPU went. */

@@ -24,6 +24,7 @@ import { ROOT, sleep } from "../tests/e2e/harness.mjs";
 import { startBenchWorker } from "./workerd.mjs";
 import { getOk } from "./measure.mjs";
 import { snapshot, workerCpuMs } from "./cpu.mjs";
+import { FREE_CPU_MS } from "./cost.mjs";
 
 /** How long each row of the split pass waits before it is due, ms: long enough that its alarm runs after the enqueue's reply was counted. */
 export const SPLIT_DELAY_MS = 400;
@@ -237,10 +238,14 @@ function importName(frame, sources) {
   return names.length ? `import ${names[names.length - 1][1]}` : null;
 }
 
-/** Targets and rows of a Free alarm that fills its budget: 8 targets a fire, two fires, 256 rows a fire. */
+/** The Free load: more rows to more targets than one Free alarm's work budget reads, all due at once. */
 const FREE_ALARM = { targets: 16, rows: 512 };
-/** How long the full alarm's rows wait (all until one time), so that one alarm finds them all due, ms. */
+/** How long the load's rows wait (all until one time), so that the first alarm finds them all due, ms. */
 const FREE_ALARM_DELAY_MS = 1_500;
+/** How long the load may take to be delivered once due, ms. */
+const FREE_ALARM_DRAIN_MS = 10_000;
+/** How long the profiler samples after the load is due, ms: its alarms run back to back, well within it. */
+const FREE_ALARM_SETTLE_MS = 3_000;
 
 /** Which invocation a sample belongs to, from the Rust frames on its stack (async continuations keep their future's frames). */
 function invocationOf(nodeId, byId, parentOf) {
@@ -253,16 +258,20 @@ function invocationOf(nodeId, byId, parentOf) {
 }
 
 /**
- * The full Free alarm in wasm: 512 rows to 16 targets, all due at once,
- * delivered by one alarm while V8 samples. Samples are split between the
- * source's alarm and the 16 target applies it calls (same isolate locally).
+ * The Free load in wasm, on the worker's preset: 512 rows to 16 targets,
+ * all due at once, delivered by as many alarms as the preset's work budget
+ * makes, while V8 samples. Samples are split between the source's alarms
+ * and the target applies they call (same isolate locally); the alarms'
+ * own log lines give their count and work units, so the sampled CPU is
+ * read per alarm, the figure the Free plan's 10 ms bounds.
  */
 async function freeAlarmPass(worker) {
-  // A warm-up alarm opens the targets, so no measured alarm pays their migrations.
+  // A warm-up load opens the targets, so no measured alarm pays their migrations.
   await enqueueFreeAlarm(worker, "prof-free-alarm-warm");
-  await sleep(FREE_ALARM_DELAY_MS + FREE_ALARM_SETTLE_MS);
-  await checkFreeAlarm(worker, "prof-free-alarm-warm");
+  await drained(worker, "prof-free-alarm-warm");
   const source = "prof-free-alarm";
+  // Enqueued before sampling starts, so the enqueue's own work (also the
+  // source's frames) is not read as the alarms'; the rows wait long enough.
   await enqueueFreeAlarm(worker, source);
   const session = await inspector(worker.inspectorPort);
   let profile;
@@ -270,12 +279,31 @@ async function freeAlarmPass(worker) {
     await session.call("Profiler.enable");
     await session.call("Profiler.setSamplingInterval", { interval: SAMPLE_US });
     await session.call("Profiler.start");
+    // No status reads while sampling: they run in the source too.
     await sleep(FREE_ALARM_DELAY_MS + FREE_ALARM_SETTLE_MS);
     ({ profile } = await session.call("Profiler.stop"));
   } finally {
     session.close();
   }
-  const last = await checkFreeAlarm(worker, source);
+  await drained(worker, source, 0);
+  const ms = sampledByInvocation(profile);
+  const alarms = worker.alarmLogs().filter((a) => a.source === source && a.rows_delivered > 0);
+  const work = alarms.map((a) => a.work ?? 0);
+  return {
+    ...FREE_ALARM,
+    alarms: alarms.length,
+    cuts: alarms.filter((a) => a.cpu_cut).length,
+    work_total: work.reduce((x, y) => x + y, 0),
+    work_max: Math.max(...work),
+    subrequests: alarms.reduce((x, a) => x + (a.subrequests ?? 0), 0),
+    sampled_ms: ms,
+    alarm_ms_per_alarm: alarms.length ? ms.alarm / alarms.length : null,
+    process_cpu_ms: await freeAlarmProcessCpu(worker),
+  };
+}
+
+/** Sampled, non-idle ms of a profile by invocation: the source's alarms, the targets' applies, the rest. */
+function sampledByInvocation(profile) {
   const byId = new Map(profile.nodes.map((n) => [n.id, n]));
   const parentOf = new Map();
   for (const n of profile.nodes) for (const c of n.children ?? []) parentOf.set(c, n.id);
@@ -285,32 +313,20 @@ async function freeAlarmPass(worker) {
     if (cat === "idle") continue;
     ms[invocationOf(profile.samples[i], byId, parentOf)] += sampleWeight(profile, i) / 1000;
   }
-  return {
-    ...FREE_ALARM,
-    subrequests: last.subrequests,
-    duration_ms: last.duration_ms,
-    // The fire's own measure of its work, beside the sampled CPU: what the
-    // work budget (RELAY_WORK_PER_ALARM) is compared with.
-    work: last.work,
-    cpu_cut: last.cpu_cut,
-    sampled_ms: ms,
-    process_cpu_ms: await freeAlarmProcessCpu(worker),
-  };
+  return ms;
 }
 
-/** Full Free alarms measured without the profiler, each over a window of this many ms. */
+/** Free loads measured without the profiler. */
 const FREE_ALARM_UNPROFILED = 3;
-/** How long after the rows are due a window lasts, ms. */
-const FREE_ALARM_SETTLE_MS = 1_500;
 
 /**
- * CPU of the wrangler and workerd processes per full Free alarm (with its
- * 16 applies), unprofiled: windows holding one such alarm each, less an
- * idle window of the same length. /proc counts in 10 ms ticks, so this is
- * coarse; it bounds how far the sampled figures are inflated.
+ * CPU of the wrangler and workerd processes per Free load (with its
+ * applies), unprofiled: windows holding one load each, less an idle window
+ * of the same length. /proc counts in 10 ms ticks, so this is coarse; it
+ * bounds how far the sampled figures are inflated.
  */
 async function freeAlarmProcessCpu(worker) {
-  // The window opens after the enqueue, so only the alarm and its applies (and idling) fall in it.
+  // The window opens after the enqueue, so only the alarms and their applies (and idling) fall in it.
   const window = FREE_ALARM_DELAY_MS + FREE_ALARM_SETTLE_MS;
   const idleStart = snapshot();
   await sleep(window);
@@ -322,13 +338,13 @@ async function freeAlarmProcessCpu(worker) {
     const start = snapshot();
     await sleep(window);
     busy += workerCpuMs(start, snapshot());
-    await checkFreeAlarm(worker, source);
+    await drained(worker, source, 0);
   }
   if (idle === null) return null;
   return Math.max(0, busy / FREE_ALARM_UNPROFILED - idle);
 }
 
-/** Enqueues the full Free alarm's rows into `source`, all due at one time. */
+/** Enqueues the Free load's rows into `source`, all due at one time. */
 async function enqueueFreeAlarm(worker, source) {
   // One due time for every row (two requests apart would make two due times).
   const due = Date.now() + FREE_ALARM_DELAY_MS;
@@ -344,15 +360,50 @@ async function enqueueFreeAlarm(worker, source) {
   }
 }
 
-/** The last alarm of `source` once its full Free alarm ran: it must have delivered every row. */
-async function checkFreeAlarm(worker, source) {
-  const st = await getOk(worker, `/v1/sources/${source}/status`);
-  // An alarm may wake before the rows are due and find nothing; the last one must deliver them all.
-  const last = st.last_alarm ?? {};
-  if (st.delivered_rows !== FREE_ALARM.rows || last.rows_delivered !== FREE_ALARM.rows) {
-    throw new Error(`profile free alarm: ${st.delivered_rows} rows delivered, the last alarm ${last.rows_delivered}; expected ${FREE_ALARM.rows} in one`);
+/** Waits until `source` delivered the whole Free load; throws past the drain bound. */
+async function drained(worker, source, waitMs = FREE_ALARM_DELAY_MS + FREE_ALARM_DRAIN_MS) {
+  const until = Date.now() + waitMs;
+  for (;;) {
+    const st = await getOk(worker, `/v1/sources/${source}/status`);
+    if (st.delivered_rows === FREE_ALARM.rows) return st;
+    if (Date.now() >= until) {
+      throw new Error(`profile free alarm: ${source} delivered ${st.delivered_rows} of ${FREE_ALARM.rows} rows in ${waitMs} ms`);
+    }
+    await sleep(100);
   }
-  return last;
+}
+
+/** Work budgets the calibration runs the Free load under (`--calibrate`): the preset's, and smaller and larger ones. */
+const CALIBRATION_BUDGETS = [120, 240, 480, 960];
+
+/**
+ * The Free load under each work budget in `budgets` (one worker each, on
+ * the Free preset otherwise), with a least-squares line through the
+ * (work units per alarm, sampled ms per alarm) points: the fixed cost of an
+ * alarm, ms per unit, and the budget whose alarms would sample
+ * FREE_CPU_MS. This is how the Free preset's work figure is chosen.
+ */
+export async function calibrate({ budgets = CALIBRATION_BUDGETS, log = console.error } = {}) {
+  const points = [];
+  for (const w of budgets) {
+    log(`profile: the Free load under a work budget of ${w} units`);
+    const worker = await startBenchWorker({ vars: { RELAY_PLAN: "free", RELAY_WORK_PER_ALARM: String(w) } });
+    try {
+      const a = await freeAlarmPass(worker);
+      points.push({ budget: w, alarms: a.alarms, cuts: a.cuts, work_per_alarm: a.work_total / a.alarms, work_max: a.work_max, alarm_ms_per_alarm: a.alarm_ms_per_alarm });
+    } finally {
+      await worker.stop();
+    }
+  }
+  const n = points.length;
+  const mx = points.reduce((s, p) => s + p.work_per_alarm, 0) / n;
+  const my = points.reduce((s, p) => s + p.alarm_ms_per_alarm, 0) / n;
+  const sxy = points.reduce((s, p) => s + (p.work_per_alarm - mx) * (p.alarm_ms_per_alarm - my), 0);
+  const sxx = points.reduce((s, p) => s + (p.work_per_alarm - mx) ** 2, 0);
+  const ms_per_unit = sxx ? sxy / sxx : null;
+  const fixed_ms = ms_per_unit === null ? null : my - ms_per_unit * mx;
+  const units_within_free_cpu = ms_per_unit > 0 ? Math.floor((FREE_CPU_MS - fixed_ms) / ms_per_unit) : null;
+  return { points, fixed_ms, ms_per_unit, units_within_free_cpu };
 }
 
 /** A Rust symbol without its hash and crate paths, for the report. */
@@ -389,8 +440,10 @@ export async function runProfile({ rows, vars = { RELAY_PLAN: "free" }, log = co
   const plain = await startBenchWorker({ vars });
   try {
     result.cpu = await cpuPass(plain, rows);
-    log(`profile: sampling one Free alarm of ${FREE_ALARM.rows} rows to ${FREE_ALARM.targets} targets`);
+    log(`profile: sampling the Free alarms of ${FREE_ALARM.rows} rows to ${FREE_ALARM.targets} targets`);
     result.free_alarm = await freeAlarmPass(plain);
+    const perAlarm = result.free_alarm.alarm_ms_per_alarm;
+    if (perAlarm > FREE_CPU_MS) log(`profile: warning: a Free alarm sampled ${perAlarm.toFixed(1)} ms, over the plan's ${FREE_CPU_MS} ms`);
   } finally {
     await plain.stop();
   }
@@ -398,7 +451,11 @@ export async function runProfile({ rows, vars = { RELAY_PLAN: "free" }, log = co
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) {
-  const rows = Number(process.argv[2] ?? 20);
-  const out = await runProfile({ rows });
+  // `node bench/profile.mjs [rows]`, or `node bench/profile.mjs --calibrate [budget...]`.
+  const args = process.argv.slice(2);
+  const out =
+    args[0] === "--calibrate"
+      ? await calibrate(args.length > 1 ? { budgets: args.slice(1).map(Number) } : {})
+      : await runProfile({ rows: Number(args[0] ?? 20) });
   console.log(JSON.stringify(out, null, 2));
 }

@@ -63,16 +63,20 @@ pub const MAX_CALLS_PER_TARGET: u32 = 16;
 /// inside its 15-minute wall clock.
 pub const MAX_FIRES_PER_ALARM: u32 = 64;
 /// Work units (see [`crate::cpu`]) one Workers Free alarm may spend before
-/// it settles and re-arms: a full Free alarm (two fires of 256 rows to 8
-/// targets, two calls each) spends about 1,200, so it is cut only when rows
-/// or bodies are larger than that, and the runtime's signal guards the rest.
-pub const WORKER_FREE_WORK_PER_ALARM: u32 = 2_500;
-/// Work units one Workers Paid alarm may spend: a thousand times the Free
-/// figure, as Paid allows 30 s of CPU per invocation to Free's 10 ms.
-pub const WORKER_PAID_WORK_PER_ALARM: u32 = 2_500_000;
-/// Upper bound for a configured work budget per alarm: four times the Paid
-/// preset, still far inside Paid's default 30 s of CPU.
-pub const MAX_WORK_PER_ALARM: u32 = 10_000_000;
+/// it settles and re-arms, sized from measurement to Free's 10 ms of CPU:
+/// in local workerd an alarm samples about 5 ms of its own plus about 0.017
+/// ms per unit (`node bench/profile.mjs --calibrate`), so 200 units, plus
+/// the one call round a fire always finishes (up to about 80 more), stay
+/// under 10 ms. A Free alarm therefore reads at most 200 rows; a longer
+/// backlog goes out in alarms that run back to back.
+pub const WORKER_FREE_WORK_PER_ALARM: u32 = 200;
+/// Work units one Workers Paid alarm may spend: the Free figure scaled to
+/// Paid's 30 s of CPU per invocation (3,000 times Free's 10 ms), which no
+/// alarm within Paid's row and subrequest budgets comes near.
+pub const WORKER_PAID_WORK_PER_ALARM: u32 = 600_000;
+/// Upper bound for a configured work budget per alarm: the Free figure
+/// scaled to the 5 minutes of CPU a Paid Worker can be configured to.
+pub const MAX_WORK_PER_ALARM: u32 = 6_000_000;
 /// Most times a retried alarm's budget is halved: the platform retries a
 /// failed alarm up to six times, so the sixth retry runs the smallest fire.
 pub const MAX_RETRY_HALVINGS: u32 = 6;

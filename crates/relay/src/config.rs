@@ -10,7 +10,7 @@
 //! | `RELAY_ROWS_PER_FIRE` | 256 | base rows per fire (a fire inspects 4x) |
 //! | `RELAY_BATCH_ROWS` | 512 | rows per target call |
 //! | `RELAY_SUBREQUESTS_PER_ALARM` | 50 / 10,000 | hard cap on target calls per alarm; never above the plan's |
-//! | `RELAY_WORK_PER_ALARM` | 2,500 / 2,500,000 | work units (rows, KiB, calls) an alarm spends before it settles and re-arms, so it stays inside the invocation's CPU (1..=10,000,000) |
+//! | `RELAY_WORK_PER_ALARM` | 200 / 600,000 | work units (rows, KiB, calls) an alarm spends before it settles and re-arms, so it stays inside the invocation's CPU (1..=6,000,000) |
 //! | `RELAY_MAX_IN_FLIGHT` | 6 | concurrent target calls in a fire |
 //! | `RELAY_COALESCE_MS` | 0 | rows arriving while a source delivers wait this long to share calls (0..=1,000) |
 //! | `RELAY_CALL_TIMEOUT_MS` | 30,000 | a target call unanswered this long counts as failed (100..=120,000) |

@@ -21,7 +21,8 @@ use durable_relay::core::{
     retry_backoff_ms, target_retry_backoff_ms, EnqueueRow, Name, RelayBudget, RelayPolicy, MAX_BATCH_ROWS,
     MAX_CALLS_PER_TARGET, MAX_COALESCE_MS, MAX_FIRES_PER_ALARM, MAX_PARK_AFTER_FAILED_CYCLES,
     MAX_ROWS_PER_FIRE, MAX_TARGETS_PER_FIRE, MAX_WORK_PER_ALARM, RETRY_BACKOFF_MAX_MS, RETRY_BACKOFF_MS,
-    TARGET_RETRY_BACKOFF_MAX_MS, WINDOW_ROWS_PER_BUDGET_ROW, WORKER_PAID_SUBREQUESTS,
+    TARGET_RETRY_BACKOFF_MAX_MS, WINDOW_ROWS_PER_BUDGET_ROW, WORKER_PAID_SUBREQUESTS, WORK_PER_CALL,
+    WORK_PER_ROW,
 };
 use durable_relay::sim::{Sim, SourcePolicy};
 use serde_json::json;
@@ -388,7 +389,8 @@ const OLD_OUTAGE_ALARMS_PER_HOUR: u32 = 135;
 /// the back-off `wait(k)` after the k-th wait's cycle, doubling up to its
 /// cap, until the hour is out.
 fn model_alarms(budget: RelayBudget, targets: u32, wait: impl Fn(u32) -> u64) -> u32 {
-    let first = targets.div_ceil(budget.targets_per_fire * budget.fires_per_alarm) + 1;
+    let fires = fires_within_work(budget, u64::from(targets) * ROWS_PER_TARGET as u64);
+    let first = targets.div_ceil(budget.targets_per_fire * fires) + 1;
     let (mut at, mut k, mut later) = (wait(1), 1, 0);
     while at < HOUR_MS {
         later += 1;
@@ -396,6 +398,15 @@ fn model_alarms(budget: RelayBudget, targets: u32, wait: impl Fn(u32) -> u64) ->
         at += wait(k);
     }
     first + later
+}
+
+/// Fires one alarm of the first cycle gets through: each reads the whole
+/// queue (`rows`) and calls `targets_per_fire` targets, and the alarm starts
+/// another only while its work budget is not spent (on Free, one).
+fn fires_within_work(budget: RelayBudget, rows: u64) -> u32 {
+    let per_fire = rows * WORK_PER_ROW + u64::from(budget.targets_per_fire) * WORK_PER_CALL;
+    let fit = u64::from(budget.work_per_alarm).div_ceil(per_fire);
+    u32::try_from(fit).unwrap_or(u32::MAX).clamp(1, budget.fires_per_alarm)
 }
 
 /// The outage schedule of `source`, every target but the last failing
@@ -422,9 +433,10 @@ fn an_hour_of_outage_costs_an_alarm_a_minute() {
         "47 of 48 failing for an hour: {alarms} alarms (model {model}; the old rules made \
          {OLD_OUTAGE_ALARMS_PER_HOUR}, a 10 s pace about 650)"
     );
-    // The pin: no more than the model (the first cycle's 4 alarms, 6 while
-    // the back-off doubles, then one a minute: 68), and at least one a
-    // minute, so the failing targets' turns keep coming.
+    // The pin: no more than the model (the first cycle's 7 alarms, one
+    // fire each within Free's work budget, 6 while the back-off doubles,
+    // then one a minute: 71), and at least one a minute, so the failing
+    // targets' turns keep coming.
     assert!(alarms <= model, "{alarms} alarms, more than the model's {model}");
     assert!(alarms as u64 >= HOUR_MS / RETRY_BACKOFF_MAX_MS, "{alarms} alarms: fewer than one a minute");
     assert!(alarms <= OLD_OUTAGE_ALARMS_PER_HOUR);
@@ -467,13 +479,12 @@ fn targets_that_fail_one_by_one_are_still_retried_a_share_at_a_time() {
 #[test]
 fn an_hour_with_one_target_failing_costs_an_alarm_per_its_back_off() {
     // One failing target never leaves another waiting: the source wakes
-    // when its back-off ends, 1 s doubling to 10 s, as the old rules did
-    // (they made 366 here too).
+    // when its back-off ends, 1 s doubling to 10 s, as the old rules did.
     let (sim, alarms) = outage_hour(1);
     let model = model_alarms(RelayBudget::FREE, TARGETS as u32, target_retry_backoff_ms);
     println!("1 of 48 failing for an hour: {alarms} alarms (model {model})");
-    // The pin: no more than the model (4, then 4 while the back-off
-    // doubles, then one every 10 s: 366), and at least one every 10 s, as
+    // The pin: no more than the model (7, then 4 while the back-off
+    // doubles, then one every 10 s: 369), and at least one every 10 s, as
     // often as the target may be retried.
     assert!(alarms <= model, "{alarms} alarms, more than the model's {model}");
     assert!(alarms as u64 >= HOUR_MS / TARGET_RETRY_BACKOFF_MAX_MS, "{alarms} alarms");

@@ -4,6 +4,7 @@
 
 use durable_relay::core::{
     ApplyRow, Effects, EnqueueRow, JsonValue, Name, RelayBudget, RelayHook, Wake, RETRY_BACKOFF_MS,
+    WORK_PER_ROW,
 };
 use durable_relay::sim::{Commit, Sim};
 use serde_json::json;
@@ -20,6 +21,15 @@ fn one_each(sim: &mut Sim, targets: &[String]) {
         let rows = chunk.iter().map(|t| row(t, "k", json!(t))).collect();
         sim.enqueue(S, rows).unwrap();
     }
+}
+
+/// Rows one Free fire reads: its window, cut to what the alarm's work
+/// budget can read. On Free the work budget is the smaller, so a Free alarm
+/// passes over this many rows at most.
+fn free_window() -> usize {
+    let b = RelayBudget::FREE;
+    let by_work = u64::from(b.work_per_alarm) / WORK_PER_ROW;
+    usize::try_from(by_work.min(u64::from(b.window_rows()))).unwrap()
 }
 
 /// Enqueues `n` rows to `target`, each putting `k{i}`.
@@ -47,12 +57,26 @@ fn drain_distinct(budget: RelayBudget) -> durable_relay::sim::DrainReport {
 }
 
 #[test]
-fn free_preset_drains_4096_distinct_targets_in_256_alarms_of_at_most_16_calls() {
+fn free_preset_drains_4096_distinct_targets_in_one_fire_of_8_calls_per_alarm() {
+    // A Free fire reads its whole work-cut window (200 rows) to call its 8
+    // targets, which spends the alarm's work: the alarm settles after one
+    // fire and the next runs at once. The last few alarms, with fewer rows
+    // left to read, fit a second fire.
     let d = drain_distinct(RelayBudget::FREE);
     println!("free: {d:?}");
-    assert_eq!((d.alarms, d.fires, d.calls), (256, 512, 4096));
+    assert_eq!((d.alarms, d.fires, d.calls), (504, 512, 4096));
     assert_eq!(d.max_calls_per_alarm, 16);
     assert_eq!(d.idle_fires, 0);
+}
+
+#[test]
+fn free_preset_with_paid_work_drains_4096_distinct_targets_in_256_alarms_of_16_calls() {
+    // The same drain with the work budget out of the way: the row, target and
+    // subrequest budgets alone make two fires of 8 calls per alarm.
+    let budget = RelayBudget { work_per_alarm: RelayBudget::PAID.work_per_alarm, ..RelayBudget::FREE };
+    let d = drain_distinct(budget);
+    assert_eq!((d.alarms, d.fires, d.calls), (256, 512, 4096));
+    assert_eq!(d.max_calls_per_alarm, 16);
 }
 
 #[test]
@@ -86,7 +110,10 @@ fn a_1000_row_backlog_to_one_target_does_not_hide_a_row_to_another() {
     let mut sim = Sim::new(3);
     many(&mut sim, "big", 1000);
     sim.put(S, "small", "k", json!(1)).unwrap();
-    let f = sim.fire(S, RelayBudget::FREE);
+    // Free's rows and calls, with the work budget of Paid: one window (1,024
+    // rows) reaches past the backlog.
+    let budget = RelayBudget { work_per_alarm: RelayBudget::PAID.work_per_alarm, ..RelayBudget::FREE };
+    let f = sim.fire(S, budget);
     assert_eq!(sim.applied("small", S), vec![1001], "the other target's row arrives in the first fire");
     assert_eq!(sim.applied("big", S).len(), 1000);
     assert_eq!(f.report.calls, 3, "two 512-row batches to big, one to small");
@@ -105,19 +132,20 @@ fn a_backlog_longer_than_the_window_delays_another_target_by_whole_windows_only(
         assert!(f.report.rows_delivered > 0);
         fires += 1;
     }
-    assert_eq!(fires, 5, "5,001 rows at 1,024 per fire");
+    assert_eq!(fires, 5_001usize.div_ceil(free_window()), "5,001 rows at one work-cut window per fire");
+    assert_eq!(fires, 26);
     sim.audit().unwrap();
 }
 
 #[test]
-fn one_target_call_carries_512_rows_of_a_long_backlog() {
+fn one_target_call_carries_a_whole_work_cut_window_of_a_long_backlog() {
     let mut sim = Sim::new(5);
     many(&mut sim, "one", 10_000);
     let d = sim.run_until_idle(S, RelayBudget::FREE, 1_000);
     assert!(d.drained);
     println!("10,000 rows to one target: {d:?}");
-    assert_eq!(d.calls, 20, "ceil(10,000 / 512)");
-    assert!(d.calls * 256 <= 10_000, "at most one call per 256 rows");
+    assert_eq!(d.calls as usize, 10_000usize.div_ceil(free_window()), "one call per work-cut window");
+    assert_eq!(d.calls, 50);
     sim.audit().unwrap();
 }
 
@@ -217,14 +245,18 @@ fn healthy_behind_known_failures(failing: usize) -> (u32, u32) {
 }
 
 #[test]
-fn a_healthy_row_behind_any_number_of_failing_targets_is_delivered_in_the_same_few_alarms() {
+fn a_healthy_row_behind_failing_targets_waits_one_alarm_per_window_of_failing_rows() {
     let (behind_3, found_3) = healthy_behind_known_failures(3);
     let (behind_1000, found_1000) = healthy_behind_known_failures(1_000);
     println!("free: 3 failing: found in {found_3} alarms, healthy row in {behind_3}");
     println!("free: 1,000 failing: found in {found_1000} alarms, healthy row in {behind_1000}");
     assert_eq!(behind_3, 1);
-    assert_eq!(behind_1000, 1, "the same, 1,000 failing rows passed over in one window");
-    assert_eq!(found_1000, 1_000 / 16 + 1, "each failing target costs one call, 16 per Free alarm");
+    // The healthy row is the 1,001st: one alarm per work-cut window up to it.
+    assert_eq!(behind_1000, 1_001usize.div_ceil(free_window()) as u32);
+    // Each failing target costs one call: 8 per Free alarm (one fire) while
+    // the backlog fills the work-cut window, 16 (two fires) once it does not.
+    assert!(found_1000 > 1_000 / 16 && found_1000 <= 1_000 / 8 + 1, "{found_1000}");
+    assert_eq!(found_1000, 117);
 }
 
 #[test]
