@@ -38,6 +38,48 @@ pub struct ApplyRow {
     pub effects: Effects,
 }
 
+impl ApplyRow {
+    /// The row's puts whose keys start with `prefix`, in order, each as the
+    /// rest of its key and its value read as a `T` of your own: what a hook
+    /// that keeps its own tables reads. The first value that is not a `T`
+    /// is an error naming its key.
+    pub fn puts_under<T: serde::de::DeserializeOwned>(
+        &self,
+        prefix: &str,
+    ) -> Result<Vec<(&str, T)>, PutDecodeError> {
+        let mut out = Vec::new();
+        for (key, value) in &self.effects.puts {
+            let Some(rest) = key.strip_prefix(prefix) else { continue };
+            let decoded = value.decode().map_err(|e| PutDecodeError {
+                seq: self.seq,
+                key: key.clone(),
+                reason: e.to_string(),
+            })?;
+            out.push((rest, decoded));
+        }
+        Ok(out)
+    }
+}
+
+/// A put whose value is not what [`ApplyRow::puts_under`] was asked to read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PutDecodeError {
+    /// The row's source sequence.
+    pub seq: u64,
+    /// The put's whole key.
+    pub key: String,
+    /// What the JSON decoder said.
+    pub reason: String,
+}
+
+impl fmt::Display for PutDecodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "row {} put {:?}: {}", self.seq, self.key, self.reason)
+    }
+}
+
+impl std::error::Error for PutDecodeError {}
+
 /// A batch from one source to one target: the body of the apply call.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -276,6 +318,22 @@ impl RelayHook for NoHook {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn puts_under_reads_the_prefixed_puts_in_order_and_names_a_value_of_the_wrong_shape() {
+        let value = |v: &str| crate::row::JsonValue::from_text(v).unwrap();
+        let puts = vec![
+            ("order:a".to_owned(), value("3")),
+            ("note".to_owned(), value("\"x\"")),
+            ("order:b".to_owned(), value("4")),
+        ];
+        let row = ApplyRow { seq: 7, effects: Effects { puts, ..Effects::default() } };
+        assert_eq!(row.puts_under::<u64>("order:").unwrap(), vec![("a", 3), ("b", 4)]);
+        assert_eq!(row.puts_under::<u64>("none:").unwrap(), vec![]);
+        let e = row.puts_under::<u64>("").unwrap_err();
+        assert_eq!((e.seq, e.key.as_str()), (7, "note"), "the first value that is not a u64");
+        assert!(e.to_string().starts_with("row 7 put \"note\": "), "{e}");
+    }
     use crate::row::JsonValue;
 
     fn row(seq: u64) -> ApplyRow {

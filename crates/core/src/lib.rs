@@ -43,7 +43,7 @@ pub use adoption::{
 pub use alarm::{AlarmRun, AlarmTotals};
 pub use apply::{
     decode_request, encode_request, plan_apply, ApplyError, ApplyPlan, ApplyReply, ApplyRequest, ApplyRow,
-    NoHook, RelayHook,
+    NoHook, PutDecodeError, RelayHook,
 };
 pub use codes::ErrorCode;
 pub use cpu::{call_work, read_work, CpuGauge, WORK_PER_CALL, WORK_PER_KIB, WORK_PER_ROW};

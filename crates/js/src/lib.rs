@@ -20,7 +20,7 @@ use durable_relay::core::{
     MAX_TARGETS_PER_PAGE, MAX_VALUE_DEPTH, SEQ_MAX,
 };
 use durable_relay::durable::now_ms;
-use durable_relay::embed::{log_alarm_as, Enqueue, OnApply, Source, Target};
+use durable_relay::embed::{log_alarm_as, Enqueue, HookError, OnApply, Source, Target};
 use durable_relay::http::HttpError;
 use durable_relay::DoSql;
 use wasm_bindgen::prelude::*;
@@ -386,10 +386,13 @@ struct JsHandler {
 }
 
 impl OnApply for JsHandler {
-    fn on_apply(&self, _: &DoSql, source: &Name, rows: &[ApplyRow]) -> Result<(), String> {
+    fn on_apply(&self, _: &DoSql, source: &Name, rows: &[ApplyRow]) -> Result<(), HookError> {
         let Some(on_apply) = &self.on_apply else { return Ok(()) };
         let rows = to_js(&rows).map_err(|e| thrown(&e))?;
-        on_apply.call2(&JsValue::NULL, &source.as_str().into(), &rows).map(|_| ()).map_err(|e| thrown(&e))
+        on_apply
+            .call2(&JsValue::NULL, &source.as_str().into(), &rows)
+            .map(|_| ())
+            .map_err(|e| thrown(&e).into())
     }
 }
 

@@ -57,9 +57,11 @@ use std::cell::OnceCell;
 use worker::{Env, Request, Response, State};
 
 use crate::config::{AlarmLog, RelayConfig};
-use crate::core::{ApplyRow, Effects, EnqueueRow, Name, RelayHook, Traceparent, RELAY_LAG_BOUND_MS};
+use crate::core::{EnqueueRow, Name, Traceparent, RELAY_LAG_BOUND_MS};
 use crate::driver::{AlarmSummary, NoObserver};
 use crate::durable::{now_ms, open_error, source_id, source_name, DoAlarm, DoSql, DoTargets};
+use crate::hook::Hook;
+pub use crate::hook::{HookError, KeysOnly, OnApply};
 use crate::http::{respond, HttpError};
 use crate::source::Relay;
 use crate::store::inbox::Inbox;
@@ -470,44 +472,6 @@ fn log_warnings(summary: &AlarmSummary) {
             Level::Warn,
             &serde_json::json!({"event": "relay_lag_exceeded", "source": summary.source, "bound_ms": RELAY_LAG_BOUND_MS}),
         );
-    }
-}
-
-/// What a target does with the rows it applies, inside the apply's
-/// transaction: your writes and the target's watermark commit together, a
-/// redelivered batch never reaches it, and an error rolls the batch back
-/// (the source retries it, as after any failed call).
-pub trait OnApply {
-    /// Handles the new rows (in sequence order) that `source` sent.
-    fn on_apply(&self, sql: &DoSql, source: &Name, rows: &[ApplyRow]) -> Result<(), String>;
-}
-
-impl<F: Fn(&DoSql, &Name, &[ApplyRow]) -> Result<(), String>> OnApply for F {
-    fn on_apply(&self, sql: &DoSql, source: &Name, rows: &[ApplyRow]) -> Result<(), String> {
-        self(sql, source, rows)
-    }
-}
-
-/// Applies nothing of its own: the target keeps the rows' keys only.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct KeysOnly;
-
-impl OnApply for KeysOnly {
-    fn on_apply(&self, _: &DoSql, _: &Name, _: &[ApplyRow]) -> Result<(), String> {
-        Ok(())
-    }
-}
-
-/// `OnApply` as the inbox's hook.
-struct Hook<'a, H> {
-    sql: &'a DoSql,
-    handler: &'a H,
-}
-
-impl<H: OnApply> RelayHook for Hook<'_, H> {
-    fn extra_effects(&self, source: &Name, rows: &[ApplyRow]) -> Result<Effects, String> {
-        self.handler.on_apply(self.sql, source, rows)?;
-        Ok(Effects::default())
     }
 }
 

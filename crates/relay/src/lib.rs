@@ -35,6 +35,7 @@ pub mod config;
 pub mod driver;
 pub mod durable;
 pub mod embed;
+pub mod hook;
 pub mod http;
 pub mod partition;
 pub mod prelude;
@@ -54,7 +55,8 @@ pub use codes::ErrorCode;
 pub use config::{AlarmLog, Plan, RelayConfig};
 pub use driver::{AlarmError, AlarmOptions, AlarmSummary, FireObserver, FireRecord, NoObserver, Targets};
 pub use durable::{DoAlarm, DoRelay, DoSql, DoTargets, StubCall, StubReply};
-pub use embed::{row, Enqueue, Migrations, OnApply, Source, Target};
+pub use embed::{row, Enqueue, Migrations, Source, Target};
+pub use hook::{HookError, KeysOnly, OnApply};
 pub use source::{AlarmFailure, AlarmStore, Rearmed, Relay, SourceConfig, SourceStatus};
 pub use store::inbox::{ApplyFailure, Inbox, InboxTotals, KeyValue, KeysPage, Watermark, WatermarkPage};
 pub use store::outbox::{

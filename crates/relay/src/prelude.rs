@@ -15,7 +15,7 @@
 //! It holds the facades ([`Source`], [`Target`], [`row`], [`Enqueue`]),
 //! what their callbacks and migrations are written with ([`DoSql`], the
 //! [`Sql`] trait that gives it `run`, [`int`], [`StoreError`], [`OnApply`],
-//! [`ApplyRow`], [`Name`], [`Migrations`]), the HTTP helpers an object's
+//! [`HookError`], [`ApplyRow`] and its [`PutDecodeError`], [`Name`], [`Migrations`]), the HTTP helpers an object's
 //! `fetch` answers with ([`HttpError`], [`json`], [`parse_json`],
 //! [`read_body`], [`respond`]), the clock ([`now_ms`]), and the workers-rs names every Durable Object
 //! needs (`durable_object`, `event`, `wasm_bindgen`, [`DurableObject`],
@@ -23,9 +23,10 @@
 //! so the README's quick start compiles with this one line. Lower layers
 //! stay at their own paths ([`crate::store`], [`crate::durable`], ...).
 
-pub use crate::core::{ApplyRow, ErrorCode, Name};
+pub use crate::core::{ApplyRow, ErrorCode, Name, PutDecodeError};
 pub use crate::durable::{now_ms, DoSql};
-pub use crate::embed::{row, Enqueue, Migrations, OnApply, Source, Target};
+pub use crate::embed::{row, Enqueue, Migrations, Source, Target};
+pub use crate::hook::{HookError, OnApply};
 pub use crate::http::{json, parse_json, read_body, respond, HttpError};
 pub use crate::store::{int, Sql, SqlValue, StoreError};
 pub use worker::{

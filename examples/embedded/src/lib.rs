@@ -308,23 +308,19 @@ const LOYALTY_TABLE: Migrations = &[
 struct Loyalty;
 
 impl OnApply for Loyalty {
-    fn on_apply(&self, sql: &DoSql, source: &Name, rows: &[ApplyRow]) -> Result<(), String> {
+    fn on_apply(&self, sql: &DoSql, source: &Name, rows: &[ApplyRow]) -> Result<(), HookError> {
         #[derive(Deserialize)]
         struct Amount {
             amount: u64,
         }
         for row in rows {
-            for (key, value) in &row.effects.puts {
-                let Some(order) = key.strip_prefix("order:") else { continue };
-                let Amount { amount } = value.decode().map_err(|e| format!("order {order}: {e}"))?;
+            for (order, Amount { amount }) in row.puts_under("order:")? {
                 let values = vec![source.as_str().into(), int(row.seq), order.into(), int(amount)];
                 sql.run(
                     "INSERT INTO loyalty_log (source, seq, order_id, amount) VALUES (?, ?, ?, ?)",
                     values,
-                )
-                .map_err(|e| e.to_string())?;
-                sql.run("UPDATE loyalty_points SET points = points + ?", vec![int(amount)])
-                    .map_err(|e| e.to_string())?;
+                )?;
+                sql.run("UPDATE loyalty_points SET points = points + ?", vec![int(amount)])?;
             }
         }
         Ok(())
