@@ -358,8 +358,8 @@ const BAD_VARS = {
 };
 
 /** A RelaySource built on writer `name`'s object with `targets` and `vars`: its verdict. */
-async function construct(name, targets, vars = {}) {
-  const r = await app.api("POST", `/writer/${name}/construct`, { targets, vars });
+async function construct(name, targets, vars = {}, alarm = undefined) {
+  const r = await app.api("POST", `/writer/${name}/construct`, { targets, vars, alarm });
   assert.equal(r.status, 200, r.text);
   return r.body;
 }
@@ -376,6 +376,16 @@ test("a misspelt or wrong-kind targets binding is refused at construction, namin
   const variable = await construct("config", "RELAY_PLAN", { RELAY_PLAN: "free" });
   assert.equal(variable.code, "bad_configuration");
   assert.match(variable.message, /"RELAY_PLAN" is not a Durable Object namespace \(env holds a string under that name/);
+});
+
+test("an alarm option that is not a store with get, set and delete is refused at construction, naming it", async () => {
+  assert.deepEqual(await construct("config", "READERS", {}, "whole"), { ok: true }, "a whole store is taken");
+  const shape = "it must be an object with get(), set(ms) and delete() methods, like ctx.storage's getAlarm, setAlarm and deleteAlarm";
+  const noSet = await construct("config", "READERS", {}, "no-set");
+  assert.deepEqual([noSet.ok, noSet.instance, noSet.code, noSet.status], [false, true, "bad_configuration", 500]);
+  assert.equal(noSet.message, `bad_configuration: alarm has set = undefined: ${shape}`);
+  const number = await construct("config", "READERS", {}, "number");
+  assert.equal(number.message, `bad_configuration: alarm is number: ${shape}`);
 });
 
 test("each relay variable with a bad value is refused at construction, naming the variable", async () => {

@@ -22,7 +22,7 @@ use durable_relay::core::{
 use durable_relay::durable::now_ms;
 use durable_relay::embed::{log_alarm_as, Enqueue, HookError, OnApply, Source, Target};
 use durable_relay::http::HttpError;
-use durable_relay::DoSql;
+use durable_relay::{DoSql, HostAlarm};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 use worker::js_sys::{self, Function, Promise, Reflect};
@@ -105,11 +105,18 @@ impl JsSource {
     /// targets through the Durable Object binding named `targets`; refused
     /// (`bad_configuration`) when that binding or a `RELAY_*` variable is
     /// wrong, so the object does not start with a relay that cannot run.
+    /// `alarm`, unless undefined, is the host's scheduler the relay keeps
+    /// its alarm with instead of the object's own (the package's `alarm`
+    /// option), refused the same way when it lacks `get`, `set` or
+    /// `delete`.
     #[wasm_bindgen(constructor)]
-    pub fn new(ctx: JsValue, env: JsValue, targets: String) -> Result<JsSource, JsValue> {
+    pub fn new(ctx: JsValue, env: JsValue, targets: String, alarm: JsValue) -> Result<JsSource, JsValue> {
         let state = State::from(ctx.unchecked_into::<DurableObjectState>());
         let env: Env = env.unchecked_into();
-        let source = Source::new(state, env).targets(targets);
+        let mut source = Source::new(state, env).targets(targets);
+        if !alarm.is_undefined() {
+            source = source.scheduler(HostAlarm::new(alarm, "alarm").map_err(js_error)?);
+        }
         source.check().map_err(js_error)?;
         Ok(JsSource { source: Rc::new(source) })
     }

@@ -59,7 +59,7 @@ use worker::{Env, Request, Response, State};
 use crate::config::{AlarmLog, RelayConfig};
 use crate::core::{EnqueueRow, Name, Traceparent, RELAY_LAG_BOUND_MS};
 use crate::driver::{AlarmSummary, NoObserver};
-use crate::durable::{now_ms, open_error, source_id, source_name, DoAlarm, DoSql, DoTargets};
+use crate::durable::{now_ms, open_error, source_id, source_name, DoAlarm, DoSql, DoTargets, HostAlarm};
 use crate::hook::Hook;
 pub use crate::hook::{HookError, KeysOnly, OnApply};
 use crate::http::{respond, HttpError};
@@ -110,6 +110,9 @@ pub struct Source<S: Sql = DoSql> {
     targets: Cow<'static, str>,
     tables: Option<(&'static str, Migrations)>,
     store: fn(DoSql) -> S,
+    /// The host's scheduler the relay keeps its alarm with, or none: the
+    /// object's own alarm.
+    scheduler: Option<HostAlarm>,
     relay: OnceCell<Relay<S, DoAlarm>>,
     /// Which retry of a failed alarm the next alarm is (`alarmInfo.retryCount`),
     /// until the alarm consumes it.
@@ -134,6 +137,7 @@ impl<S: Sql> Source<S> {
             targets,
             tables: None,
             store,
+            scheduler: None,
             relay: OnceCell::new(),
             retried: std::cell::Cell::new(0),
         }
@@ -142,6 +146,16 @@ impl<S: Sql> Source<S> {
     /// Calls targets through the Durable Object binding `binding`.
     pub fn targets(mut self, binding: impl Into<Cow<'static, str>>) -> Source<S> {
         self.targets = binding.into();
+        self
+    }
+
+    /// Keeps the relay's alarm with `scheduler` instead of the object's own
+    /// alarm, on every path that arms it: for a host whose framework owns
+    /// the object's alarm and runs its own work from it (the Agents SDK),
+    /// which then runs [`alarm`](Source::alarm) when the time it keeps
+    /// comes.
+    pub fn scheduler(mut self, scheduler: HostAlarm) -> Source<S> {
+        self.scheduler = Some(scheduler);
         self
     }
 
@@ -182,7 +196,7 @@ impl<S: Sql> Source<S> {
             source_name(&self.state)?,
             source_id(&self.state)?,
             sql,
-            DoAlarm::new(&self.state),
+            self.scheduler.clone().map_or_else(|| DoAlarm::new(&self.state), DoAlarm::host),
             config(&self.env)?.source(),
         )
         .map_err(open_error)?;

@@ -54,7 +54,7 @@ pub use client::{RelayClient, RelayError, SourceClient};
 pub use codes::ErrorCode;
 pub use config::{AlarmLog, Plan, RelayConfig};
 pub use driver::{AlarmError, AlarmOptions, AlarmSummary, FireObserver, FireRecord, NoObserver, Targets};
-pub use durable::{DoAlarm, DoRelay, DoSql, DoTargets, StubCall, StubReply};
+pub use durable::{DoAlarm, DoRelay, DoSql, DoTargets, HostAlarm, StubCall, StubReply};
 pub use embed::{row, Enqueue, Migrations, Source, Target};
 pub use hook::{HookError, KeysOnly, OnApply};
 pub use source::{AlarmFailure, AlarmStore, Rearmed, Relay, SourceConfig, SourceStatus};

@@ -92,15 +92,44 @@ export interface EnqueueOptions {
   writes?: (enqueued: Enqueued) => undefined;
 }
 
+/**
+ * A scheduler the relay keeps its alarm time with instead of the object's own alarm (`RelaySource`'s
+ * `alarm` option), for an object whose framework owns the alarm and runs its own work from it: the
+ * shape of `ctx.storage`'s `getAlarm`, `setAlarm` and `deleteAlarm`. Every path that arms the relay's
+ * alarm calls `set`; the host calls `relay.alarm()` when the time it keeps comes, and forgets the time
+ * then, as the platform clears an alarm that fired. `durable-relay/agents` supplies one for an Agents
+ * SDK `Agent`.
+ */
+export interface AlarmStore {
+  /** The time kept (ms since the epoch), or null. */
+  get(): Promise<number | null> | number | null;
+  /** Keeps `scheduledTime` (ms since the epoch), replacing the time kept before. */
+  set(scheduledTime: number): Promise<unknown> | unknown;
+  /** Clears the time kept. */
+  delete(): Promise<unknown> | unknown;
+}
+
+/** What `RelaySource` takes beside the object's state and env. */
+export interface RelaySourceOptions<Env = any> {
+  /** The Durable Object binding of the target objects (default `RELAY_TARGET`). */
+  targets?: DoBindingOf<Env>;
+  /**
+   * Keeps the relay's alarm with this scheduler instead of the object's own alarm (default: the
+   * object's alarm). One without `get`, `set` and `delete` methods is refused, `bad_configuration`.
+   */
+  alarm?: AlarmStore;
+}
+
 /** The source side of the relay in your Durable Object, in a Worker whose env is `Env`. */
 export declare class RelaySource<Env = any> {
   /**
    * `targets` names the Durable Object binding of the target objects (default `RELAY_TARGET`): typed
    * to `Env`'s Durable Object bindings, and checked at run time too. Throws a `RelayError`
    * (`bad_configuration`) when `env` has no such Durable Object binding (naming the ones it has) or
-   * a `RELAY_*` variable has a bad value (naming it), so the object does not start.
+   * a `RELAY_*` variable has a bad value (naming it), or `alarm` lacks a method, so the object does
+   * not start.
    */
-  constructor(ctx: DurableObjectState, env: Env, options?: { targets?: DoBindingOf<Env> });
+  constructor(ctx: DurableObjectState, env: Env, options?: RelaySourceOptions<Env>);
   /**
    * Enqueues rows without awaiting, inside your own `ctx.storage.transactionSync`: they commit or
    * roll back with your writes. Throws a `RelayError` on a refusal (values as for `enqueue`).

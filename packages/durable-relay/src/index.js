@@ -271,7 +271,12 @@ function rejecting(f) {
  */
 export class RelaySource {
   #raw;
-  #ctx;
+  /**
+   * Sets the relay's alarm from here (`enqueueSync`), in the store the engine
+   * arms through on every other path: the `alarm` option's, or the object's
+   * own alarm.
+   */
+  #arm;
   /** Whether a check of the alarm is already queued after a synchronous enqueue. */
   #recheck = false;
 
@@ -281,14 +286,16 @@ export class RelaySource {
    *
    * @param {DurableObjectState} ctx your object's state
    * @param {object} env your Worker's env (RELAY_* variables configure the relay)
-   * @param {{ targets?: string }} [options] the binding of the target objects (default RELAY_TARGET)
+   * @param {{ targets?: string, alarm?: object }} [options] the binding of the target objects (default
+   *   RELAY_TARGET); the scheduler to keep the relay's alarm with instead of the object's own
    */
-  constructor(ctx, env, { targets = "RELAY_TARGET" } = {}) {
-    this.#ctx = ctx;
-    // Refuses (bad_configuration) a targets binding env lacks, or a RELAY_*
-    // variable with a bad value: the object does not start on a relay
-    // whose every alarm would fail.
-    this.#raw = new RawSource(ctx, env, text(targets, "invalid_request", "targets"));
+  constructor(ctx, env, { targets = "RELAY_TARGET", alarm } = {}) {
+    // Refuses (bad_configuration) a targets binding env lacks, a RELAY_*
+    // variable with a bad value, or an `alarm` without get, set and delete
+    // methods: the object does not start on a relay whose every alarm
+    // would fail.
+    this.#raw = new RawSource(ctx, env, text(targets, "invalid_request", "targets"), alarm);
+    this.#arm = alarm === undefined ? (at) => ctx.storage.setAlarm(at) : (at) => alarm.set(at);
     ctx.blockConcurrencyWhile(() => this.#raw.ready());
   }
 
@@ -302,7 +309,11 @@ export class RelaySource {
   enqueueSync(rows, { idempotencyKey, traceparent } = {}) {
     const trace = optionalText(traceparent, "invalid_traceparent", "traceparent");
     const { enqueued, alarm_at: at } = this.#raw.enqueueNow(bodyText(rows, idempotencyKey), trace);
-    if (at !== null) this.#ctx.storage.setAlarm(at).catch(() => this.#raw.alarmUnknown());
+    if (at !== null) {
+      // Set now, inside the caller's transaction; a store that throws or
+      // rejects leaves the alarm unknown, and the recheck below sets it.
+      Promise.resolve(rejecting(() => this.#arm(at))).catch(() => this.#raw.alarmUnknown());
+    }
     if (!this.#recheck) {
       // Once the caller's transaction is over: if it rolled back the alarm
       // with the rows, nothing is owed; if it kept the rows, they have one.

@@ -145,6 +145,20 @@ function special(kind: string, v: unknown): unknown {
   }
 }
 
+/** The `alarm` option the test names: a store without `set`, a number, a whole store, or none. */
+function alarmOption(kind?: string): any {
+  switch (kind) {
+    case "no-set":
+      return { get: () => null, delete: () => undefined };
+    case "number":
+      return 7;
+    case "whole":
+      return { get: () => null, set: () => undefined, delete: () => undefined };
+    default:
+      return undefined;
+  }
+}
+
 export class Writer extends DurableObject<Env> {
   relay = new RelaySource(this.ctx, this.env, { targets: "READERS" });
 
@@ -207,10 +221,10 @@ export class Writer extends DurableObject<Env> {
    * variables overridden by `vars`: its construction's verdict (the relay
    * this object already has is untouched).
    */
-  construct(targets: string, vars: Record<string, string>): Verdict | { ok: true } {
+  construct(targets: string, vars: Record<string, string>, alarm?: string): Verdict | { ok: true } {
     try {
-      // Typed as any binding: the run-time check is what this tries.
-      new RelaySource<any>(this.ctx, { ...this.env, ...vars }, { targets });
+      // Typed as any binding and any store: the run-time check is what this tries.
+      new RelaySource<any>(this.ctx, { ...this.env, ...vars }, { targets, alarm: alarmOption(alarm) });
       return { ok: true };
     } catch (e) {
       return refused(e);
@@ -321,8 +335,8 @@ export default {
       }
       if (op === "mine") return Response.json(await writer.mine());
       if (op === "construct") {
-        const { targets, vars } = (await request.json()) as { targets: string; vars: Record<string, string> };
-        return Response.json(await writer.construct(targets, vars));
+        const { targets, vars, alarm } = (await request.json()) as { targets: string; vars: Record<string, string>; alarm?: string };
+        return Response.json(await writer.construct(targets, vars, alarm));
       }
       if (op === "shapes") {
         return Response.json(await writer.shapes(url.searchParams.get("target") ?? "t", url.searchParams.get("key") ?? "k"));
