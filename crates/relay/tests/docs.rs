@@ -150,6 +150,7 @@ fn the_embedding_snippets_are_the_examples_own_code() {
         "shared alarm",
         "ts",
     );
+    assert_snippet("docs/embedding-typescript.md", "tests/e2e/agents/src/index.ts", "agent", "ts");
     assert_snippet("docs/embedding-rust.md", "examples/embedded/src/lib.rs", "shared alarm", "rust");
     for name in ["source", "target"] {
         assert_snippet("docs/embedding-rust.md", "examples/embedded/src/lib.rs", name, "rust");
