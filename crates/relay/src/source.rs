@@ -30,7 +30,8 @@
 //!   and by a status read before it reports them.
 //!
 //! The stored alarm is reached through [`AlarmStore`] (the Durable Object's
-//! alarm in workerd, a simulated one in the simulator). What this instance
+//! alarm in workerd, or a scheduler of the host's when a framework owns
+//! that alarm; a simulated one in the simulator). What this instance
 //! knows of it is cached ([`AlarmKnown`]): the platform clears an alarm when
 //! it fires and only this code sets one, so the cache is exact once loaded,
 //! and an alarm already early enough is never written again. A host that

@@ -4,7 +4,8 @@
 //!
 //! - [`DoSql`]: [`Sql`] over the object's SQLite, with `transactionSync`
 //!   (which workers-rs does not bind) for all-or-nothing writes;
-//! - [`DoAlarm`]: [`AlarmStore`] over the object's alarm;
+//! - [`DoAlarm`]: [`AlarmStore`] over the object's alarm, or over the
+//!   scheduler of a host that owns it ([`HostAlarm`]);
 //! - [`DoTargets`]: [`Targets`] that are Durable Objects in one namespace,
 //!   addressed by name, each call with a timeout;
 //! - [`StubCall`]: the one way a request reaches an object's `fetch`
