@@ -58,7 +58,11 @@ export class RelayCapability extends LifecycleCapability {
    * the platform clears an alarm that fired.
    */
   async onJob({ job }) {
-    if (job.fn !== ALARM_FN || this.#relay === undefined) return undefined;
+    if (job.fn !== ALARM_FN) return undefined;
+    if (this.#relay === undefined) {
+      // Loud, not a silent loss of the relay's alarm: the capability was installed without serve(relay).
+      throw new RelayError("bad_configuration", "RelayCapability ran its job with no relay: call serve(relay)", 500);
+    }
     try {
       await this.#relay.alarm();
     } catch {
