@@ -110,7 +110,11 @@ fn free_alarm(runs: u32) -> (u64, f64, u32) {
         times.push(started.elapsed().as_secs_f64() * 1e6);
         let summary = report.summary.expect("the alarm succeeds");
         delivered = u64::from(summary.rows_delivered);
-        assert!(summary.cpu_cut && delivered > 0, "a full Free alarm: {delivered} rows, cut {}", summary.cpu_cut);
+        assert!(
+            summary.cpu_cut && delivered > 0,
+            "a full Free alarm: {delivered} rows, cut {}",
+            summary.cpu_cut
+        );
     }
     times.sort_by(f64::total_cmp);
     (delivered, times[times.len() / 2], runs)
