@@ -9,7 +9,7 @@ import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { Relay, put, sleep, until } from "./harness.mjs";
 
-/** Sources one sweep run checks (SWEEP_SOURCES_PER_RUN in crates/worker/src/sweep.rs). */
+/** Sources one sweep run checks (SWEEP_SOURCES_PER_RUN in src/sweep.rs). */
 const PER_RUN = 32;
 /** Listed sources: more than one run's page. */
 const SOURCES = 40;

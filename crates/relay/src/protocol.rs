@@ -7,7 +7,7 @@
 //! [`SourceOp::method`] and [`TargetOp::method`] read it; the reference
 //! Worker's front door refuses what is not [`Reach::Public`] from it; the
 //! tests check the path each operation builds against its template, the
-//! Rust client, the RPC entrypoint (`crates/worker/js/entry.mjs`), the
+//! Rust client, the RPC entrypoint (`src/entry.mjs`), the
 //! TypeScript types (`clients/typescript/durable-relay.d.ts`) and the
 //! route table of the HTTP API's documentation against it, and write it out as
 //! `clients/typescript/protocol.json`, which the workerd tests use to

@@ -225,8 +225,8 @@ fn the_development_chapter_names_every_table_and_every_test_file() {
     assert!(missing.is_empty(), "docs/development.md's Storage paragraph lacks {missing:?}");
     let mut tests = files_under(&root().join("tests/e2e"), &|_| true);
     tests.retain(|p| p.to_string_lossy().ends_with(".test.mjs"));
-    for krate in ["core", "relay", "worker", "js"] {
-        let dir = root().join("crates").join(krate).join("tests");
+    for package in packages() {
+        let dir = package.join("tests");
         if dir.is_dir() {
             tests.extend(
                 files_under(&dir, &|_| true).into_iter().filter(|p| p.extension().is_some_and(|e| e == "rs")),
@@ -357,8 +357,17 @@ struct Constant {
 fn limit_files() -> Vec<(PathBuf, &'static str)> {
     let plumbing = |name: &str| ["testing", "sim", "bench"].contains(&name);
     let mut out = Vec::new();
-    for (krate, place) in [("core", "engine"), ("relay", "library"), ("worker", "reference Worker")] {
-        let files = files_under(&root().join("crates").join(krate).join("src"), &plumbing);
+    for package in packages() {
+        let place = if package == root() {
+            "reference Worker"
+        } else if package.ends_with("crates/core") {
+            "engine"
+        } else if package.ends_with("crates/js") {
+            continue;
+        } else {
+            "library"
+        };
+        let files = files_under(&package.join("src"), &plumbing);
         out.extend(
             files.into_iter().filter(|p| p.extension().is_some_and(|e| e == "rs")).map(|p| (p, place)),
         );
@@ -567,16 +576,20 @@ fn config_rows() -> Vec<(Vec<String>, String, String)> {
     out
 }
 
+/// Every Rust package's directory: the root (the reference Worker) and each
+/// of `crates/`.
+fn packages() -> Vec<PathBuf> {
+    let mut out = vec![root()];
+    let crates = std::fs::read_dir(root().join("crates")).expect("crates/");
+    out.extend(crates.map(|entry| entry.expect("an entry").path()).filter(|p| p.join("Cargo.toml").is_file()));
+    out.sort();
+    out
+}
+
 /// Every `"RELAY_..."` string the shipped code reads.
 fn names_in_code() -> BTreeSet<String> {
     let mut out = BTreeSet::new();
-    let dirs = [
-        "crates/relay/src",
-        "crates/worker/src",
-        "crates/worker/js",
-        "crates/js/src",
-        "packages/durable-relay/src",
-    ];
+    let dirs = ["crates/relay/src", "src", "crates/js/src", "packages/durable-relay/src"];
     for path in dirs.iter().flat_map(|d| files_under(&root().join(d), &|_| false)) {
         let text = std::fs::read_to_string(&path).unwrap_or_default();
         for piece in text.split('"').skip(1).step_by(2) {

@@ -113,7 +113,7 @@ fn rpc_operations() -> Vec<&'static Operation> {
 
 #[test]
 fn the_rpc_entrypoint_offers_every_public_source_operation_with_its_method_and_path() {
-    let entry = repo_file("crates/worker/js/entry.mjs");
+    let entry = repo_file("src/entry.mjs");
     for op in SOURCE_OPERATIONS {
         assert_eq!(
             op.rpc.is_some(),

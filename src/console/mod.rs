@@ -1,5 +1,5 @@
 //! The operator's console: three static files compiled into the Worker
-//! (`crates/worker/console/`), served by the front door at `/`,
+//! (this directory), served by the front door at `/`,
 //! `/console.js` and `/console.css`. They hold no data and need no token;
 //! the page asks for the token, keeps it in `sessionStorage` (this tab
 //! only, never a cookie or a URL) and sends it as a bearer header on every
@@ -10,9 +10,9 @@ use worker::{Headers, Response};
 use crate::routes::ConsoleAsset;
 use durable_relay::http::HttpError;
 
-const PAGE: &str = include_str!("../console/index.html");
-const SCRIPT: &str = include_str!("../console/console.js");
-const STYLE: &str = include_str!("../console/console.css");
+const PAGE: &str = include_str!("index.html");
+const SCRIPT: &str = include_str!("console.js");
+const STYLE: &str = include_str!("console.css");
 
 /// Only this origin's script and style, no frames, no referrer, API calls
 /// to this origin only.

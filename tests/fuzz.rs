@@ -8,7 +8,7 @@ use durable_relay::http::HttpError;
 use durable_relay_worker::routes::{ConsoleAsset, DirectoryOp, FrontRoute, SourceRoute, TargetRoute};
 use proptest::prelude::*;
 
-#[path = "../../relay/tests/support/fuzz.rs"]
+#[path = "../crates/relay/tests/support/fuzz.rs"]
 mod support;
 use support::{fuzz, methods, query_text, request_url, segment};
 

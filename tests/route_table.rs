@@ -11,7 +11,7 @@ use durable_relay::routes::{SourceOp, TargetOp};
 use durable_relay_worker::routes::{FrontRoute, SourceRoute, TargetRoute};
 
 fn routes_table() -> Vec<(String, String, String)> {
-    let path = format!("{}/../../docs/http-api.md", env!("CARGO_MANIFEST_DIR"));
+    let path = format!("{}/docs/http-api.md", env!("CARGO_MANIFEST_DIR"));
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
     let table = text.split("| route | scope | what |").nth(1).expect("the route table");
     table

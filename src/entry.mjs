@@ -43,7 +43,7 @@ let partitioned = { text: undefined, names: new Set() };
  * the scope's list (RELAY_PRODUCER_TOKENS for enqueue, RELAY_READER_TOKENS
  * or else RELAY_OPERATOR_TOKENS for reads, RELAY_OPERATOR_TOKENS for
  * redrive and discard). The scopes mirror FrontRoute::scope
- * (crates/worker/src/routes.rs); a caller reaching RelayRpc holds a service
+ * (src/routes.rs); a caller reaching RelayRpc holds a service
  * binding, which is its authority.
  */
 function frontToken(env, scope) {
