@@ -318,7 +318,7 @@ ${missed.length ? `Missed: ${missed.length} of ${aims.length}.` : `All ${aims.le
 `}
 ${machineNote(bySystem)}
 
-## Core plan-and-settle cost (native, \`cargo run --release --features sim --example core_bench\`)
+## Core plan-and-settle cost (native, \`cargo run --release -p durable-relay-sql --features sim --example core_bench\`)
 
 One fire over a full window (1,024 rows), everything the engine does between reading the rows and writing the checkpoint, with no storage or network.
 

@@ -122,7 +122,7 @@ function uploadSize() {
 
 /** The native core benchmark's JSON. */
 function coreBench(quick) {
-  const args = ["run", "--quiet", "--release", "-p", "durable-relay", "--features", "sim", "--example", "core_bench", "--", "--json"];
+  const args = ["run", "--quiet", "--release", "-p", "durable-relay-sql", "--features", "sim", "--example", "core_bench", "--", "--json"];
   if (quick) args.push("--quick");
   const out = execFileSync("cargo", args, { cwd: ROOT, encoding: "utf8", stdio: ["ignore", "pipe", "inherit"] });
   return JSON.parse(out.trim().split("\n").at(-1));
@@ -197,7 +197,7 @@ async function main() {
   say("startup: compiling and instantiating the production wasm in fresh processes (bench/startup.mjs)");
   const startup = measureStartup(join(ROOT, "build", "prod", "index_bg.wasm"));
   say(`startup: ${startup.total_ms.median} ms median`);
-  say("native core benchmark (cargo run --release -p durable-relay --features sim --example core_bench)");
+  say("native core benchmark (cargo run --release -p durable-relay-sql --features sim --example core_bench)");
   const core = coreBench(opts.quick);
 
   const progress = new Progress();

@@ -3,7 +3,7 @@
 // on a source object that was never used. Every promise of the SQL
 // interface must hold on the real Durable Object SQLite, and every
 // statement the relay's script issues must be issued here as natively, with
-// the rows written that crates/relay/tests/conformance.json records for
+// the rows written that crates/sql/tests/conformance.json records for
 // Durable Objects (the native test pins the SQLite column of the same file).
 
 import { test, before, after } from "node:test";
@@ -12,7 +12,7 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { Relay, ROOT } from "./harness.mjs";
 
-const RECORDED = join(ROOT, "crates", "relay", "tests", "conformance.json");
+const RECORDED = join(ROOT, "crates", "sql", "tests", "conformance.json");
 
 let relay;
 before(async () => {

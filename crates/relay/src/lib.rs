@@ -32,21 +32,21 @@ pub use durable_relay_core as core;
 pub mod client;
 pub use durable_relay_core::codes;
 pub mod config;
-pub mod driver;
+pub use durable_relay_sql::driver;
 pub mod durable;
 pub mod embed;
 pub mod hook;
 pub mod http;
-pub mod partition;
+pub use durable_relay_sql::partition;
 pub mod prelude;
 pub mod protocol;
 pub mod routes;
 #[cfg(feature = "sim")]
-pub mod sim;
-pub mod source;
-pub mod store;
+pub use durable_relay_sql::sim;
+pub use durable_relay_sql::source;
+pub use durable_relay_sql::store;
 #[cfg(feature = "testing")]
-pub mod testing;
+pub use durable_relay_sql::testing;
 pub mod vars;
 pub mod work;
 

@@ -118,7 +118,7 @@ fn the_rust_blocks_of_the_book_are_doc_tests() {
     );
     for (doc, path) in [
         ("docs/calling-from-workers.md", "crates/relay/src/client.rs"),
-        ("docs/development.md", "crates/relay/src/sim/mod.rs"),
+        ("docs/development.md", "crates/sql/src/sim/mod.rs"),
         ("docs/embedding-rust.md", "crates/relay/src/prelude.rs"),
     ] {
         let code = doc_example(path);
@@ -179,7 +179,7 @@ fn every_rust_block_of_the_readme_and_the_book_is_compiled() {
     .iter()
     .flat_map(|path| regions(&read(path)).into_values())
     .collect();
-    for path in ["crates/relay/src/client.rs", "crates/relay/src/sim/mod.rs", "crates/relay/src/prelude.rs"] {
+    for path in ["crates/relay/src/client.rs", "crates/sql/src/sim/mod.rs", "crates/relay/src/prelude.rs"] {
         compiled.push(doc_example(path));
     }
     let scratch = read("docs/embedding-rust.md");
@@ -581,7 +581,9 @@ fn config_rows() -> Vec<(Vec<String>, String, String)> {
 fn packages() -> Vec<PathBuf> {
     let mut out = vec![root()];
     let crates = std::fs::read_dir(root().join("crates")).expect("crates/");
-    out.extend(crates.map(|entry| entry.expect("an entry").path()).filter(|p| p.join("Cargo.toml").is_file()));
+    out.extend(
+        crates.map(|entry| entry.expect("an entry").path()).filter(|p| p.join("Cargo.toml").is_file()),
+    );
     out.sort();
     out
 }

@@ -375,13 +375,11 @@ fn type_name(value: &JsValue) -> String {
     value.js_typeof().as_string().unwrap_or_else(|| "a value".into())
 }
 
-impl DoRelay {
-    /// The relay of the source object whose state this is, named by the
-    /// name it was addressed with (`idFromName`/`getByName`).
-    pub fn for_object(state: &State, config: SourceConfig) -> Result<DoRelay, HttpError> {
-        Relay::open(source_name(state)?, source_id(state)?, DoSql::new(state), DoAlarm::new(state), config)
-            .map_err(open_error)
-    }
+/// The relay of the source object whose state this is, named by the name it
+/// was addressed with (`idFromName`/`getByName`).
+pub fn open_relay(state: &State, config: SourceConfig) -> Result<DoRelay, HttpError> {
+    Relay::open(source_name(state)?, source_id(state)?, DoSql::new(state), DoAlarm::new(state), config)
+        .map_err(open_error)
 }
 
 /// The id of the object whose state this is (`state.id().to_string()`):

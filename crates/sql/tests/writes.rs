@@ -1,0 +1,111 @@
+//! What a delivered row costs in SQLite rows written at the source (each
+//! `setAlarm` counts as one), on the shipped SQL: the figures "Write budget" in
+//! docs/how-delivery-works.md documents.
+
+use durable_relay_sql::core::{EnqueueRow, Name, RelayBudget};
+use durable_relay_sql::sim::Sim;
+use serde_json::json;
+
+fn written(sim: &Sim, source: &str) -> u64 {
+    sim.with_relay(source, |r| r.outbox().state().unwrap().sql_rows_written)
+}
+
+#[test]
+fn a_lone_row_at_an_idle_source_costs_three_writes_insert_alarm_delete() {
+    let mut sim = Sim::new(1);
+    let before = written(&sim, "order-1");
+    let n = 50;
+    for i in 1..=n {
+        sim.advance(1_000);
+        sim.put("order-1", "customer", "k", json!(i)).unwrap();
+        let d = sim.run_until_idle("order-1", RelayBudget::FREE, 5);
+        assert!(d.drained);
+    }
+    let per_row = (written(&sim, "order-1") - before) as f64 / f64::from(n);
+    println!("source rows written per delivered row, one row at a time: {per_row}");
+    assert_eq!(per_row, 3.0, "insert (reusing the tombstone's slot), setAlarm, tombstone");
+    assert_eq!(sim.applied("customer", "order-1").len(), n as usize);
+    sim.audit().unwrap();
+}
+
+#[test]
+fn rows_arriving_together_cost_two_writes_each_plus_one_alarm_and_one_state_write() {
+    let mut sim = Sim::new(2);
+    let rows = |from: usize| -> Vec<EnqueueRow> {
+        (from..from + 20)
+            .map(|i| {
+                EnqueueRow::new(
+                    Name::new(format!("t{}", i % 4)).unwrap(),
+                    vec![("k".into(), json!(i))],
+                    vec![],
+                )
+            })
+            .collect()
+    };
+    sim.enqueue("s", rows(0)).unwrap();
+    sim.run_until_idle("s", RelayBudget::FREE, 5);
+    let before = written(&sim, "s");
+    for b in 1..=10 {
+        for r in rows(b * 20) {
+            sim.enqueue("s", vec![r]).unwrap();
+        }
+        sim.run_until_idle("s", RelayBudget::FREE, 5);
+    }
+    let per_row = (written(&sim, "s") - before) as f64 / 200.0;
+    println!("source rows written per delivered row, 20 rows per alarm: {per_row}");
+    assert!(per_row <= 2.1, "{per_row}");
+    sim.audit().unwrap();
+}
+
+#[test]
+fn a_target_writes_two_rows_per_applied_row_when_each_call_carries_one() {
+    let mut sim = Sim::new(3);
+    for i in 0..30 {
+        sim.advance(1_000);
+        sim.put("src", "tgt", &format!("k{i}"), json!(i)).unwrap();
+        sim.run_until_idle("src", RelayBudget::FREE, 5);
+    }
+    assert_eq!(sim.target_calls("tgt"), 30, "one row per call");
+    let totals = sim.with_target("tgt", |inbox| inbox.totals().unwrap());
+    println!(
+        "target rows written per applied row: {}",
+        totals.sql_rows_written as f64 / totals.applied_rows as f64
+    );
+    assert_eq!((totals.applied_rows, totals.sql_rows_written), (30, 60), "its key and the watermark");
+}
+
+/// Runs `source`'s alarms that are due by the clock, then moves it `step` ms.
+fn tick(sim: &mut Sim, source: &str, step: u64) {
+    while sim.alarm_at(source).is_some_and(|at| at <= sim.now_ms()) {
+        sim.run_alarm(source, RelayBudget::FREE);
+    }
+    sim.advance(step);
+}
+
+#[test]
+fn coalescing_batches_a_stream_and_never_delays_a_lone_row() {
+    let stream = |coalesce: u64| {
+        let mut sim = Sim::new(4);
+        sim.set_coalesce("s", coalesce);
+        for i in 0..200 {
+            sim.put("s", &format!("t{}", i % 4), "k", json!(i)).unwrap();
+            tick(&mut sim, "s", 5);
+        }
+        for _ in 0..200 {
+            tick(&mut sim, "s", 5);
+        }
+        assert!(sim.queued("s").is_empty());
+        sim.audit().unwrap();
+        sim.total_calls()
+    };
+    let (plain, coalesced) = (stream(0), stream(50));
+    println!("calls for 200 rows, one every 5 ms over 4 targets: {plain} without coalescing, {coalesced} with 50 ms");
+    assert_eq!(plain, 200, "every row its own call");
+    // 200 rows over 1 s: twenty 50 ms windows, each at most one call per target.
+    assert!(coalesced <= 4 * (200 * 5 / 50 + 1), "rows share calls: {coalesced}");
+    // A lone row at an idle source goes at once, coalescing or not.
+    let mut sim = Sim::new(5);
+    sim.set_coalesce("s", 50);
+    sim.put("s", "t", "k", json!(1)).unwrap();
+    assert_eq!(sim.alarm_at("s"), Some(sim.now_ms()));
+}
