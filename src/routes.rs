@@ -14,8 +14,8 @@
 #![deny(clippy::unreachable, clippy::todo, clippy::unimplemented)]
 
 use durable_relay::core::{ErrorCode, Name, MAX_SOURCES_PER_PAGE};
-use durable_relay::http::HttpError;
 use durable_relay::protocol::Reach;
+use durable_relay::protocol::Refusal;
 use durable_relay::routes::{limit, name, no_query, no_route, params, refs, segments, SourceOp, TargetOp};
 use worker::Url;
 
@@ -107,7 +107,7 @@ pub enum FrontRoute {
 impl SourceRoute {
     /// Parses a source request from `method` and the path `segments` after
     /// the source's own prefix.
-    pub fn parse(method: &str, segments: &[&str], url: &Url) -> Result<SourceRoute, HttpError> {
+    pub fn parse(method: &str, segments: &[&str], url: &Url) -> Result<SourceRoute, Refusal> {
         let route = match (method, segments) {
             ("GET", ["alarms"]) => SourceRoute::Alarms,
             ("POST", ["retire"]) => SourceRoute::Retire,
@@ -121,7 +121,7 @@ impl SourceRoute {
     }
 
     /// Parses a request to a source object.
-    pub fn from_url(method: &str, url: &Url) -> Result<SourceRoute, HttpError> {
+    pub fn from_url(method: &str, url: &Url) -> Result<SourceRoute, Refusal> {
         SourceRoute::parse(method, &refs(&segments(url)), url)
     }
 
@@ -150,14 +150,14 @@ impl SourceRoute {
 impl TargetRoute {
     /// Parses a target request from `method` and the path `segments` after
     /// the target's own prefix.
-    pub fn parse(method: &str, segments: &[&str], url: &Url) -> Result<TargetRoute, HttpError> {
+    pub fn parse(method: &str, segments: &[&str], url: &Url) -> Result<TargetRoute, Refusal> {
         let route = match (method, segments) {
             ("POST", ["faults"]) => TargetRoute::Faults,
             ("GET", ["audit"]) => TargetRoute::Audit,
             ("GET", ["log"]) => {
                 let [source] = params(url, ["source"])?;
                 let source = source
-                    .ok_or_else(|| HttpError::bad_request(ErrorCode::InvalidQuery, "source is required"))?;
+                    .ok_or_else(|| Refusal::bad_request(ErrorCode::InvalidQuery, "source is required"))?;
                 return Ok(TargetRoute::Log(name(&source, ErrorCode::InvalidName)?));
             }
             _ => return TargetOp::parse(method, segments, url).map(TargetRoute::Relay),
@@ -167,7 +167,7 @@ impl TargetRoute {
     }
 
     /// Parses a request to a target object.
-    pub fn from_url(method: &str, url: &Url) -> Result<TargetRoute, HttpError> {
+    pub fn from_url(method: &str, url: &Url) -> Result<TargetRoute, Refusal> {
         TargetRoute::parse(method, &refs(&segments(url)), url)
     }
 
@@ -192,7 +192,7 @@ impl TargetRoute {
 }
 
 /// A directory page's bounds from the query.
-fn page(url: &Url) -> Result<(Option<Name>, u32), HttpError> {
+fn page(url: &Url) -> Result<(Option<Name>, u32), Refusal> {
     let [after, limit_text] = params(url, ["after", "limit"])?;
     let after = after.filter(|a| !a.is_empty()).map(|a| name(&a, ErrorCode::InvalidQuery)).transpose()?;
     Ok((after, limit(limit_text, MAX_SOURCES_PER_PAGE)?))
@@ -200,7 +200,7 @@ fn page(url: &Url) -> Result<(Option<Name>, u32), HttpError> {
 
 impl DirectoryOp {
     /// Parses a request to the directory Durable Object.
-    pub fn from_url(method: &str, url: &Url) -> Result<DirectoryOp, HttpError> {
+    pub fn from_url(method: &str, url: &Url) -> Result<DirectoryOp, Refusal> {
         let segs = segments(url);
         let op = match (method, refs(&segs).as_slice()) {
             ("GET", ["sources"]) => {
@@ -348,7 +348,7 @@ impl FrontRoute {
     }
 
     /// Parses a front-door request.
-    pub fn parse(method: &str, url: &Url) -> Result<FrontRoute, HttpError> {
+    pub fn parse(method: &str, url: &Url) -> Result<FrontRoute, Refusal> {
         let owned = segments(url);
         let segs = refs(&owned);
         match segs.as_slice() {
@@ -390,7 +390,7 @@ mod tests {
     use super::*;
     use durable_relay::core::MAX_KEYS_PER_PAGE;
 
-    fn front(method: &str, path: &str) -> Result<FrontRoute, HttpError> {
+    fn front(method: &str, path: &str) -> Result<FrontRoute, Refusal> {
         FrontRoute::parse(method, &Url::parse(&format!("https://relay.example{path}")).unwrap())
     }
 

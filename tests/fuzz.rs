@@ -4,7 +4,7 @@
 //! accepted route, forwarded to its object, parses there to the same route.
 //! The seed is printed; `RELAY_FUZZ_SEED=<seed>` replays a run.
 
-use durable_relay::http::HttpError;
+use durable_relay::protocol::Refusal;
 use durable_relay_worker::routes::{ConsoleAsset, DirectoryOp, FrontRoute, SourceRoute, TargetRoute};
 use proptest::prelude::*;
 
@@ -25,7 +25,7 @@ fn generated_front_door_lines_route_or_get_a_4xx_and_survive_forwarding() {
     );
     fuzz("front-door request lines", 6, 15_000, strategy, |(method, segs, query)| {
         let Some(url) = request_url(&segs, query.as_deref()) else { return Ok(()) };
-        let check = |e: &HttpError| (400..500).contains(&e.status);
+        let check = |e: &Refusal| (400..500).contains(&e.status);
         match FrontRoute::parse(method, &url) {
             Ok(FrontRoute::Source(_, route)) => {
                 prop_assert_eq!(route.method(), method);

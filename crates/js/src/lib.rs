@@ -60,7 +60,8 @@ pub fn max_enqueue_depth() -> u32 {
 /// A refusal as a JavaScript `RelayError`: the message leads with the
 /// code, and `code`, `status` (and `retryAfterS` when there is one) carry
 /// the HTTP API's.
-fn js_error(e: HttpError) -> JsValue {
+fn js_error(e: impl Into<HttpError>) -> JsValue {
+    let e: HttpError = e.into();
     let retry = e.retry_after_s.map_or(JsValue::UNDEFINED, JsValue::from);
     let args =
         js_sys::Array::of4(&e.code.as_str().into(), &e.message.as_str().into(), &e.status.into(), &retry);
@@ -128,7 +129,7 @@ impl JsSource {
     pub fn enqueue(&self, body: String, traceparent: Option<String>, writes: Option<Function>) -> Promise {
         let source = Rc::clone(&self.source);
         future_to_promise(async move {
-            let request = decode_enqueue(&body).map_err(|e| js_error(e.into()))?;
+            let request = decode_enqueue(&body).map_err(js_error)?;
             let trace = parse_trace(traceparent)?;
             let options = Enqueue { key: request.idempotency_key.clone(), trace };
             let run_writes = |_: &DoSql, done: &durable_relay::Enqueued| -> Result<(), String> {
@@ -149,7 +150,7 @@ impl JsSource {
         let source = Rc::clone(&self.source);
         future_to_promise(async move {
             let relay = source.relay().map_err(js_error)?;
-            relay.ready().await.map_err(|e| js_error(e.into()))?;
+            relay.ready().await.map_err(js_error)?;
             Ok(JsValue::UNDEFINED)
         })
     }
@@ -161,12 +162,12 @@ impl JsSource {
     /// (`null` when the alarm already is early enough).
     #[wasm_bindgen(js_name = enqueueNow)]
     pub fn enqueue_now(&self, body: String, traceparent: Option<String>) -> Result<JsValue, JsValue> {
-        let request = decode_enqueue(&body).map_err(|e| js_error(e.into()))?;
+        let request = decode_enqueue(&body).map_err(js_error)?;
         let trace = parse_trace(traceparent)?;
         let rows: Vec<_> = request.rows.into_iter().map(|r| r.with_trace(trace.clone())).collect();
         let relay = self.source.relay().map_err(js_error)?;
         let key = request.idempotency_key.as_deref();
-        let (done, at) = relay.enqueue_now(now_ms(), key, &rows).map_err(|e| js_error(e.into()))?;
+        let (done, at) = relay.enqueue_now(now_ms(), key, &rows).map_err(js_error)?;
         let out = js_sys::Object::new();
         let _ = Reflect::set(&out, &"enqueued".into(), &to_js(&done)?);
         let _ =
@@ -182,7 +183,7 @@ impl JsSource {
         let source = Rc::clone(&self.source);
         future_to_promise(async move {
             let relay = source.relay().map_err(js_error)?;
-            let (_, rearmed) = relay.recheck_alarm(now_ms()).await.map_err(|e| js_error(e.into()))?;
+            let (_, rearmed) = relay.recheck_alarm(now_ms()).await.map_err(js_error)?;
             Ok(rearmed.into())
         })
     }
@@ -249,7 +250,7 @@ impl JsSource {
         let source = Rc::clone(&self.source);
         future_to_promise(async move {
             let relay = source.relay().map_err(js_error)?;
-            let status = relay.status(now_ms()).await.map_err(|e| js_error(e.into()))?;
+            let status = relay.status(now_ms()).await.map_err(js_error)?;
             to_js(&status)
         })
     }
@@ -261,7 +262,7 @@ impl JsSource {
         future_to_promise(async move {
             let seq = sequence(seq, ErrorCode::InvalidSeq)?;
             let relay = source.relay().map_err(js_error)?;
-            Ok(relay.delivered_through(seq).map_err(|e| js_error(e.into()))?.into())
+            Ok(relay.delivered_through(seq).map_err(js_error)?.into())
         })
     }
 
@@ -271,7 +272,7 @@ impl JsSource {
         let source = Rc::clone(&self.source);
         future_to_promise(async move {
             let relay = source.relay().map_err(js_error)?;
-            let watermark = relay.relay_watermark(now_ms()).map_err(|e| js_error(e.into()))?;
+            let watermark = relay.relay_watermark(now_ms()).map_err(js_error)?;
             Ok(JsValue::from(watermark as f64))
         })
     }
@@ -289,7 +290,7 @@ impl JsSource {
             }
             let limit = page_limit(limit, MAX_TARGETS_PER_PAGE)?;
             let relay = source.relay().map_err(js_error)?;
-            to_js(&relay.targets(&after, limit).map_err(|e| js_error(e.into()))?)
+            to_js(&relay.targets(&after, limit).map_err(js_error)?)
         })
     }
 
@@ -302,7 +303,7 @@ impl JsSource {
             let (target, after) = (target_name(&target)?, sequence(after, ErrorCode::InvalidQuery)?);
             let limit = page_limit(limit, MAX_PARKED_ROWS_PER_PAGE)?;
             let relay = source.relay().map_err(js_error)?;
-            to_js(&relay.parked_page(&target, after, limit).map_err(|e| js_error(e.into()))?)
+            to_js(&relay.parked_page(&target, after, limit).map_err(js_error)?)
         })
     }
 
@@ -313,7 +314,7 @@ impl JsSource {
         let source = Rc::clone(&self.source);
         future_to_promise(async move {
             let relay = source.relay().map_err(js_error)?;
-            to_js(&relay.rearm(now_ms()).await.map_err(|e| js_error(e.into()))?)
+            to_js(&relay.rearm(now_ms()).await.map_err(js_error)?)
         })
     }
 
@@ -323,7 +324,7 @@ impl JsSource {
         future_to_promise(async move {
             let target = target_name(&target)?;
             let relay = source.relay().map_err(js_error)?;
-            to_js(&relay.redrive(&target, now_ms()).await.map_err(|e| js_error(e.into()))?)
+            to_js(&relay.redrive(&target, now_ms()).await.map_err(js_error)?)
         })
     }
 
@@ -333,7 +334,7 @@ impl JsSource {
         future_to_promise(async move {
             let target = target_name(&target)?;
             let relay = source.relay().map_err(js_error)?;
-            to_js(&relay.discard(&target, now_ms()).map_err(|e| js_error(e.into()))?)
+            to_js(&relay.discard(&target, now_ms()).map_err(js_error)?)
         })
     }
 
@@ -342,7 +343,7 @@ impl JsSource {
     pub fn fetch(&self, request: web_sys_request::Request) -> Promise {
         let source = Rc::clone(&self.source);
         future_to_promise(async move {
-            let resp = source.fetch(worker::Request::from(request)).await.map_err(|e| js_error(e.into()))?;
+            let resp = source.fetch(worker::Request::from(request)).await.map_err(js_error)?;
             Ok(worker::worker_sys::web_sys::Response::from(resp).into())
         })
     }
@@ -425,7 +426,7 @@ impl JsTarget {
     pub fn fetch(&self, request: web_sys_request::Request) -> Promise {
         let target = Rc::clone(&self.target);
         future_to_promise(async move {
-            let resp = target.fetch(worker::Request::from(request)).await.map_err(|e| js_error(e.into()))?;
+            let resp = target.fetch(worker::Request::from(request)).await.map_err(js_error)?;
             Ok(worker::worker_sys::web_sys::Response::from(resp).into())
         })
     }

@@ -13,6 +13,7 @@ use crate::core::{
     ApplyError, EnqueueError, EnqueueRefusal, ErrorCode, RequestError, BACKPRESSURE_RETRY_AFTER_S,
     MAX_BEARER_TOKEN_BYTES, MAX_CONTROL_BODY_DEPTH, MAX_REQUEST_BYTES,
 };
+use crate::protocol::Refusal;
 use crate::store::inbox::ApplyFailure;
 use crate::store::outbox::EnqueueFailure;
 use crate::store::StoreError;
@@ -137,6 +138,13 @@ impl From<worker::Error> for HttpError {
     /// A runtime failure: 500 `internal`.
     fn from(e: worker::Error) -> Self {
         HttpError::internal(e.to_string())
+    }
+}
+
+impl From<Refusal> for HttpError {
+    /// A request line the protocol refused, with its status and code.
+    fn from(r: Refusal) -> Self {
+        HttpError::new(r.status, r.code, r.message)
     }
 }
 

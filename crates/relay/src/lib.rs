@@ -39,8 +39,8 @@ pub mod hook;
 pub mod http;
 pub use durable_relay_sql::partition;
 pub mod prelude;
-pub mod protocol;
-pub mod routes;
+pub use durable_relay_protocol as protocol;
+pub use durable_relay_protocol::routes;
 #[cfg(feature = "sim")]
 pub use durable_relay_sql::sim;
 pub use durable_relay_sql::source;

@@ -742,7 +742,7 @@ fn generated_request_lines_route_or_get_a_4xx_and_routes_survive_forwarding() {
     );
     fuzz("request lines", 5, 15_000, strategy, |(method, segs, query)| {
         let Some(url) = request_url(&segs, query.as_deref()) else { return Ok(()) };
-        let check = |e: &durable_relay::http::HttpError| (400..500).contains(&e.status);
+        let check = |e: &durable_relay::protocol::Refusal| (400..500).contains(&e.status);
         match SourceOp::from_url(method, &url) {
             Ok(op) => {
                 let inner = worker::Url::parse(&format!("https://relay{}", op.path())).unwrap();

@@ -2,7 +2,7 @@
 //! Durable Objects' `fetch`, with its method, path and query, parsed
 //! ([`SourceOp::parse`], [`TargetOp::parse`]) and built ([`SourceOp::path`],
 //! [`TargetOp::path`]) in one place. Pure (a parsed [`Url`] in, a typed
-//! operation or a 4xx [`HttpError`] out), so it is fuzzed natively.
+//! operation or a 4xx [`Refusal`] out), so it is fuzzed natively.
 //!
 //! A Worker that serves more operations than the relay's (the reference
 //! Worker's front door, directory, console and test switches) parses its
@@ -15,13 +15,13 @@
 #![deny(clippy::unreachable, clippy::todo, clippy::unimplemented)]
 
 use crate::core::ErrorCode;
-use worker::Url;
+use url::Url;
 
 use crate::core::{
     Layout, Name, SourceId, MAX_KEYS_PER_PAGE, MAX_KEY_BYTES, MAX_PARKED_ROWS_PER_PAGE, MAX_PARTITIONS,
     MAX_TARGETS_PER_PAGE, MAX_WATERMARKS_PER_PAGE, SEQ_MAX,
 };
-use crate::http::HttpError;
+use crate::refusal::Refusal;
 
 /// What a request asks of a source.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -120,8 +120,8 @@ pub struct WatermarkCursor {
 impl WatermarkCursor {
     /// Parses a cursor as a page's `next` writes it; a bad one is refused
     /// with `invalid_query` naming `after`.
-    pub fn parse(text: &str) -> Result<WatermarkCursor, HttpError> {
-        let bad = |e: String| HttpError::bad_request(ErrorCode::InvalidQuery, format!("after {text:?}: {e}"));
+    pub fn parse(text: &str) -> Result<WatermarkCursor, Refusal> {
+        let bad = |e: String| Refusal::bad_request(ErrorCode::InvalidQuery, format!("after {text:?}: {e}"));
         let (source, id) = match text.split_once('/') {
             Some((source, id)) => (source, Some(SourceId::new(id).map_err(|e| bad(e.to_string()))?)),
             None => (text, None),
@@ -140,8 +140,8 @@ impl std::fmt::Display for WatermarkCursor {
 }
 
 /// The 404 for a request line no operation matches.
-pub fn no_route(method: &str, url: &Url) -> HttpError {
-    HttpError::new(404, ErrorCode::NoRoute, format!("no route for {method} {}", url.path()))
+pub fn no_route(method: &str, url: &Url) -> Refusal {
+    Refusal::new(404, ErrorCode::NoRoute, format!("no route for {method} {}", url.path()))
 }
 
 /// A path's segments, percent-decoded (`/a/b` is `["a", "b"]`; `/` is
@@ -183,27 +183,24 @@ pub fn refs(segments: &[String]) -> Vec<&str> {
 }
 
 /// Validates a name taken from the path; `code` names the refusal.
-pub fn name(segment: &str, code: ErrorCode) -> Result<Name, HttpError> {
-    Name::new(segment).map_err(|e| HttpError::bad_request(code, format!("{segment:?}: {e}")))
+pub fn name(segment: &str, code: ErrorCode) -> Result<Name, Refusal> {
+    Name::new(segment).map_err(|e| Refusal::bad_request(code, format!("{segment:?}: {e}")))
 }
 
 /// The query's parameters, each of `allowed` at most once; anything else is
 /// refused. Returns values in the order of `allowed`.
-pub fn params<const N: usize>(
-    url: &Url,
-    allowed: [&'static str; N],
-) -> Result<[Option<String>; N], HttpError> {
+pub fn params<const N: usize>(url: &Url, allowed: [&'static str; N]) -> Result<[Option<String>; N], Refusal> {
     let mut out: [Option<String>; N] = std::array::from_fn(|_| None);
     for (k, v) in url.query_pairs() {
         let Some(i) = allowed.iter().position(|a| *a == k) else {
-            return Err(HttpError::bad_request(
+            return Err(Refusal::bad_request(
                 ErrorCode::InvalidQuery,
                 format!("unknown query parameter {k:?}"),
             ));
         };
-        let slot = out.get_mut(i).ok_or_else(|| HttpError::internal("query slot"))?;
+        let slot = out.get_mut(i).ok_or_else(|| Refusal::internal("query slot"))?;
         if slot.replace(v.into_owned()).is_some() {
-            return Err(HttpError::bad_request(
+            return Err(Refusal::bad_request(
                 ErrorCode::InvalidQuery,
                 format!("query parameter {k:?} given twice"),
             ));
@@ -213,26 +210,26 @@ pub fn params<const N: usize>(
 }
 
 /// A sequence number `0..=SEQ_MAX` from text.
-fn seq(text: &str, code: ErrorCode) -> Result<u64, HttpError> {
+fn seq(text: &str, code: ErrorCode) -> Result<u64, Refusal> {
     text.parse::<u64>()
         .ok()
         .filter(|s| *s <= SEQ_MAX)
-        .ok_or_else(|| HttpError::bad_request(code, format!("{text:?} is not a sequence number 0..=2^53-1")))
+        .ok_or_else(|| Refusal::bad_request(code, format!("{text:?} is not a sequence number 0..=2^53-1")))
 }
 
 /// A page size `1..=max`, defaulting to `max`.
-pub fn limit(text: Option<String>, max: u32) -> Result<u32, HttpError> {
+pub fn limit(text: Option<String>, max: u32) -> Result<u32, Refusal> {
     let Some(text) = text else { return Ok(max) };
     text.parse::<u32>().ok().filter(|n| (1..=max).contains(n)).ok_or_else(|| {
-        HttpError::bad_request(ErrorCode::InvalidLimit, format!("limit must be 1..={max}, got {text:?}"))
+        Refusal::bad_request(ErrorCode::InvalidLimit, format!("limit must be 1..={max}, got {text:?}"))
     })
 }
 
 /// A key bound for listings: at most [`MAX_KEY_BYTES`].
-fn key_bound(text: Option<String>, param: &str) -> Result<String, HttpError> {
+fn key_bound(text: Option<String>, param: &str) -> Result<String, Refusal> {
     let text = text.unwrap_or_default();
     if text.len() > MAX_KEY_BYTES as usize {
-        return Err(HttpError::bad_request(
+        return Err(Refusal::bad_request(
             ErrorCode::InvalidQuery,
             format!("{param} is {} bytes; keys are at most {MAX_KEY_BYTES}", text.len()),
         ));
@@ -241,13 +238,13 @@ fn key_bound(text: Option<String>, param: &str) -> Result<String, HttpError> {
 }
 
 /// A layout in a path: a partition count `1..=MAX_PARTITIONS`, or `plain`.
-fn layout(text: &str) -> Result<Layout, HttpError> {
+fn layout(text: &str) -> Result<Layout, Refusal> {
     if text == "plain" {
         return Ok(Layout::Plain);
     }
     let count = text.parse::<u32>().ok().filter(|v| (1..=MAX_PARTITIONS).contains(v));
     count.map(Layout::Count).ok_or_else(|| {
-        HttpError::bad_request(
+        Refusal::bad_request(
             ErrorCode::InvalidPartition,
             format!("{text:?}: a layout is a count 1..={MAX_PARTITIONS} or plain"),
         )
@@ -255,14 +252,14 @@ fn layout(text: &str) -> Result<Layout, HttpError> {
 }
 
 /// Refuses any query parameter.
-pub fn no_query(url: &Url) -> Result<(), HttpError> {
+pub fn no_query(url: &Url) -> Result<(), Refusal> {
     params(url, []).map(|_| ())
 }
 
 impl SourceOp {
     /// Parses a source operation from `method` and the path `segments`
     /// after the source's own prefix.
-    pub fn parse(method: &str, segments: &[&str], url: &Url) -> Result<SourceOp, HttpError> {
+    pub fn parse(method: &str, segments: &[&str], url: &Url) -> Result<SourceOp, Refusal> {
         let op = match (method, segments) {
             ("POST", ["enqueue"]) => SourceOp::Enqueue,
             ("GET", ["status"]) => SourceOp::Status,
@@ -297,11 +294,11 @@ impl SourceOp {
     }
 
     /// Parses a request to a source Durable Object.
-    pub fn from_url(method: &str, url: &Url) -> Result<SourceOp, HttpError> {
+    pub fn from_url(method: &str, url: &Url) -> Result<SourceOp, Refusal> {
         SourceOp::parse(method, &refs(&segments(url)), url)
     }
 
-    /// The operation's HTTP method, from [`crate::protocol`].
+    /// The operation's HTTP method, from [`crate::operations`].
     pub fn method(&self) -> &'static str {
         self.operation().method
     }
@@ -336,7 +333,7 @@ impl SourceOp {
 impl TargetOp {
     /// Parses a target operation from `method` and the path `segments`
     /// after the target's own prefix.
-    pub fn parse(method: &str, segments: &[&str], url: &Url) -> Result<TargetOp, HttpError> {
+    pub fn parse(method: &str, segments: &[&str], url: &Url) -> Result<TargetOp, Refusal> {
         let op = match (method, segments) {
             ("POST", ["apply"]) => TargetOp::Apply,
             ("GET", ["status"]) => TargetOp::Status,
@@ -364,11 +361,11 @@ impl TargetOp {
     }
 
     /// Parses a request to a target Durable Object.
-    pub fn from_url(method: &str, url: &Url) -> Result<TargetOp, HttpError> {
+    pub fn from_url(method: &str, url: &Url) -> Result<TargetOp, Refusal> {
         TargetOp::parse(method, &refs(&segments(url)), url)
     }
 
-    /// The operation's HTTP method, from [`crate::protocol`].
+    /// The operation's HTTP method, from [`crate::operations`].
     pub fn method(&self) -> &'static str {
         self.operation().method
     }
@@ -379,7 +376,7 @@ impl TargetOp {
             TargetOp::Apply => "/apply".into(),
             TargetOp::Status => "/status".into(),
             TargetOp::Keys { prefix, after, limit } => {
-                let q: String = worker::Url::parse_with_params(
+                let q: String = url::Url::parse_with_params(
                     "https://relay/keys",
                     [("prefix", prefix.as_str()), ("after", after.as_str()), ("limit", &limit.to_string())],
                 )
@@ -404,17 +401,17 @@ mod tests {
         Url::parse(&format!("https://relay{path}")).unwrap()
     }
 
-    fn source(method: &str, path: &str) -> Result<SourceOp, HttpError> {
+    fn source(method: &str, path: &str) -> Result<SourceOp, Refusal> {
         SourceOp::from_url(method, &url(path))
     }
 
-    fn target(method: &str, path: &str) -> Result<TargetOp, HttpError> {
+    fn target(method: &str, path: &str) -> Result<TargetOp, Refusal> {
         TargetOp::from_url(method, &url(path))
     }
 
     #[test]
     fn bad_request_lines_get_their_codes() {
-        let code = |r: Result<SourceOp, HttpError>| r.unwrap_err().code;
+        let code = |r: Result<SourceOp, Refusal>| r.unwrap_err().code;
         assert_eq!(code(source("GET", "/enqueue")), "no_route");
         assert_eq!(code(source("POST", "/faults")), "no_route", "test switches are not the relay's");
         assert_eq!(code(source("GET", "/delivered-through/9007199254740992")), "invalid_seq");

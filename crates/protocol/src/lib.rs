@@ -1,0 +1,21 @@
+//! durable-relay-protocol: the relay's wire, with no storage and no Workers
+//! runtime. Every operation of the source and target objects is declared
+//! once in [`operations`] (method, path, who may call it, request and reply
+//! types, RPC method, error codes); [`routes`] parses a request line into a
+//! typed operation and builds one back; a line it cannot accept is a
+//! [`Refusal`]. The Durable Object glue (`durable-relay`) serves these
+//! operations; the reference Worker's front door and the Rust client build
+//! them; the tests derive the TypeScript method list and `protocol.json`
+//! from the same table.
+
+#![deny(unsafe_code)]
+
+pub use durable_relay_core as core;
+
+pub mod operations;
+pub mod refusal;
+pub mod routes;
+
+pub use operations::*;
+pub use refusal::Refusal;
+pub use routes::{SourceOp, TargetOp};
