@@ -1,0 +1,201 @@
+//! The newcomer's maps against the code: every name that ARCHITECTURE.md
+//! and docs/development.md put in backticks and that reads as code (a file
+//! or folder, a `Type`, a `Type::member`, a `module::item`) must exist in
+//! the sources, so a rename or a move that the maps miss fails here rather
+//! than misleading the next reader.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+/// The maps this test holds against the code.
+const MAPS: [&str; 2] = ["ARCHITECTURE.md", "docs/development.md"];
+
+/// Backticked words of the maps that read as code but are not the
+/// project's own names: the platform's, the language's, other crates'.
+const FOREIGN: [&str; 15] = [
+    "Agent",
+    "NaN",
+    "build/screenshots/",
+    "serde_json::Value",
+    "serde_json::json",
+    "clippy::unwrap_used",
+    "RelayRpc.enqueue",
+    "Value",
+    "LifecycleCapability",
+    "WorkerEntrypoint",
+    "DurableObject",
+    "SqlStorage",
+    "ObjectNamespace",
+    "Date",
+    "Request",
+];
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// Every source file of the project (Rust, JavaScript, TypeScript types,
+/// scripts), outside dependencies and build output, relative to the root.
+fn sources() -> Vec<String> {
+    let skip = ["node_modules", ".git", ".wrangler", "build", "dist", "tmp", "results", ".e2e"];
+    let mut out = Vec::new();
+    let mut stack = vec![root()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).expect("a readable directory") {
+            let path = entry.expect("an entry").path();
+            let name = path.file_name().expect("a name").to_string_lossy().into_owned();
+            if path.is_dir() {
+                if !skip.contains(&name.as_str()) && !name.starts_with("target") {
+                    stack.push(path);
+                }
+            } else {
+                let relative = path.strip_prefix(root()).expect("under the root");
+                out.push(relative.to_string_lossy().replace('\\', "/"));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The backticked spans of `text`, outside fenced code blocks.
+fn spans(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut in_code = false;
+    for line in text.lines() {
+        if line.starts_with("```") {
+            in_code = !in_code;
+            continue;
+        }
+        if !in_code {
+            out.extend(line.split('`').skip(1).step_by(2).map(str::to_owned));
+        }
+    }
+    out
+}
+
+/// Whether `word` reads as a path in the repository.
+fn is_path(word: &str) -> bool {
+    let file =
+        [".rs", ".mjs", ".js", ".ts", ".json", ".toml", ".md", ".sql"].iter().any(|e| word.ends_with(e));
+    let folder = word.ends_with('/') && word.len() > 1 && !word.contains(' ');
+    (file || folder) && !word.contains(' ') && !word.starts_with('/') && !word.contains('{')
+}
+
+/// Whether `word` reads as a Rust name of ours: `Type`, `Type::member`,
+/// `module::item` (at least one `::`, or a capitalised identifier).
+fn is_name(word: &str) -> bool {
+    let idents = word.split("::").collect::<Vec<_>>();
+    let all_idents =
+        idents.iter().all(|s| !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'));
+    let capitalised = word.chars().next().is_some_and(|c| c.is_ascii_uppercase())
+        && word.chars().any(|c| c.is_ascii_lowercase());
+    all_idents && (idents.len() > 1 || capitalised)
+}
+
+/// Whether `path` names a file or a folder of `files` (as a whole path or
+/// as the tail of one).
+fn path_exists(path: &str, files: &[String]) -> bool {
+    let path = path.trim_end_matches('/');
+    files.iter().any(|f| {
+        f == path
+            || f.ends_with(&format!("/{path}"))
+            || f.starts_with(&format!("{path}/"))
+            || f.contains(&format!("/{path}/"))
+    })
+}
+
+/// Whether the sources define `ident` (a type, trait, function, constant,
+/// module, macro or JavaScript class or method of that name).
+fn defined(ident: &str, texts: &str) -> bool {
+    let forms = [
+        format!("struct {ident}"),
+        format!("enum {ident}"),
+        format!("trait {ident}"),
+        format!("type {ident}"),
+        format!("fn {ident}"),
+        format!("const {ident}"),
+        format!("static {ident}"),
+        format!("mod {ident}"),
+        format!("class {ident}"),
+        format!("macro_rules! {ident}"),
+        format!("  {ident}("),
+        format!("  async {ident}("),
+    ];
+    forms.iter().any(|form| {
+        texts.match_indices(form.as_str()).any(|(at, _)| {
+            let next = texts[at + form.len()..].chars().next().unwrap_or(' ');
+            form.ends_with('(') || !(next.is_ascii_alphanumeric() || next == '_')
+        })
+    })
+}
+
+/// Whether a `module::item` or `Type::member` name resolves: its last part
+/// is defined, and each part before it is a module (a file or folder of
+/// that name), a crate's short name, or a defined type.
+fn name_exists(word: &str, files: &[String], texts: &str) -> bool {
+    let parts: Vec<&str> = word.split("::").collect();
+    let (last, before) = parts.split_last().expect("a name has a part");
+    let module = |m: &str| {
+        ["core", "crate", "durable_relay", "durable_relay_sql", "durable_relay_protocol"].contains(&m)
+            || files.iter().any(|f| f.ends_with(&format!("/{m}.rs")) || f.contains(&format!("/{m}/")))
+    };
+    defined(last, texts) && before.iter().all(|p| module(p) || defined(p, texts))
+}
+
+#[test]
+fn every_code_name_in_the_maps_exists_in_the_code() {
+    let files = sources();
+    let code: Vec<&String> = files
+        .iter()
+        .filter(|f| [".rs", ".mjs", ".js", ".ts"].iter().any(|e| f.ends_with(e)))
+        .filter(|f| !f.ends_with(".d.ts") || f.starts_with("packages/") || f.starts_with("clients/"))
+        .collect();
+    let texts: String = code
+        .iter()
+        .map(|f| std::fs::read_to_string(root().join(f)).unwrap_or_default())
+        .collect::<Vec<_>>()
+        .join("\n");
+    let mut checked = 0u32;
+    let mut missing = BTreeSet::new();
+    for map in MAPS {
+        let text = std::fs::read_to_string(root().join(map)).expect("the map");
+        for word in spans(&text) {
+            let word = word.trim_end_matches("()").trim_end_matches('!');
+            if FOREIGN.contains(&word) {
+                continue;
+            }
+            let found = if is_path(word) {
+                path_exists(word, &files)
+            } else if is_name(word) {
+                name_exists(word, &files, &texts)
+            } else {
+                continue;
+            };
+            checked += 1;
+            if !found {
+                missing.insert(format!("{map}: `{word}`"));
+            }
+        }
+    }
+    assert!(checked > 100, "the maps name at least a hundred pieces of code; {checked} were read");
+    assert!(missing.is_empty(), "names in the maps that the code no longer has:\n{}", {
+        let list: Vec<String> = missing.into_iter().collect();
+        list.join("\n")
+    });
+}
+
+#[test]
+fn a_renamed_item_is_caught() {
+    let files =
+        vec!["crates/sql/src/store/outbox/mod.rs".to_owned(), "crates/core/src/schedule.rs".to_owned()];
+    let texts =
+        "pub struct Outbox;\nimpl Outbox {\n    pub fn enqueue_plain() {}\n}\npub fn next_alarm_at() {}";
+    assert!(name_exists("Outbox::enqueue_plain", &files, texts));
+    assert!(!name_exists("Outbox::enqueue_fenced", &files, texts), "a method that is gone");
+    assert!(name_exists("schedule::next_alarm_at", &files, texts));
+    assert!(!name_exists("scheduler::next_alarm_at", &files, texts), "a module that is gone");
+    assert!(path_exists("store/outbox/", &files) && path_exists("outbox/mod.rs", &files));
+    assert!(!path_exists("store/inbox.rs", &files), "a file that is gone");
+    assert!(!defined("Outbo", texts), "a prefix of a name is not the name");
+}
