@@ -12,6 +12,7 @@
 
 pub use durable_relay_core as core;
 
+pub mod line;
 pub mod operations;
 pub mod refusal;
 pub mod routes;

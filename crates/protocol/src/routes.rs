@@ -6,10 +6,9 @@
 //!
 //! A Worker that serves more operations than the relay's (the reference
 //! Worker's front door, directory, console and test switches) parses its
-//! own first and hands the rest here, with the path helpers below
+//! own first and hands the rest here, with the same request-line pieces
 //! ([`segments`], [`params`], [`name`], [`limit`], [`no_query`],
-//! [`no_route`]), so every route refuses bad input the same way: unknown or
-//! repeated query parameters are refused; names are validated.
+//! [`no_route`], from [`crate::line`] and re-exported here).
 
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
 #![deny(clippy::unreachable, clippy::todo, clippy::unimplemented)]
@@ -18,10 +17,13 @@ use crate::core::ErrorCode;
 use url::Url;
 
 use crate::core::{
-    Layout, Name, SourceId, MAX_KEYS_PER_PAGE, MAX_KEY_BYTES, MAX_PARKED_ROWS_PER_PAGE, MAX_PARTITIONS,
-    MAX_TARGETS_PER_PAGE, MAX_WATERMARKS_PER_PAGE, SEQ_MAX,
+    Layout, Name, SourceId, MAX_KEYS_PER_PAGE, MAX_PARKED_ROWS_PER_PAGE, MAX_TARGETS_PER_PAGE,
+    MAX_WATERMARKS_PER_PAGE,
 };
 use crate::refusal::Refusal;
+
+use crate::line::{key_bound, layout, seq};
+pub use crate::line::{limit, name, no_query, no_route, params, refs, segments};
 
 /// What a request asks of a source.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -137,123 +139,6 @@ impl std::fmt::Display for WatermarkCursor {
             None => write!(f, "{}", self.source),
         }
     }
-}
-
-/// The 404 for a request line no operation matches.
-pub fn no_route(method: &str, url: &Url) -> Refusal {
-    Refusal::new(404, ErrorCode::NoRoute, format!("no route for {method} {}", url.path()))
-}
-
-/// A path's segments, percent-decoded (`/a/b` is `["a", "b"]`; `/` is
-/// `[]`). Callers that build paths with `encodeURIComponent` send `x%3A1`
-/// for the name `x:1`; both spellings name the same object. A segment whose
-/// escapes do not decode to UTF-8 is kept as sent, so name validation refuses
-/// it for its `%`.
-pub fn segments(url: &Url) -> Vec<String> {
-    url.path().trim_start_matches('/').split('/').filter(|s| !s.is_empty()).map(percent_decode).collect()
-}
-
-/// Decodes `%XX` escapes; text without a valid escape comes back unchanged.
-fn percent_decode(segment: &str) -> String {
-    if !segment.contains('%') {
-        return segment.to_owned();
-    }
-    let bytes = segment.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while let Some(&b) = bytes.get(i) {
-        let hex = |j: usize| bytes.get(j).and_then(|c| char::from(*c).to_digit(16));
-        match (b, hex(i + 1), hex(i + 2)) {
-            (b'%', Some(hi), Some(lo)) => {
-                out.push(u8::try_from(hi * 16 + lo).unwrap_or(b'%'));
-                i += 3;
-            }
-            _ => {
-                out.push(b);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8(out).unwrap_or_else(|_| segment.to_owned())
-}
-
-/// The segments as string slices, for matching.
-pub fn refs(segments: &[String]) -> Vec<&str> {
-    segments.iter().map(String::as_str).collect()
-}
-
-/// Validates a name taken from the path; `code` names the refusal.
-pub fn name(segment: &str, code: ErrorCode) -> Result<Name, Refusal> {
-    Name::new(segment).map_err(|e| Refusal::bad_request(code, format!("{segment:?}: {e}")))
-}
-
-/// The query's parameters, each of `allowed` at most once; anything else is
-/// refused. Returns values in the order of `allowed`.
-pub fn params<const N: usize>(url: &Url, allowed: [&'static str; N]) -> Result<[Option<String>; N], Refusal> {
-    let mut out: [Option<String>; N] = std::array::from_fn(|_| None);
-    for (k, v) in url.query_pairs() {
-        let Some(i) = allowed.iter().position(|a| *a == k) else {
-            return Err(Refusal::bad_request(
-                ErrorCode::InvalidQuery,
-                format!("unknown query parameter {k:?}"),
-            ));
-        };
-        let slot = out.get_mut(i).ok_or_else(|| Refusal::internal("query slot"))?;
-        if slot.replace(v.into_owned()).is_some() {
-            return Err(Refusal::bad_request(
-                ErrorCode::InvalidQuery,
-                format!("query parameter {k:?} given twice"),
-            ));
-        }
-    }
-    Ok(out)
-}
-
-/// A sequence number `0..=SEQ_MAX` from text.
-fn seq(text: &str, code: ErrorCode) -> Result<u64, Refusal> {
-    text.parse::<u64>()
-        .ok()
-        .filter(|s| *s <= SEQ_MAX)
-        .ok_or_else(|| Refusal::bad_request(code, format!("{text:?} is not a sequence number 0..=2^53-1")))
-}
-
-/// A page size `1..=max`, defaulting to `max`.
-pub fn limit(text: Option<String>, max: u32) -> Result<u32, Refusal> {
-    let Some(text) = text else { return Ok(max) };
-    text.parse::<u32>().ok().filter(|n| (1..=max).contains(n)).ok_or_else(|| {
-        Refusal::bad_request(ErrorCode::InvalidLimit, format!("limit must be 1..={max}, got {text:?}"))
-    })
-}
-
-/// A key bound for listings: at most [`MAX_KEY_BYTES`].
-fn key_bound(text: Option<String>, param: &str) -> Result<String, Refusal> {
-    let text = text.unwrap_or_default();
-    if text.len() > MAX_KEY_BYTES as usize {
-        return Err(Refusal::bad_request(
-            ErrorCode::InvalidQuery,
-            format!("{param} is {} bytes; keys are at most {MAX_KEY_BYTES}", text.len()),
-        ));
-    }
-    Ok(text)
-}
-
-/// A layout in a path: a partition count `1..=MAX_PARTITIONS`, or `plain`.
-fn layout(text: &str) -> Result<Layout, Refusal> {
-    if text == "plain" {
-        return Ok(Layout::Plain);
-    }
-    let count = text.parse::<u32>().ok().filter(|v| (1..=MAX_PARTITIONS).contains(v));
-    count.map(Layout::Count).ok_or_else(|| {
-        Refusal::bad_request(
-            ErrorCode::InvalidPartition,
-            format!("{text:?}: a layout is a count 1..={MAX_PARTITIONS} or plain"),
-        )
-    })
-}
-
-/// Refuses any query parameter.
-pub fn no_query(url: &Url) -> Result<(), Refusal> {
-    params(url, []).map(|_| ())
 }
 
 impl SourceOp {
@@ -396,6 +281,7 @@ impl TargetOp {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::{MAX_PARTITIONS, SEQ_MAX};
 
     fn url(path: &str) -> Url {
         Url::parse(&format!("https://relay{path}")).unwrap()
@@ -481,8 +367,6 @@ mod tests {
         assert_eq!(get("/parked?page=2").unwrap_err().code, "invalid_query");
         assert_eq!(code("/parked/a%zz/redrive"), "invalid_target", "a bad escape stays as sent");
         assert_eq!(code("/parked/a%ff/redrive"), "invalid_target", "escapes that are not UTF-8");
-        assert_eq!(percent_decode("%41%"), "A%");
-        assert_eq!(percent_decode("%4"), "%4");
     }
 
     #[test]
