@@ -106,7 +106,8 @@ fn path_exists(path: &str, files: &[String]) -> bool {
 }
 
 /// Whether the sources define `ident` (a type, trait, function, constant,
-/// module, macro or JavaScript class or method of that name).
+/// module, macro, name given to JavaScript, or JavaScript class or method
+/// of that name).
 fn defined(ident: &str, texts: &str) -> bool {
     let forms = [
         format!("struct {ident}"),
@@ -119,6 +120,7 @@ fn defined(ident: &str, texts: &str) -> bool {
         format!("mod {ident}"),
         format!("class {ident}"),
         format!("macro_rules! {ident}"),
+        format!("js_name = {ident}"),
         format!("  {ident}("),
         format!("  async {ident}("),
     ];
