@@ -1,0 +1,223 @@
+//! The relay's protocol, each operation defined once: its name, HTTP
+//! method and path, who may call it, its request and reply types (by their
+//! wire names, as the TypeScript types spell them), the RPC method that
+//! offers it, and the error codes it can answer.
+//!
+//! Everything else derives from this table or is checked against it:
+//! [`SourceOp::method`] and [`TargetOp::method`] read it; the reference
+//! Worker's front door refuses what is not [`Reach::Public`] from it; the
+//! tests check the path each operation builds against its template, the
+//! Rust client, the RPC entrypoint (`src/entry.mjs`), the
+//! TypeScript types (`clients/typescript/durable-relay.d.ts`) and the
+//! route table of the HTTP API's documentation against it, and write it out as
+//! `clients/typescript/protocol.json`, which the workerd tests use to
+//! check that every error a request gets is one its operation lists.
+
+use serde::Serialize;
+
+use crate::core::ErrorCode;
+use crate::routes::{SourceOp, TargetOp};
+
+mod source;
+mod target;
+pub use source::SOURCE_OPERATIONS;
+pub use target::TARGET_OPERATIONS;
+
+/// The version of the wire protocol: these operations with their requests,
+/// replies and codes, and the batches a source sends to a target's
+/// `/apply`. Raised by any change a peer of the previous version would
+/// refuse or misread: an operation, field or code removed, renamed or given
+/// another meaning, or a field added to a request (decoders refuse unknown
+/// fields, by name, rather than ignore them). An added operation keeps it.
+/// The changelog records it per release.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// Who may call an operation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Reach {
+    /// Anyone with access: the front door, RPC, the Rust client, a stub.
+    Public,
+    /// Only a partitioned source's router, through the Durable Object binding.
+    Router,
+    /// Only a source's alarm, through the Durable Object binding.
+    Source,
+}
+
+/// The RPC method that offers an operation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Rpc {
+    /// The method's name on `RelayRpc`.
+    pub method: &'static str,
+    /// The reply field the method returns instead of the whole reply.
+    pub unwraps: Option<&'static str>,
+}
+
+/// One operation of a source's or a target's protocol.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Operation {
+    /// Its name (the Rust client's method where it has one).
+    pub name: &'static str,
+    /// The HTTP method.
+    pub method: &'static str,
+    /// The path in the object's protocol: `{name}` marks a path
+    /// parameter, a query lists its parameters. The front door's path is
+    /// this after `/v1/sources/{source}` (or `/v1/targets/{target}`).
+    pub path: &'static str,
+    /// Who may call it.
+    pub reach: Reach,
+    /// The request body's type, if it takes one.
+    pub request: Option<&'static str>,
+    /// The reply's type.
+    pub reply: &'static str,
+    /// The RPC method that offers it, if one does.
+    pub rpc: Option<Rpc>,
+    /// The error codes it can answer beyond [`EVERY_OPERATION`] (and
+    /// [`BODY`] when it takes a body).
+    pub codes: &'static [ErrorCode],
+}
+
+/// Codes any operation can answer: a bad request line or name, no token
+/// or a token whose scope does not cover the operation (the reference
+/// Worker's front door, which RPC also passes through for a partitioned
+/// source), a configuration or storage failure (a write the platform refused
+/// for the account's daily allowance included), a per-partition operation
+/// at a partitioned logical source.
+pub const EVERY_OPERATION: &[ErrorCode] = &[
+    ErrorCode::BadUrl,
+    ErrorCode::NoRoute,
+    ErrorCode::InvalidQuery,
+    ErrorCode::InvalidName,
+    ErrorCode::InvalidSource,
+    ErrorCode::UnnamedSource,
+    ErrorCode::Unauthorized,
+    ErrorCode::ForbiddenScope,
+    ErrorCode::BadConfiguration,
+    ErrorCode::Internal,
+    ErrorCode::DailyWriteLimit,
+    ErrorCode::PartitionedSource,
+];
+
+/// Codes any operation with a JSON body can answer.
+pub const BODY: &[ErrorCode] = &[
+    ErrorCode::EmptyBody,
+    ErrorCode::MalformedJson,
+    ErrorCode::InvalidRequest,
+    ErrorCode::InvalidUtf8,
+    ErrorCode::UnreadableBody,
+    ErrorCode::BodyTooLarge,
+    ErrorCode::ValueTooDeep,
+];
+
+/// Codes only the reference Worker's own routes answer (its directory,
+/// console and test switches, and the benchmark build).
+pub const REFERENCE_WORKER_ONLY: &[ErrorCode] = &[
+    ErrorCode::FaultsDisabled,
+    ErrorCode::InvalidDelay,
+    ErrorCode::SourceNotEmpty,
+    ErrorCode::NoDirectory,
+    ErrorCode::BenchDisabled,
+    ErrorCode::QueueSendFailed,
+];
+
+/// What a refused enqueue can say about its rows and its source.
+const ENQUEUE_CODES: &[ErrorCode] = &[
+    ErrorCode::NoRows,
+    ErrorCode::TooManyRows,
+    ErrorCode::RequestTooLarge,
+    ErrorCode::InvalidTarget,
+    ErrorCode::RowWithoutEffects,
+    ErrorCode::TooManyEffects,
+    ErrorCode::EmptyKey,
+    ErrorCode::KeyTooLong,
+    ErrorCode::ValueTooLarge,
+    ErrorCode::InvalidValue,
+    ErrorCode::DuplicateObjectKey,
+    ErrorCode::LoneSurrogate,
+    ErrorCode::DuplicateKey,
+    ErrorCode::RowTooLarge,
+    ErrorCode::SequenceExhausted,
+    ErrorCode::OutboxFull,
+    ErrorCode::InvalidIdempotencyKey,
+    ErrorCode::IdempotencyConflict,
+    ErrorCode::Aborted,
+    ErrorCode::AsyncCallback,
+    ErrorCode::InvalidTraceparent,
+    ErrorCode::ConflictingDelay,
+    ErrorCode::DelayTooLong,
+    ErrorCode::PartitionEnqueue,
+    ErrorCode::StaleEpoch,
+    ErrorCode::EpochNotAdopted,
+    ErrorCode::InvalidGate,
+    ErrorCode::TargetMoved,
+    ErrorCode::InvalidPartition,
+    ErrorCode::MisroutedRow,
+    ErrorCode::UnsettledLayout,
+    ErrorCode::MapChanged,
+    ErrorCode::Superseded,
+];
+
+impl Operation {
+    /// Every code this operation can answer.
+    pub fn all_codes(&self) -> Vec<ErrorCode> {
+        let body = if self.request.is_some() { BODY } else { &[] };
+        EVERY_OPERATION.iter().chain(body).chain(self.codes).cloned().collect()
+    }
+}
+
+impl SourceOp {
+    /// This operation's entry in [`SOURCE_OPERATIONS`].
+    pub fn operation(&self) -> &'static Operation {
+        match self {
+            SourceOp::Enqueue => &source::ENQUEUE,
+            SourceOp::Status => &source::STATUS,
+            SourceOp::Watermark => &source::RELAY_WATERMARK,
+            SourceOp::DeliveredThrough(_) => &source::DELIVERED_THROUGH,
+            SourceOp::ParkedTargets { .. } => &source::TARGETS,
+            SourceOp::ParkedRows { .. } => &source::PARKED_ROWS,
+            SourceOp::Redrive(_) => &source::REDRIVE,
+            SourceOp::Discard(_) => &source::DISCARD,
+            SourceOp::Rearm => &source::REARM,
+            SourceOp::Prepare => &source::PREPARE,
+            SourceOp::Activate => &source::ACTIVATE,
+            SourceOp::RecordKey => &source::RECORD_KEY,
+            SourceOp::Seal => &source::SEAL,
+            SourceOp::PlainKey => &source::PLAIN_KEY,
+            SourceOp::Settling(_) => &source::SETTLING,
+        }
+    }
+}
+
+impl TargetOp {
+    /// This operation's entry in [`TARGET_OPERATIONS`].
+    pub fn operation(&self) -> &'static Operation {
+        match self {
+            TargetOp::Apply => &target::APPLY,
+            TargetOp::Status => &target::STATUS,
+            TargetOp::Keys { .. } => &target::KEYS,
+            TargetOp::Watermarks { .. } => &target::WATERMARKS,
+            TargetOp::ForgetWatermark(_) => &target::FORGET_WATERMARK,
+        }
+    }
+}
+
+/// The whole protocol as JSON (`clients/typescript/protocol.json`), with
+/// each operation's full list of codes.
+pub fn to_json() -> serde_json::Value {
+    let ops = |table: &[Operation]| -> Vec<serde_json::Value> {
+        table
+            .iter()
+            .map(|o| {
+                let mut v = serde_json::to_value(o).unwrap_or_default();
+                v["codes"] = serde_json::to_value(o.all_codes()).unwrap_or_default();
+                v
+            })
+            .collect()
+    };
+    serde_json::json!({
+        "protocol_version": PROTOCOL_VERSION,
+        "source": ops(SOURCE_OPERATIONS),
+        "target": ops(TARGET_OPERATIONS),
+        "reference_worker_only": REFERENCE_WORKER_ONLY,
+    })
+}
