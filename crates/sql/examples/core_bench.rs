@@ -260,7 +260,19 @@ fn main() {
     let quick = args.iter().any(|a| a == "--quick");
     let as_json = args.iter().any(|a| a == "--json");
     let measure_for = if quick { MEASURE_FOR_QUICK } else { MEASURE_FOR };
-    let shapes = [
+    let results: Vec<Result> = shapes().iter().map(|s| measure(s, measure_for)).collect();
+    let drains = drains();
+    let alarm = free_alarm(if quick { 3 } else { 21 });
+    if as_json {
+        print_json(&results, &drains, alarm);
+    } else {
+        print_table(&results, &drains, alarm);
+    }
+}
+
+/// The fire shapes measured: one target, interleaved, all distinct.
+fn shapes() -> [Shape; 5] {
+    [
         Shape { name: "one-target", budget_name: "free", budget: RelayBudget::FREE, target_of: |_| 0 },
         Shape {
             name: "interleaved-64",
@@ -276,57 +288,64 @@ fn main() {
         },
         Shape { name: "distinct", budget_name: "free", budget: RelayBudget::FREE, target_of: |i| i },
         Shape { name: "distinct", budget_name: "paid", budget: RelayBudget::PAID, target_of: |i| i },
-    ];
-    let results: Vec<Result> = shapes.iter().map(|s| measure(s, measure_for)).collect();
+    ]
+}
+
+/// Every benchmark backlog drained under every budget.
+fn drains() -> Vec<Drain> {
     let backlogs = [
         Backlog { workload: "W1", targets: 4_096, rows_per_pair: 1 },
         Backlog { workload: "W2", targets: 1, rows_per_pair: 10_000 },
         Backlog { workload: "W3 (one of its 16 sources)", targets: 64, rows_per_pair: 20 },
     ];
     let budgets = [("free", RelayBudget::FREE), ("free-50", FREE_50), ("paid", RelayBudget::PAID)];
-    let drains: Vec<Drain> =
-        backlogs.iter().flat_map(|b| budgets.iter().map(move |(n, budget)| drain(b, n, *budget))).collect();
-    let (alarm_rows, alarm_us, alarm_runs) = free_alarm(if quick { 3 } else { 21 });
-    if as_json {
-        let out: Vec<serde_json::Value> = results
-            .iter()
-            .map(|r| {
-                serde_json::json!({
-                    "shape": r.name,
-                    "budget": r.budget,
-                    "fires_measured": r.fires,
-                    "inspected_rows_per_fire": r.inspected_per_fire,
-                    "delivered_rows_per_fire": r.delivered_per_fire,
-                    "calls_per_fire": r.calls_per_fire,
-                    "ns_per_fire": r.ns_per_fire.round(),
-                    "ns_per_delivered_row": (r.ns_per_fire / r.delivered_per_fire as f64).round(),
-                    "ns_per_inspected_row": (r.ns_per_fire / r.inspected_per_fire as f64).round(),
-                    "delivered_rows_per_cpu_ms": (1e6 * r.delivered_per_fire as f64 / r.ns_per_fire).round(),
-                })
+    backlogs.iter().flat_map(|b| budgets.iter().map(move |(n, budget)| drain(b, n, *budget))).collect()
+}
+
+/// A full Free alarm's figures: rows delivered, median microseconds, runs.
+type FreeAlarm = (u64, f64, u32);
+
+fn print_json(results: &[Result], drains: &[Drain], (alarm_rows, alarm_us, alarm_runs): FreeAlarm) {
+    let out: Vec<serde_json::Value> = results
+        .iter()
+        .map(|r| {
+            serde_json::json!({
+                "shape": r.name,
+                "budget": r.budget,
+                "fires_measured": r.fires,
+                "inspected_rows_per_fire": r.inspected_per_fire,
+                "delivered_rows_per_fire": r.delivered_per_fire,
+                "calls_per_fire": r.calls_per_fire,
+                "ns_per_fire": r.ns_per_fire.round(),
+                "ns_per_delivered_row": (r.ns_per_fire / r.delivered_per_fire as f64).round(),
+                "ns_per_inspected_row": (r.ns_per_fire / r.inspected_per_fire as f64).round(),
+                "delivered_rows_per_cpu_ms": (1e6 * r.delivered_per_fire as f64 / r.ns_per_fire).round(),
             })
-            .collect();
-        let backlog: Vec<serde_json::Value> = drains
-            .iter()
-            .map(|d| {
-                serde_json::json!({
-                    "workload": d.workload,
-                    "budget": d.budget,
-                    "rows": d.rows,
-                    "alarms": d.alarms,
-                    "fires": d.fires,
-                    "target_calls": d.calls,
-                    "target_calls_per_row": d.calls as f64 / d.rows as f64,
-                    "max_calls_per_alarm": d.max_calls_per_alarm,
-                })
+        })
+        .collect();
+    let backlog: Vec<serde_json::Value> = drains
+        .iter()
+        .map(|d| {
+            serde_json::json!({
+                "workload": d.workload,
+                "budget": d.budget,
+                "rows": d.rows,
+                "alarms": d.alarms,
+                "fires": d.fires,
+                "target_calls": d.calls,
+                "target_calls_per_row": d.calls as f64 / d.rows as f64,
+                "max_calls_per_alarm": d.max_calls_per_alarm,
             })
-            .collect();
-        let free_alarm = serde_json::json!({
-            "targets": FREE_ALARM_TARGETS, "rows_delivered": alarm_rows,
-            "median_us": alarm_us.round(), "runs": alarm_runs,
-        });
-        println!("{}", serde_json::json!({"core": out, "backlog": backlog, "free_alarm": free_alarm}));
-        return;
-    }
+        })
+        .collect();
+    let free_alarm = serde_json::json!({
+        "targets": FREE_ALARM_TARGETS, "rows_delivered": alarm_rows,
+        "median_us": alarm_us.round(), "runs": alarm_runs,
+    });
+    println!("{}", serde_json::json!({"core": out, "backlog": backlog, "free_alarm": free_alarm}));
+}
+
+fn print_table(results: &[Result], drains: &[Drain], (alarm_rows, alarm_us, alarm_runs): FreeAlarm) {
     println!(
         "{:<16} {:<6} {:>9} {:>9} {:>6} {:>12} {:>14} {:>14} {:>12}",
         "shape",
@@ -339,7 +358,7 @@ fn main() {
         "ns/inspected",
         "rows/cpu-ms"
     );
-    for r in &results {
+    for r in results {
         println!(
             "{:<16} {:<6} {:>9} {:>9} {:>6} {:>12.1} {:>14.0} {:>14.0} {:>12.0}",
             r.name,
@@ -357,7 +376,7 @@ fn main() {
         "\nbacklog drains (simulator): {:<28} {:<8} {:>7} {:>7} {:>6} {:>7} {:>10}",
         "workload", "budget", "rows", "alarms", "fires", "calls", "max/alarm"
     );
-    for d in &drains {
+    for d in drains {
         println!(
             "                             {:<28} {:<8} {:>7} {:>7} {:>6} {:>7} {:>10}",
             d.workload, d.budget, d.rows, d.alarms, d.fires, d.calls, d.max_calls_per_alarm

@@ -43,6 +43,7 @@
 //! - among one target's queued and parked rows, `due_ms` never decreases
 //!   with the sequence (ignoring rows already due).
 
+mod adoption;
 mod audit;
 mod checkpoint;
 mod enqueue;
@@ -56,11 +57,12 @@ use std::cell::Cell;
 
 use serde::{Deserialize, Serialize};
 
+pub use adoption::Settling;
 pub use checkpoint::{Commit, CHECKPOINT_GUARD_SQL};
 pub use enqueue::{EnqueueFailure, Enqueued};
 pub use ledger::Pending;
 pub use parking::{ActionOutcome, ParkedPage, ParkedRow, TargetFilter, TargetPage, TargetReport};
-pub use routing::{RoutedKey, Sealed, Seat, Settling};
+pub use routing::{RoutedKey, Sealed, Seat};
 
 use super::{int, schema, Sql, SqlValue, StoreError};
 use crate::core::{
