@@ -45,7 +45,6 @@ pub async fn serve(
     let routed = client.partitioned(logical, map.clone()).map_err(http)?;
     let listed = routed.parts().map_err(http)?;
     let parts: Vec<&SourceClient> = listed.iter().map(|(_, c)| c).collect();
-    let internal = |e: worker::Error| HttpError::internal(e.to_string());
     let SourceRoute::Relay(op) = route else {
         return Err(per_partition(logical, &route.path()));
     };
@@ -54,64 +53,21 @@ pub async fn serve(
             let trace = traceparent(req)?;
             let body = decode_enqueue(&read_body(req).await?)?;
             match routed.enqueue(body.idempotency_key.as_deref(), &body.rows, trace.as_ref()).await {
-                Ok(done) => json(&done).map_err(internal),
+                Ok(done) => json(&done).map_err(HttpError::from),
                 Err(failure) => partial(failure.error, &failure.committed),
             }
         }
-        SourceOp::Status => json(&status(logical, map, &listed).await?).map_err(internal),
+        SourceOp::Status => json(&status(logical, map, &listed).await?).map_err(HttpError::from),
         SourceOp::Watermark => {
             let marks = join_all(parts.iter().map(|p| p.relay_watermark())).await;
             let min = marks.into_iter().try_fold(u64::MAX, |m, w| w.map(|w| m.min(w))).map_err(http)?;
             json(&serde_json::json!({ "relay_watermark": min, "now_ms": durable_relay::durable::now_ms() }))
-                .map_err(internal)
+                .map_err(HttpError::from)
         }
-        SourceOp::ParkedTargets { ref after, limit } => {
-            let pages = join_all(parts.iter().map(|p| p.targets(after.as_ref(), limit))).await;
-            let mut targets = Vec::new();
-            let mut bound: Option<String> = None;
-            for (&(partition, _), page) in listed.iter().zip(pages) {
-                let page = page.map_err(http)?;
-                if let Some(next) = page.next {
-                    bound = Some(bound.map_or(next.clone(), |b| b.min(next)));
-                }
-                targets.extend(page.targets.into_iter().map(|report| PartitionTarget { partition, report }));
-            }
-            let (targets, next) = merge_pages(targets, limit, bound.as_deref());
-            json(&serde_json::json!({ "targets": targets, "next": next })).map_err(internal)
-        }
-        SourceOp::Redrive(ref t) | SourceOp::Discard(ref t) => {
-            let redrive = matches!(op, SourceOp::Redrive(_));
-            let outcomes = join_all(parts.iter().map(|p| async move {
-                if redrive {
-                    p.redrive(t).await
-                } else {
-                    p.discard(t).await
-                }
-            }))
-            .await;
-            let mut sum = ActionOutcome { rows: 0, was_parked: false };
-            for o in outcomes {
-                let o = o.map_err(http)?;
-                sum.rows += o.rows;
-                sum.was_parked |= o.was_parked;
-            }
-            json(&sum).map_err(internal)
-        }
-        SourceOp::Rearm => {
-            let each = join_all(parts.iter().map(|p| p.rearm())).await;
-            let mut sum = Rearmed { rearmed: false, alarm_at_ms: None, queued_rows: 0 };
-            for r in each {
-                let r = r.map_err(http)?;
-                sum.rearmed |= r.rearmed;
-                sum.queued_rows += r.queued_rows;
-                // The soonest alarm any partition holds.
-                sum.alarm_at_ms = match (sum.alarm_at_ms, r.alarm_at_ms) {
-                    (Some(a), Some(b)) => Some(a.min(b)),
-                    (a, b) => a.or(b),
-                };
-            }
-            json(&sum).map_err(internal)
-        }
+        SourceOp::ParkedTargets { after, limit } => parked_targets(&listed, after.as_ref(), limit).await,
+        SourceOp::Redrive(t) => act(&parts, &t, Action::Redrive).await,
+        SourceOp::Discard(t) => act(&parts, &t, Action::Discard).await,
+        SourceOp::Rearm => rearm(&parts).await,
         op if map.has_plain() => {
             let plain = routed.part(Part::Plain).map_err(http)?;
             let body = match op {
@@ -119,10 +75,76 @@ pub async fn serve(
                 _ => None,
             };
             let reply: serde_json::Value = plain.call(op, body).await.map_err(http)?;
-            json(&reply).map_err(internal)
+            json(&reply).map_err(HttpError::from)
         }
         op => Err(per_partition(logical, &op.path())),
     }
+}
+
+/// `GET /parked`: every object's page of parked and failing targets,
+/// merged into one ([`merge_pages`]).
+async fn parked_targets(
+    listed: &[(Part, SourceClient)],
+    after: Option<&Name>,
+    limit: u32,
+) -> Result<Response, HttpError> {
+    let pages = join_all(listed.iter().map(|(_, p)| p.targets(after, limit))).await;
+    let mut targets = Vec::new();
+    let mut bound: Option<String> = None;
+    for (&(partition, _), page) in listed.iter().zip(pages) {
+        let page = page.map_err(http)?;
+        if let Some(next) = page.next {
+            bound = Some(bound.map_or(next.clone(), |b| b.min(next)));
+        }
+        targets.extend(page.targets.into_iter().map(|report| PartitionTarget { partition, report }));
+    }
+    let (targets, next) = merge_pages(targets, limit, bound.as_deref());
+    json(&serde_json::json!({ "targets": targets, "next": next })).map_err(HttpError::from)
+}
+
+/// What an operator does to a parked target on every object.
+#[derive(Clone, Copy)]
+enum Action {
+    /// `POST /parked/{target}/redrive`.
+    Redrive,
+    /// `POST /parked/{target}/discard`.
+    Discard,
+}
+
+/// `action` on target `target` at every object, the outcomes summed.
+async fn act(parts: &[&SourceClient], target: &Name, action: Action) -> Result<Response, HttpError> {
+    let outcomes = join_all(parts.iter().map(|p| async move {
+        match action {
+            Action::Redrive => p.redrive(target).await,
+            Action::Discard => p.discard(target).await,
+        }
+    }))
+    .await;
+    let mut sum = ActionOutcome { rows: 0, was_parked: false };
+    for o in outcomes {
+        let o = o.map_err(http)?;
+        sum.rows += o.rows;
+        sum.was_parked |= o.was_parked;
+    }
+    json(&sum).map_err(HttpError::from)
+}
+
+/// `POST /rearm` at every object: re-armed if any was, the rows summed,
+/// the soonest alarm.
+async fn rearm(parts: &[&SourceClient]) -> Result<Response, HttpError> {
+    let each = join_all(parts.iter().map(|p| p.rearm())).await;
+    let mut sum = Rearmed { rearmed: false, alarm_at_ms: None, queued_rows: 0 };
+    for r in each {
+        let r = r.map_err(http)?;
+        sum.rearmed |= r.rearmed;
+        sum.queued_rows += r.queued_rows;
+        // The soonest alarm any partition holds.
+        sum.alarm_at_ms = match (sum.alarm_at_ms, r.alarm_at_ms) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+    }
+    json(&sum).map_err(HttpError::from)
 }
 
 /// The refusal of a per-partition operation at the logical source.

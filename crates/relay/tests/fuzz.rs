@@ -939,12 +939,35 @@ fn ticket_text() -> impl Strategy<Value = Option<String>> {
     ])
 }
 
+/// The router steps' bodies around `map_json` and `key`: a malformed
+/// adopt body is a 4xx, and each key body is exactly one step's.
+fn router_bodies_are_judged(map_json: &str, key: &str) -> Result<(), TestCaseError> {
+    use durable_relay::durable::source::{AdoptBody, KeyBody, PlainKeyBody, SealBody};
+    for body in [format!(r#"{{"map":{map_json}}}"#), map_json.to_owned()] {
+        if let Err(e) = durable_relay::http::parse_json::<AdoptBody>(&body) {
+            prop_assert!((400..500).contains(&e.status));
+        }
+    }
+    let k = quote(key);
+    for body in [
+        format!(r#"{{"key":{k},"digest":"d","reach":[0,"plain",63]}}"#),
+        format!(r#"{{"key":{k},"digest":"d","ticket":{{"gen_ms":1,"attempt":2}}}}"#),
+        format!(r#"{{"key":{k},"digest":"d"}}"#),
+    ] {
+        let oks = [
+            durable_relay::http::parse_json::<KeyBody>(&body).is_ok(),
+            durable_relay::http::parse_json::<SealBody>(&body).is_ok(),
+            durable_relay::http::parse_json::<PlainKeyBody>(&body).is_ok(),
+        ];
+        prop_assert_eq!(oks.iter().filter(|ok| **ok).count(), 1, "each body is exactly one op's: {}", body);
+    }
+    Ok(())
+}
+
 #[test]
 fn generated_partition_routing_input_is_judged_without_panicking() {
     use durable_relay::core::{home, key_home, Layout, Part, PartitionMap, KEY_HOMES};
-    use durable_relay::durable::source::{
-        parse_fence, parse_ticket, AdoptBody, KeyBody, PlainKeyBody, SealBody,
-    };
+    use durable_relay::durable::source::{parse_fence, parse_ticket};
     let headers = (header_text(), header_text(), header_text(), ticket_text(), ticket_text());
     let strategy = (headers, map_text(), target_name(), key_text());
     fuzz(
@@ -966,29 +989,7 @@ fn generated_partition_routing_input_is_judged_without_panicking() {
             if let Err(e) = parsed_ticket {
                 prop_assert_eq!(e.code, "invalid_partition");
             }
-            for body in [format!(r#"{{"map":{map_json}}}"#), map_json.clone()] {
-                if let Err(e) = durable_relay::http::parse_json::<AdoptBody>(&body) {
-                    prop_assert!((400..500).contains(&e.status));
-                }
-            }
-            let k = quote(&key);
-            for body in [
-                format!(r#"{{"key":{k},"digest":"d","reach":[0,"plain",63]}}"#),
-                format!(r#"{{"key":{k},"digest":"d","ticket":{{"gen_ms":1,"attempt":2}}}}"#),
-                format!(r#"{{"key":{k},"digest":"d"}}"#),
-            ] {
-                let oks = [
-                    durable_relay::http::parse_json::<KeyBody>(&body).is_ok(),
-                    durable_relay::http::parse_json::<SealBody>(&body).is_ok(),
-                    durable_relay::http::parse_json::<PlainKeyBody>(&body).is_ok(),
-                ];
-                prop_assert_eq!(
-                    oks.iter().filter(|ok| **ok).count(),
-                    1,
-                    "each body is exactly one op's: {}",
-                    body
-                );
-            }
+            router_bodies_are_judged(&map_json, &key)?;
             prop_assert!(key_home(&key) < KEY_HOMES);
             let Ok(parsed) = serde_json::from_str::<PartitionMap>(&map_json) else { return Ok(()) };
             let Ok(name) = Name::new(target.as_str()) else { return Ok(()) };

@@ -71,112 +71,125 @@ pub async fn handle<S: Sql>(relay: &Relay<S, DoAlarm>, req: &mut Request) -> Res
     serve(relay, req, op).await
 }
 
-/// Serves one parsed operation.
+/// Serves one parsed operation: the longer ones each in a function of
+/// their own.
 pub async fn serve<S: Sql>(
     relay: &Relay<S, DoAlarm>,
     req: &mut Request,
     op: SourceOp,
 ) -> Result<Response, HttpError> {
-    let internal = |e: worker::Error| HttpError::internal(e.to_string());
     match op {
-        SourceOp::Enqueue => {
-            let trace = traceparent(req)?;
-            let fence = fence(req)?;
-            let ticket = key_ticket(req)?;
-            let mut body = decode_enqueue(&read_body(req).await?)?;
-            if trace.is_some() {
-                for row in &mut body.rows {
-                    row.trace.clone_from(&trace);
-                }
-            }
-            let key = body.idempotency_key.as_deref();
-            if fence == Fence::default() && ticket.is_none() {
-                return json(&relay.enqueue(now_ms(), key, &body.rows).await?).map_err(internal);
-            }
-            if fence.epoch == 0 {
-                return Err(HttpError::bad_request(
-                    ErrorCode::InvalidPartition,
-                    format!("{TICKET_HEADER} needs {EPOCH_HEADER}"),
-                ));
-            }
-            let routed = routed_key(key, ticket.as_ref())?;
-            match relay.enqueue_routed(now_ms(), routed, &body.rows, fence).await? {
-                Some(done) => json(&done).map_err(internal),
-                None => Err(HttpError::new(
-                    409,
-                    ErrorCode::TargetMoved,
-                    "this partition holds no rows for the target: send it to its new home",
-                )),
-            }
-        }
+        SourceOp::Enqueue => enqueue(relay, req).await,
         SourceOp::Prepare => {
             let body: AdoptBody = parse_json(&read_body(req).await?)?;
             let known = relay.prepare(now_ms(), &body.map)?;
-            json(&serde_json::json!({ "known": known })).map_err(internal)
+            json(&serde_json::json!({ "known": known })).map_err(HttpError::from)
         }
         SourceOp::Activate => {
             let body: AdoptBody = parse_json(&read_body(req).await?)?;
             relay.activate(now_ms(), &body.map)?;
-            json(&serde_json::json!({ "active": true })).map_err(internal)
+            json(&serde_json::json!({ "active": true })).map_err(HttpError::from)
         }
-        SourceOp::RecordKey => {
-            let body: KeyBody = parse_json(&read_body(req).await?)?;
-            checked_key(&body.key)?;
-            let verdict = relay.record_key(now_ms(), &body.key, &body.digest, &body.reach)?;
-            json(&KeyReply::from(verdict)).map_err(internal)
-        }
+        SourceOp::RecordKey => record_key(relay, req).await,
         SourceOp::Seal => {
             let body: SealBody = parse_json(&read_body(req).await?)?;
             checked_key(&body.key)?;
-            json(&relay.seal(now_ms(), &body.key, &body.digest, body.ticket)?).map_err(internal)
+            json(&relay.seal(now_ms(), &body.key, &body.digest, body.ticket)?).map_err(HttpError::from)
         }
-        SourceOp::PlainKey => {
-            let fence = fence(req)?;
-            let body: PlainKeyBody = parse_json(&read_body(req).await?)?;
-            checked_key(&body.key)?;
-            let enqueued = relay.probe_plain(now_ms(), &body.key, &body.digest, fence)?;
-            json(&serde_json::json!({ "enqueued": enqueued })).map_err(internal)
-        }
+        SourceOp::PlainKey => plain_key(relay, req).await,
         SourceOp::Settling(layout) => {
             let map = PartitionMap { partitions: layout, epoch: 1, from: Vec::new() };
-            json(&relay.settling(&map, now_ms())?).map_err(internal)
+            json(&relay.settling(&map, now_ms())?).map_err(HttpError::from)
         }
-        SourceOp::Status => json(&relay.status(now_ms()).await?).map_err(internal),
-        SourceOp::Rearm => {
-            let rearmed = relay.rearm(now_ms()).await?;
-            if rearmed.rearmed {
-                work::log_json(
-                    Level::Info,
-                    &serde_json::json!({"event": "relay_rearmed", "source": relay.name(), "queued_rows": rearmed.queued_rows}),
-                );
-            }
-            json(&rearmed).map_err(internal)
-        }
+        SourceOp::Status => json(&relay.status(now_ms()).await?).map_err(HttpError::from),
+        SourceOp::Rearm => rearm(relay).await,
         SourceOp::DeliveredThrough(seq) => {
-            json(&DeliveredThrough { seq, delivered: relay.delivered_through(seq)? }).map_err(internal)
+            json(&DeliveredThrough { seq, delivered: relay.delivered_through(seq)? }).map_err(HttpError::from)
         }
         SourceOp::Watermark => {
             let now = now_ms();
             json(&WatermarkReply { relay_watermark: relay.relay_watermark(now)?, now_ms: now })
-                .map_err(internal)
+                .map_err(HttpError::from)
         }
         SourceOp::ParkedTargets { after, limit } => {
-            json(&relay.targets(after.as_ref().map_or("", |a| a.as_str()), limit)?).map_err(internal)
+            json(&relay.targets(after.as_ref().map_or("", |a| a.as_str()), limit)?).map_err(HttpError::from)
         }
         SourceOp::ParkedRows { target, after, limit } => {
-            json(&relay.parked_page(&target, after, limit)?).map_err(internal)
+            json(&relay.parked_page(&target, after, limit)?).map_err(HttpError::from)
         }
         SourceOp::Redrive(target) => {
             let outcome = relay.redrive(&target, now_ms()).await?;
             log_operator("redrive", relay, &target, outcome.rows, outcome.was_parked);
-            json(&outcome).map_err(internal)
+            json(&outcome).map_err(HttpError::from)
         }
         SourceOp::Discard(target) => {
             let outcome = relay.discard(&target, now_ms())?;
             log_operator("discard", relay, &target, outcome.rows, outcome.was_parked);
-            json(&outcome).map_err(internal)
+            json(&outcome).map_err(HttpError::from)
         }
     }
+}
+
+/// `POST /enqueue`: the rows, carrying the request's trace; through the
+/// router's fence and key ticket when it sent them.
+async fn enqueue<S: Sql>(relay: &Relay<S, DoAlarm>, req: &mut Request) -> Result<Response, HttpError> {
+    let trace = traceparent(req)?;
+    let fence = fence(req)?;
+    let ticket = key_ticket(req)?;
+    let mut body = decode_enqueue(&read_body(req).await?)?;
+    if trace.is_some() {
+        for row in &mut body.rows {
+            row.trace.clone_from(&trace);
+        }
+    }
+    let key = body.idempotency_key.as_deref();
+    if fence == Fence::default() && ticket.is_none() {
+        return json(&relay.enqueue(now_ms(), key, &body.rows).await?).map_err(HttpError::from);
+    }
+    if fence.epoch == 0 {
+        return Err(HttpError::bad_request(
+            ErrorCode::InvalidPartition,
+            format!("{TICKET_HEADER} needs {EPOCH_HEADER}"),
+        ));
+    }
+    let routed = routed_key(key, ticket.as_ref())?;
+    match relay.enqueue_routed(now_ms(), routed, &body.rows, fence).await? {
+        Some(done) => json(&done).map_err(HttpError::from),
+        None => Err(HttpError::new(
+            409,
+            ErrorCode::TargetMoved,
+            "this partition holds no rows for the target: send it to its new home",
+        )),
+    }
+}
+
+/// `POST /keys` (routers): records a keyed request's attempt.
+async fn record_key<S: Sql>(relay: &Relay<S, DoAlarm>, req: &mut Request) -> Result<Response, HttpError> {
+    let body: KeyBody = parse_json(&read_body(req).await?)?;
+    checked_key(&body.key)?;
+    let verdict = relay.record_key(now_ms(), &body.key, &body.digest, &body.reach)?;
+    json(&KeyReply::from(verdict)).map_err(HttpError::from)
+}
+
+/// `POST /plain-key` (routers): whether a plain keyed request was enqueued.
+async fn plain_key<S: Sql>(relay: &Relay<S, DoAlarm>, req: &mut Request) -> Result<Response, HttpError> {
+    let fence = fence(req)?;
+    let body: PlainKeyBody = parse_json(&read_body(req).await?)?;
+    checked_key(&body.key)?;
+    let enqueued = relay.probe_plain(now_ms(), &body.key, &body.digest, fence)?;
+    json(&serde_json::json!({ "enqueued": enqueued })).map_err(HttpError::from)
+}
+
+/// `POST /rearm`: re-arms the alarm, logging when it had to.
+async fn rearm<S: Sql>(relay: &Relay<S, DoAlarm>) -> Result<Response, HttpError> {
+    let rearmed = relay.rearm(now_ms()).await?;
+    if rearmed.rearmed {
+        work::log_json(
+            Level::Info,
+            &serde_json::json!({"event": "relay_rearmed", "source": relay.name(), "queued_rows": rearmed.queued_rows}),
+        );
+    }
+    json(&rearmed).map_err(HttpError::from)
 }
 
 /// `POST /adopt`'s body.
