@@ -201,3 +201,47 @@ fn a_renamed_item_is_caught() {
     assert!(!path_exists("store/inbox.rs", &files), "a file that is gone");
     assert!(!defined("Outbo", texts), "a prefix of a name is not the name");
 }
+
+/// Longest a source file may be, lines: past it a file holds more than one
+/// concept and a newcomer cannot read it at once. Tests are exempt (a
+/// suite of scenarios reads well long); functions have their own bound,
+/// `too-many-lines-threshold` in clippy.toml.
+const SOURCE_FILE_LINES_MAX: usize = 500;
+
+/// Whether `path` is shipped source (not a test, a bench or a build).
+fn is_shipped_source(path: &str) -> bool {
+    let rust = path.ends_with(".rs")
+        && (path.starts_with("src/") || (path.starts_with("crates/") && path.contains("/src/")))
+        && !path.ends_with("/tests.rs")
+        && !path.ends_with("_tests.rs");
+    let script = path.starts_with("packages/durable-relay/src/") && path.ends_with(".js");
+    rust || script
+}
+
+#[test]
+fn no_shipped_source_file_is_longer_than_the_bound() {
+    let long: Vec<String> = sources()
+        .into_iter()
+        .filter(|f| is_shipped_source(f))
+        .filter_map(|f| {
+            let lines = std::fs::read_to_string(root().join(&f)).unwrap_or_default().lines().count();
+            (lines > SOURCE_FILE_LINES_MAX).then(|| format!("{f}: {lines} lines"))
+        })
+        .collect();
+    assert!(
+        long.is_empty(),
+        "over {SOURCE_FILE_LINES_MAX} lines; split along the concepts they hold:\n{}",
+        long.join("\n")
+    );
+}
+
+#[test]
+fn tests_and_builds_are_not_held_to_the_source_bound() {
+    assert!(is_shipped_source("crates/sql/src/source.rs"));
+    assert!(is_shipped_source("src/routes.rs"));
+    assert!(is_shipped_source("packages/durable-relay/src/index.js"));
+    assert!(!is_shipped_source("crates/core/src/fire_tests.rs"));
+    assert!(!is_shipped_source("crates/sql/src/source/tests.rs"));
+    assert!(!is_shipped_source("crates/sql/tests/scenarios.rs"));
+    assert!(!is_shipped_source("bench/soak/soak.mjs"));
+}
