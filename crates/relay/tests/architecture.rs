@@ -5,7 +5,7 @@
 //! than misleading the next reader.
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// The maps this test holds against the code.
 const MAPS: [&str; 2] = ["ARCHITECTURE.md", "docs/development.md"];
@@ -30,32 +30,20 @@ const FOREIGN: [&str; 15] = [
     "Request",
 ];
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
+#[path = "support/files.rs"]
+mod files;
+use files::{files_under, root};
 
 /// Every source file of the project (Rust, JavaScript, TypeScript types,
 /// scripts), outside dependencies and build output, relative to the root.
 fn sources() -> Vec<String> {
-    let skip = ["node_modules", ".git", ".wrangler", "build", "dist", "tmp", "results", ".e2e"];
-    let mut out = Vec::new();
-    let mut stack = vec![root()];
-    while let Some(dir) = stack.pop() {
-        for entry in std::fs::read_dir(&dir).expect("a readable directory") {
-            let path = entry.expect("an entry").path();
-            let name = path.file_name().expect("a name").to_string_lossy().into_owned();
-            if path.is_dir() {
-                if !skip.contains(&name.as_str()) && !name.starts_with("target") {
-                    stack.push(path);
-                }
-            } else {
-                let relative = path.strip_prefix(root()).expect("under the root");
-                out.push(relative.to_string_lossy().replace('\\', "/"));
-            }
-        }
-    }
-    out.sort();
-    out
+    let skip = |name: &str| {
+        ["node_modules", ".git", ".wrangler", "build", "dist", "tmp", "results", ".e2e"].contains(&name)
+            || name.starts_with("target")
+    };
+    let relative =
+        |p: PathBuf| p.strip_prefix(root()).expect("under the root").to_string_lossy().replace('\\', "/");
+    files_under(&root(), &skip).into_iter().map(relative).collect()
 }
 
 /// The backticked spans of `text`, outside fenced code blocks.

@@ -15,16 +15,16 @@
 //! - every relative link in every Markdown file resolves, anchors included.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use durable_relay::core::ErrorCode;
 use durable_relay::protocol::PROTOCOL_VERSION;
 use durable_relay::testing::upgrade::Component;
 use durable_relay::RelayConfig;
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
+#[path = "support/files.rs"]
+mod files;
+use files::{files_under, root};
 
 fn read(path: &str) -> String {
     std::fs::read_to_string(root().join(path)).unwrap_or_else(|e| panic!("{path}: {e}"))
@@ -32,25 +32,6 @@ fn read(path: &str) -> String {
 
 fn bless() -> bool {
     std::env::var("RELAY_BLESS").is_ok_and(|v| v == "1")
-}
-
-/// Every file under `dir`, in path order, not entering directories whose
-/// name `skip` refuses.
-fn files_under(dir: &Path, skip: &dyn Fn(&str) -> bool) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        for entry in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
-            let path = entry.unwrap().path();
-            if !path.is_dir() {
-                out.push(path);
-            } else if !skip(&path.file_name().unwrap().to_string_lossy()) {
-                stack.push(path);
-            }
-        }
-    }
-    out.sort();
-    out
 }
 
 // ---- snippets ---------------------------------------------------------------
