@@ -3,7 +3,8 @@
 //! protocol (the alarm history, retiring from the directory, the test
 //! switches and audits), the directory's protocol and the console's files.
 //! Each parses its own words first and hands the rest to the library's
-//! [`SourceOp`] and [`TargetOp`], with the library's path helpers, so a bad
+//! [`SourceOp`](durable_relay::routes::SourceOp) and
+//! [`TargetOp`](durable_relay::routes::TargetOp), with the library's path helpers, so a bad
 //! request line gets the same refusal on every route. Pure, so it is fuzzed
 //! natively (`tests/fuzz.rs`).
 //!
@@ -24,7 +25,8 @@ mod objects;
 use durable_relay::core::{ErrorCode, Name, MAX_SOURCES_PER_PAGE};
 use durable_relay::protocol::Reach;
 use durable_relay::protocol::Refusal;
-use durable_relay::routes::{limit, name, no_query, no_route, params, refs, segments, SourceOp, TargetOp};
+pub use durable_relay::protocol::Scope;
+use durable_relay::routes::{limit, name, no_query, no_route, params, refs, segments};
 use worker::Url;
 
 pub use console::ConsoleAsset;
@@ -56,84 +58,6 @@ fn page(url: &Url) -> Result<(Option<Name>, u32), Refusal> {
     Ok((after, limit(limit_text, MAX_SOURCES_PER_PAGE)?))
 }
 
-/// What a bearer token may do at the front door. Each route needs exactly
-/// one scope ([`FrontRoute::scope`]); a token holds the scopes of the
-/// variables that list it (`RELAY_TOKEN` holds all three).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Scope {
-    /// Enqueue only: what a producing Worker or service needs.
-    Producer,
-    /// Read-only routes: status, watermarks, parked lists, keys, the
-    /// directory, health, the alarm history.
-    Reader,
-    /// Everything a reader may, plus the actions that change what the
-    /// relay holds without enqueueing (redrive, discard, retire, forgetting
-    /// a watermark) and the test-only routes. Not enqueue: an operator's
-    /// token leaking must not let anyone write rows.
-    Operator,
-}
-
-impl Scope {
-    /// Every scope, in the order the variables are read and compared.
-    pub const ALL: [Scope; 3] = [Scope::Producer, Scope::Reader, Scope::Operator];
-
-    /// The scope's name, as a 403 names it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Scope::Producer => "producer",
-            Scope::Reader => "reader",
-            Scope::Operator => "operator",
-        }
-    }
-
-    /// The variable (secret) listing this scope's tokens, comma-separated.
-    pub fn variable(self) -> &'static str {
-        match self {
-            Scope::Producer => "RELAY_PRODUCER_TOKENS",
-            Scope::Reader => "RELAY_READER_TOKENS",
-            Scope::Operator => "RELAY_OPERATOR_TOKENS",
-        }
-    }
-
-    /// Whether a token holding this scope may call a route that needs
-    /// `needed`: the same scope, or an operator reading.
-    pub fn covers(self, needed: Scope) -> bool {
-        self == needed || (self == Scope::Operator && needed == Scope::Reader)
-    }
-}
-
-/// The scope the front door needs for a source operation. The router-only
-/// steps never reach the front door (it answers 404); they need the
-/// strictest scope should that ever change.
-fn source_op_scope(op: &SourceOp) -> Scope {
-    match op {
-        SourceOp::Enqueue => Scope::Producer,
-        SourceOp::Status
-        | SourceOp::Watermark
-        | SourceOp::DeliveredThrough(_)
-        | SourceOp::ParkedTargets { .. }
-        | SourceOp::ParkedRows { .. } => Scope::Reader,
-        SourceOp::Redrive(_)
-        | SourceOp::Discard(_)
-        | SourceOp::Rearm
-        | SourceOp::Prepare
-        | SourceOp::Activate
-        | SourceOp::RecordKey
-        | SourceOp::Seal
-        | SourceOp::PlainKey
-        | SourceOp::Settling(_) => Scope::Operator,
-    }
-}
-
-/// The scope the front door needs for a target operation (a source's
-/// `apply` never reaches it: 404; the strictest scope all the same).
-fn target_op_scope(op: &TargetOp) -> Scope {
-    match op {
-        TargetOp::Status | TargetOp::Keys { .. } | TargetOp::Watermarks { .. } => Scope::Reader,
-        TargetOp::ForgetWatermark(_) | TargetOp::Apply => Scope::Operator,
-    }
-}
-
 impl FrontRoute {
     /// The scope this route needs: the one place that decides it. Every
     /// match is exhaustive, so a new route cannot compile without a scope.
@@ -142,13 +66,13 @@ impl FrontRoute {
     pub fn scope(&self) -> Scope {
         match self {
             FrontRoute::Health | FrontRoute::Sources { .. } => Scope::Reader,
-            FrontRoute::Source(_, SourceRoute::Relay(op)) => source_op_scope(op),
+            FrontRoute::Source(_, SourceRoute::Relay(op)) => op.operation().scope,
             FrontRoute::Source(_, SourceRoute::Alarms) => Scope::Reader,
             FrontRoute::Source(
                 _,
                 SourceRoute::Retire | SourceRoute::Faults | SourceRoute::Audit | SourceRoute::Conformance,
             ) => Scope::Operator,
-            FrontRoute::Target(_, TargetRoute::Relay(op)) => target_op_scope(op),
+            FrontRoute::Target(_, TargetRoute::Relay(op)) => op.operation().scope,
             FrontRoute::Target(_, TargetRoute::Faults | TargetRoute::Log(_) | TargetRoute::Audit) => {
                 Scope::Operator
             }

@@ -4,6 +4,7 @@
 
 use super::*;
 use durable_relay::core::MAX_KEYS_PER_PAGE;
+use durable_relay::routes::{SourceOp, TargetOp};
 
 fn front(method: &str, path: &str) -> Result<FrontRoute, Refusal> {
     FrontRoute::parse(method, &Url::parse(&format!("https://relay.example{path}")).unwrap())

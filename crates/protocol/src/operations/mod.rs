@@ -44,6 +44,56 @@ pub enum Reach {
     Source,
 }
 
+/// What a bearer token must hold to call an operation at the reference
+/// Worker's front door, and what its RPC entrypoint hands the front door
+/// for a partitioned source. A token holds the scopes of the variables
+/// that list it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Scope {
+    /// Enqueue only: what a producing Worker or service needs.
+    Producer,
+    /// Read-only operations: status, watermarks, parked lists, keys, the
+    /// directory, health, the alarm history.
+    Reader,
+    /// Everything a reader may, plus the actions that change what the
+    /// relay holds without enqueueing (redrive, discard, retire, forgetting
+    /// a watermark) and the test-only routes. Not enqueue: an operator's
+    /// token leaking must not let anyone write rows. The router-only and
+    /// source-only operations need it too, should they ever reach the
+    /// front door (they answer 404 there).
+    Operator,
+}
+
+impl Scope {
+    /// Every scope, in the order the variables are read and compared.
+    pub const ALL: [Scope; 3] = [Scope::Producer, Scope::Reader, Scope::Operator];
+
+    /// The scope's name, as a 403 names it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scope::Producer => "producer",
+            Scope::Reader => "reader",
+            Scope::Operator => "operator",
+        }
+    }
+
+    /// The variable (secret) listing this scope's tokens, comma-separated.
+    pub fn variable(self) -> &'static str {
+        match self {
+            Scope::Producer => "RELAY_PRODUCER_TOKENS",
+            Scope::Reader => "RELAY_READER_TOKENS",
+            Scope::Operator => "RELAY_OPERATOR_TOKENS",
+        }
+    }
+
+    /// Whether a token holding this scope may call an operation that needs
+    /// `needed`: the same scope, or an operator reading.
+    pub fn covers(self, needed: Scope) -> bool {
+        self == needed || (self == Scope::Operator && needed == Scope::Reader)
+    }
+}
+
 /// The RPC method that offers an operation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct Rpc {
@@ -66,6 +116,8 @@ pub struct Operation {
     pub path: &'static str,
     /// Who may call it.
     pub reach: Reach,
+    /// What a token must hold to call it at the front door.
+    pub scope: Scope,
     /// The request body's type, if it takes one.
     pub request: Option<&'static str>,
     /// The reply's type.
