@@ -14,6 +14,9 @@
 
 import { WorkerEntrypoint } from "cloudflare:workers";
 
+import protocol from "./protocol.json";
+import { pathOf } from "./paths.mjs";
+
 import FrontDoor, { RelaySource as RustRelaySource } from "./worker/shim.mjs";
 
 export * from "./worker/shim.mjs";
@@ -40,24 +43,21 @@ let partitioned = { text: undefined, names: new Set() };
  * The bearer token RelayRpc hands the front door for a call that needs
  * `scope` (at a partitioned source, the only calls that pass through it):
  * RELAY_TOKEN, the all-scopes token, when set; otherwise the first token of
- * the scope's list (RELAY_PRODUCER_TOKENS for enqueue, RELAY_READER_TOKENS
- * or else RELAY_OPERATOR_TOKENS for reads, RELAY_OPERATOR_TOKENS for
- * redrive and discard). The scopes mirror FrontRoute::scope
- * (src/routes.rs); a caller reaching RelayRpc holds a service
- * binding, which is its authority.
+ * the first variable whose tokens cover the scope, as protocol.json lists
+ * them. A caller reaching RelayRpc holds a service binding, which is its
+ * authority.
  */
 function frontToken(env, scope) {
   if (env.RELAY_TOKEN) return env.RELAY_TOKEN;
-  const lists = { producer: ["RELAY_PRODUCER_TOKENS"], reader: ["RELAY_READER_TOKENS", "RELAY_OPERATOR_TOKENS"], operator: ["RELAY_OPERATOR_TOKENS"] };
-  for (const name of lists[scope]) {
+  for (const name of protocol.scopes[scope] ?? []) {
     const first = String(env[name] ?? "").split(",")[0].trim();
     if (first) return first;
   }
   return "";
 }
 
-/** The front door's scope for a RelayRpc call: enqueue, a read, or an operator's action. */
-const scopeOf = (method, path) => (path === "/enqueue" ? "producer" : method === "GET" ? "reader" : "operator");
+/** The operations RelayRpc offers, by method name. */
+const rpcOperations = new Map(protocol.source.filter((op) => op.rpc !== null).map((op) => [op.rpc.method, op]));
 
 /** Whether `source` is a partitioned logical source of this deployment. */
 function isPartitioned(env, source) {
@@ -91,25 +91,21 @@ export class RelayError extends Error {
   }
 }
 
-const seqOf = (n) => {
-  if (!Number.isSafeInteger(n) || n < 0) throw new RelayError("invalid_seq", `${n} is not a sequence 0..=2^53-1`, 400);
-  return n;
-};
-
 export class RelayRpc extends WorkerEntrypoint {
   /**
    * Calls the source object `source` at `path`; parses the JSON reply or
    * throws a RelayError. A partitioned logical source is served by the
    * front door's own handler (the Rust router), in this isolate.
    */
-  async #call(source, method, path, body, headers) {
+  async #call(source, op, path, body, headers) {
+    const method = op.method;
     if (typeof source !== "string") throw new RelayError("invalid_name", "source must be a string", 400);
     const init = { method };
     if (headers !== undefined) init.headers = { ...headers };
     if (body !== undefined) init.body = JSON.stringify(body);
     let res;
     if (isPartitioned(this.env, source)) {
-      init.headers = { ...init.headers, authorization: `Bearer ${frontToken(this.env, scopeOf(method, path))}` };
+      init.headers = { ...init.headers, authorization: `Bearer ${frontToken(this.env, op.scope)}` };
       const url = `https://relay/v1/sources/${encodeURIComponent(source)}${path}`;
       res = await FrontDoor.prototype.fetch.call(this, new Request(url, init));
     } else {
@@ -138,50 +134,25 @@ export class RelayRpc extends WorkerEntrypoint {
     const body = { rows };
     if (options?.idempotencyKey !== undefined) body.idempotency_key = options.idempotencyKey;
     const headers = options?.traceparent !== undefined ? { traceparent: String(options.traceparent) } : undefined;
-    return this.#call(source, "POST", "/enqueue", body, headers);
+    return this.#call(source, rpcOperations.get("enqueue"), "/enqueue", body, headers);
   }
 
-  /** The source's status. */
-  async status(source) {
-    return this.#call(source, "GET", "/status");
-  }
-
-  /** Whether every row of `source` through `seq` was applied (or discarded by an operator). */
-  async deliveredThrough(source, seq) {
-    const reply = await this.#call(source, "GET", `/delivered-through/${seqOf(seq)}`);
-    return reply.delivered;
-  }
-
-  /** A commit-time lower bound of the rows `source` still owes, ms since the epoch. */
-  async relayWatermark(source) {
-    const reply = await this.#call(source, "GET", "/watermark");
-    return reply.relay_watermark;
-  }
-
-  /** A page of the source's parked and failing targets, in name order. */
-  async parkedTargets(source, { after, limit = 200 } = {}) {
-    const q = `${after === undefined ? "" : `after=${encodeURIComponent(after)}&`}limit=${encodeURIComponent(limit)}`;
-    return this.#call(source, "GET", `/parked?${q}`);
-  }
-
-  /** A page of a parked target's rows. */
-  async parkedRows(source, target, { after = 0, limit = 500 } = {}) {
-    const q = `after=${seqOf(after)}&limit=${encodeURIComponent(limit)}`;
-    return this.#call(source, "GET", `/parked/${encodeURIComponent(target)}?${q}`);
-  }
-
-  /** Sets the source's alarm if rows are queued and none is set (a dropped alarm). */
-  async rearm(source) {
-    return this.#call(source, "POST", "/rearm");
-  }
-
-  /** Puts a parked target's rows back, in their original order. */
-  async redrive(source, target) {
-    return this.#call(source, "POST", `/parked/${encodeURIComponent(target)}/redrive`);
-  }
-
-  /** Drops a parked target's rows (kept until the discard horizon). */
-  async discard(source, target) {
-    return this.#call(source, "POST", `/parked/${encodeURIComponent(target)}/discard`);
+  /**
+   * Every other operation of protocol.json's with an RPC method (status,
+   * deliveredThrough, relayWatermark, the parked pages, rearm, redrive,
+   * discard), built from its entry: the same method, path and scope as the
+   * HTTP API, and the reply (or the one field of it the entry names).
+   */
+  static {
+    for (const [name, op] of rpcOperations) {
+      if (op.request !== null) continue;
+      const field = op.rpc.unwraps;
+      const method = async function (source, ...args) {
+        const reply = await this.#call(source, op, pathOf(op, args));
+        return field === null ? reply : reply[field];
+      };
+      Object.defineProperty(method, "name", { value: name });
+      Object.defineProperty(this.prototype, name, { value: method, writable: true, configurable: true });
+    }
   }
 }

@@ -271,5 +271,16 @@ pub fn to_json() -> serde_json::Value {
         "source": ops(SOURCE_OPERATIONS),
         "target": ops(TARGET_OPERATIONS),
         "reference_worker_only": REFERENCE_WORKER_ONLY,
+        "scopes": scopes_json(),
     })
+}
+
+/// For each scope, the variables whose tokens cover it, in [`Scope::ALL`]'s
+/// order: where the RPC entrypoint finds a token for a call it hands the
+/// front door.
+fn scopes_json() -> serde_json::Value {
+    let covering = |needed: Scope| -> Vec<&'static str> {
+        Scope::ALL.into_iter().filter(|s| s.covers(needed)).map(Scope::variable).collect()
+    };
+    Scope::ALL.into_iter().map(|s| (s.as_str().to_owned(), serde_json::json!(covering(s)))).collect()
 }
