@@ -14,8 +14,8 @@
 
 import { WorkerEntrypoint } from "cloudflare:workers";
 
-import protocol from "./protocol.json";
-import { pathOf } from "./paths.mjs";
+import { OPERATIONS, SCOPES } from "./operations.js";
+import { pathOf, replyOf } from "./calls.js";
 
 import FrontDoor, { RelaySource as RustRelaySource } from "./worker/shim.mjs";
 
@@ -43,13 +43,13 @@ let partitioned = { text: undefined, names: new Set() };
  * The bearer token RelayRpc hands the front door for a call that needs
  * `scope` (at a partitioned source, the only calls that pass through it):
  * RELAY_TOKEN, the all-scopes token, when set; otherwise the first token of
- * the first variable whose tokens cover the scope, as protocol.json lists
- * them. A caller reaching RelayRpc holds a service binding, which is its
+ * the first variable whose tokens cover the scope, as the protocol's table
+ * lists them. A caller reaching RelayRpc holds a service binding, which is its
  * authority.
  */
 function frontToken(env, scope) {
   if (env.RELAY_TOKEN) return env.RELAY_TOKEN;
-  for (const name of protocol.scopes[scope] ?? []) {
+  for (const name of SCOPES[scope] ?? []) {
     const first = String(env[name] ?? "").split(",")[0].trim();
     if (first) return first;
   }
@@ -57,7 +57,7 @@ function frontToken(env, scope) {
 }
 
 /** The operations RelayRpc offers, by method name. */
-const rpcOperations = new Map(protocol.source.filter((op) => op.rpc !== null).map((op) => [op.rpc.method, op]));
+const rpcOperations = new Map(OPERATIONS.map((op) => [op.rpc.method, op]));
 
 /** Whether `source` is a partitioned logical source of this deployment. */
 function isPartitioned(env, source) {
@@ -111,17 +111,7 @@ export class RelayRpc extends WorkerEntrypoint {
     } else {
       res = await this.env.RELAY_SOURCE.getByName(source).fetch(`https://relay${path}`, init);
     }
-    const text = await res.text();
-    let parsed;
-    try {
-      parsed = JSON.parse(text);
-    } catch {
-      throw new RelayError("internal", text, res.status);
-    }
-    if (res.ok) return parsed;
-    const retry = res.headers.get("retry-after");
-    const error = parsed?.error ?? { code: "internal", message: text };
-    throw new RelayError(error.code, error.message, res.status, retry === null ? undefined : Number(retry), error.committed);
+    return replyOf(res, (...error) => new RelayError(...error));
   }
 
   /**
@@ -138,7 +128,7 @@ export class RelayRpc extends WorkerEntrypoint {
   }
 
   /**
-   * Every other operation of protocol.json's with an RPC method (status,
+   * Every other operation of the table's with an RPC method (status,
    * deliveredThrough, relayWatermark, the parked pages, rearm, redrive,
    * discard), built from its entry: the same method, path and scope as the
    * HTTP API, and the reply (or the one field of it the entry names).

@@ -1,4 +1,5 @@
-// RelayRpc's methods are built from the protocol's table: the path each
+// The npm package's RelaySource and the reference Worker's RelayRpc build
+// their methods from the protocol's table: the path each
 // call asks for, from generated arguments, is one the table's template
 // matches, with every path argument in its own segment (so that no
 // argument, however bad, can name another operation) and the query's
@@ -7,13 +8,10 @@
 
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { readFileSync } from "node:fs";
-import { join } from "node:path";
-import { ROOT } from "./harness.mjs";
-import { pathOf } from "../../src/paths.mjs";
+import { OPERATIONS } from "../../packages/durable-relay/src/operations.js";
+import { pathOf } from "../../packages/durable-relay/src/calls.js";
 
-const protocol = JSON.parse(readFileSync(join(ROOT, "clients", "typescript", "protocol.json"), "utf8"));
-const rpc = protocol.source.filter((op) => op.rpc !== null && op.request === null);
+const rpc = OPERATIONS.filter((op) => op.request === null);
 
 /** A small seeded generator (mulberry32), so a failure can be replayed. */
 function rng(seed) {
@@ -26,7 +24,7 @@ function rng(seed) {
   };
 }
 
-const VALUES = [undefined, null, "", "t", "cust:9", "a/b", "a b", "..", "%", "é", 0, -1, 1.5, 2 ** 53, true, [], ["x", "y"], {}, { after: 1 }];
+const VALUES = [undefined, null, "", "t", "cust:9", "a/b", "a b", "..", "%", "é", "\ud800", "a\udfffb", 0, -1, 1.5, 2 ** 53, true, [], ["x", "y"], {}, { after: 1 }];
 
 test("every RPC path keeps its arguments in their segments and names its own operation", () => {
   const seed = Number(process.env.RELAY_SEED ?? Date.now() % 1_000_000);
@@ -63,4 +61,5 @@ test("an empty path argument is sent as an escaped NUL, which no name or sequenc
   const rows = rpc.find((op) => op.rpc.method === "parkedRows");
   assert.equal(pathOf(rows, [undefined, { limit: 5 }]), "/parked/%00?limit=5", "not the parked targets' page");
   assert.equal(pathOf(rows, ["t", { after: 0 }]), "/parked/t?after=0");
+  assert.equal(pathOf(redrive, ["a\ud800"]), "/parked/a%EF%BF%BD/redrive", "a lone surrogate has no UTF-8");
 });

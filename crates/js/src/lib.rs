@@ -16,8 +16,7 @@ use std::cell::RefCell;
 use std::rc::Rc;
 
 use durable_relay::core::{
-    decode_enqueue, ApplyRow, ErrorCode, Name, Traceparent, ENQUEUE_ENVELOPE_DEPTH, MAX_PARKED_ROWS_PER_PAGE,
-    MAX_TARGETS_PER_PAGE, MAX_VALUE_DEPTH, SEQ_MAX,
+    decode_enqueue, ApplyRow, ErrorCode, Name, Traceparent, ENQUEUE_ENVELOPE_DEPTH, MAX_VALUE_DEPTH, SEQ_MAX,
 };
 use durable_relay::durable::now_ms;
 use durable_relay::embed::{log_alarm_as, Enqueue, HookError, OnApply, Source, Target};
@@ -245,99 +244,6 @@ impl JsSource {
         self.source.delete_alarm().map_err(js_error)
     }
 
-    /// The source's status (re-arming an alarm that was dropped).
-    pub fn status(&self) -> Promise {
-        let source = Rc::clone(&self.source);
-        future_to_promise(async move {
-            let relay = source.relay().map_err(js_error)?;
-            let status = relay.status(now_ms()).await.map_err(js_error)?;
-            to_js(&status)
-        })
-    }
-
-    /// Whether every row through `seq` was applied (or discarded).
-    #[wasm_bindgen(js_name = deliveredThrough)]
-    pub fn delivered_through(&self, seq: f64) -> Promise {
-        let source = Rc::clone(&self.source);
-        future_to_promise(async move {
-            let seq = sequence(seq, ErrorCode::InvalidSeq)?;
-            let relay = source.relay().map_err(js_error)?;
-            Ok(relay.delivered_through(seq).map_err(js_error)?.into())
-        })
-    }
-
-    /// A commit-time lower bound of the rows still owed, ms since the epoch.
-    #[wasm_bindgen(js_name = relayWatermark)]
-    pub fn relay_watermark(&self) -> Promise {
-        let source = Rc::clone(&self.source);
-        future_to_promise(async move {
-            let relay = source.relay().map_err(js_error)?;
-            let watermark = relay.relay_watermark(now_ms()).map_err(js_error)?;
-            Ok(JsValue::from(watermark as f64))
-        })
-    }
-
-    /// A page of the parked and failing targets, with their records: in
-    /// name order after `after` ("" from the first), at most `limit`
-    /// (1..=`MAX_TARGETS_PER_PAGE`).
-    #[wasm_bindgen(js_name = parkedTargets)]
-    pub fn parked_targets(&self, after: String, limit: f64) -> Promise {
-        let source = Rc::clone(&self.source);
-        future_to_promise(async move {
-            if !after.is_empty() {
-                // A cursor, refused as the HTTP route refuses its `after`.
-                durable_relay::routes::name(&after, ErrorCode::InvalidQuery).map_err(js_error)?;
-            }
-            let limit = page_limit(limit, MAX_TARGETS_PER_PAGE)?;
-            let relay = source.relay().map_err(js_error)?;
-            to_js(&relay.targets(&after, limit).map_err(js_error)?)
-        })
-    }
-
-    /// A page of `target`'s parked rows: after sequence `after`, at most
-    /// `limit` (1..=`MAX_PARKED_ROWS_PER_PAGE`).
-    #[wasm_bindgen(js_name = parkedRows)]
-    pub fn parked_rows(&self, target: String, after: f64, limit: f64) -> Promise {
-        let source = Rc::clone(&self.source);
-        future_to_promise(async move {
-            let (target, after) = (target_name(&target)?, sequence(after, ErrorCode::InvalidQuery)?);
-            let limit = page_limit(limit, MAX_PARKED_ROWS_PER_PAGE)?;
-            let relay = source.relay().map_err(js_error)?;
-            to_js(&relay.parked_page(&target, after, limit).map_err(js_error)?)
-        })
-    }
-
-    /// Sets the alarm if rows are queued and none is set: call it from a
-    /// scheduled handler over your sources (the platform drops an alarm
-    /// whose retries failed).
-    pub fn rearm(&self) -> Promise {
-        let source = Rc::clone(&self.source);
-        future_to_promise(async move {
-            let relay = source.relay().map_err(js_error)?;
-            to_js(&relay.rearm(now_ms()).await.map_err(js_error)?)
-        })
-    }
-
-    /// Puts a parked target's rows back, in their original order.
-    pub fn redrive(&self, target: String) -> Promise {
-        let source = Rc::clone(&self.source);
-        future_to_promise(async move {
-            let target = target_name(&target)?;
-            let relay = source.relay().map_err(js_error)?;
-            to_js(&relay.redrive(&target, now_ms()).await.map_err(js_error)?)
-        })
-    }
-
-    /// Drops a parked target's rows (kept until the discard horizon).
-    pub fn discard(&self, target: String) -> Promise {
-        let source = Rc::clone(&self.source);
-        future_to_promise(async move {
-            let target = target_name(&target)?;
-            let relay = source.relay().map_err(js_error)?;
-            to_js(&relay.discard(&target, now_ms()).map_err(js_error)?)
-        })
-    }
-
     /// Serves the relay's source protocol (status, parked targets, redrive,
     /// discard, enqueue from other Workers) for `request`.
     pub fn fetch(&self, request: web_sys_request::Request) -> Promise {
@@ -354,32 +260,6 @@ fn parse_trace(text: Option<String>) -> Result<Option<Traceparent>, JsValue> {
     text.map(|t| Traceparent::parse(t.trim()))
         .transpose()
         .map_err(|e| js_error(HttpError::bad_request(e.code(), e.to_string())))
-}
-
-/// A target name from JavaScript, or 400 `invalid_target` (as in a path).
-fn target_name(text: &str) -> Result<Name, JsValue> {
-    durable_relay::routes::name(text, ErrorCode::InvalidTarget).map_err(js_error)
-}
-
-/// A sequence number from JavaScript (a safe integer), or a 400 with
-/// `code` (`invalid_seq` for a sequence asked about, `invalid_query` for a
-/// page cursor, as over HTTP).
-fn sequence(value: f64, code: ErrorCode) -> Result<u64, JsValue> {
-    let whole = value.fract() == 0.0 && (0.0..=SEQ_MAX as f64).contains(&value);
-    whole.then_some(value as u64).ok_or_else(|| {
-        js_error(HttpError::bad_request(code, format!("{value} is not a sequence 0..=2^53-1")))
-    })
-}
-
-/// A page size from JavaScript, 1..=`MAX_PARKED_ROWS_PER_PAGE`, or 400 `invalid_limit`.
-fn page_limit(value: f64, max: u32) -> Result<u32, JsValue> {
-    let ok = value.fract() == 0.0 && (1.0..=f64::from(max)).contains(&value);
-    ok.then_some(value as u32).ok_or_else(|| {
-        js_error(HttpError::bad_request(
-            ErrorCode::InvalidLimit,
-            format!("limit must be 1..={max}, got {value}"),
-        ))
-    })
 }
 
 /// `web_sys::Request`, as workers-rs re-exports it.

@@ -118,9 +118,9 @@ fn rpc_operations() -> Vec<&'static Operation> {
 #[test]
 fn the_rpc_entrypoint_builds_its_methods_from_the_table_and_writes_out_only_those_with_a_body() {
     let entry = repo_file("src/entry.mjs");
-    assert!(entry.contains("import protocol from \"./protocol.json\";"), "entry.mjs reads the table");
+    assert!(entry.contains("from \"./operations.js\";"), "entry.mjs reads the table");
     let build = repo_file("scripts/build-worker");
-    assert!(build.contains("cp clients/typescript/protocol.json"), "the build puts the table beside it");
+    assert!(build.contains("packages/durable-relay/src/operations.js"), "the build puts the table beside it");
     for op in SOURCE_OPERATIONS {
         assert_eq!(
             op.rpc.is_some(),
@@ -212,15 +212,59 @@ fn protocol_json_is_written_from_the_table() {
     assert!(recorded == now, "clients/typescript/protocol.json is stale: RELAY_BLESS=1 rewrites it");
 }
 
+/// The table's operations with an RPC method, and the variables that cover
+/// each scope, as a JavaScript module: what the npm package's RelaySource
+/// and the reference Worker's RelayRpc build their methods from.
+fn operations_module() -> String {
+    let table = protocol::to_json();
+    let ops: Vec<serde_json::Value> = table["source"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|op| !op["rpc"].is_null())
+        .map(|op| {
+            let pick = ["name", "method", "path", "scope", "request", "rpc"];
+            serde_json::Value::Object(pick.iter().map(|k| (k.to_string(), op[*k].clone())).collect())
+        })
+        .collect();
+    let pretty = |v: &serde_json::Value| serde_json::to_string_pretty(v).unwrap();
+    format!(
+        "// The relay's operations that RelaySource and RelayRpc offer as methods, and\n\
+         // the variables whose tokens cover each scope, written from the protocol's\n\
+         // table (crates/protocol/src/operations) by\n\
+         // `RELAY_BLESS=1 cargo test -p durable-relay --test protocol`. Do not edit.\n\n\
+         export const OPERATIONS = {};\n\nexport const SCOPES = {};\n",
+        pretty(&serde_json::Value::Array(ops)),
+        pretty(&table["scopes"]),
+    )
+}
+
+#[test]
+fn the_packages_operations_module_is_written_from_the_table() {
+    let path = format!("{}/../../packages/durable-relay/src/operations.js", env!("CARGO_MANIFEST_DIR"));
+    let now = operations_module();
+    if std::env::var("RELAY_BLESS").is_ok_and(|v| v == "1") {
+        std::fs::write(&path, &now).unwrap();
+    }
+    let recorded = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(recorded == now, "packages/durable-relay/src/operations.js is stale: RELAY_BLESS=1 rewrites it");
+}
+
 #[test]
 fn the_npm_package_offers_every_rpc_method_under_the_same_name() {
-    for path in ["packages/durable-relay/src/index.d.ts", "packages/durable-relay/src/index.js"] {
+    let class = |path: &str| {
         let text = repo_file(path);
         let start = text.find("class RelaySource").unwrap_or_else(|| panic!("{path}: class RelaySource"));
-        let block = &text[start..start + text[start..].find("\n}").expect("the class's end")];
-        for op in rpc_operations() {
-            let method = op.rpc.unwrap().method;
-            assert!(block.contains(&format!("\n  {method}(")), "{path}: RelaySource.{method} is missing");
-        }
+        text[start..start + text[start..].find("\n}").expect("the class's end")].to_owned()
+    };
+    let (types, code) =
+        (class("packages/durable-relay/src/index.d.ts"), class("packages/durable-relay/src/index.js"));
+    assert!(repo_file("packages/durable-relay/src/index.js").contains("from \"./operations.js\";"));
+    for op in rpc_operations() {
+        let method = op.rpc.unwrap().method;
+        assert!(types.contains(&format!("\n  {method}(")), "index.d.ts: RelaySource.{method} is missing");
+        // Built from the table, unless the table cannot spell its arguments.
+        let written = code.contains(&format!("\n  {method}("));
+        assert_eq!(written, op.request.is_some(), "index.js: RelaySource.{method} written out");
     }
 }

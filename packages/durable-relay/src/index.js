@@ -8,6 +8,8 @@
 
 import wasm from "../dist/relay_bg.wasm";
 import { initSync, maxEnqueueDepth, RawSource, RawTarget, useErrorClass } from "../dist/relay.js";
+import { OPERATIONS } from "./operations.js";
+import { pathOf, replyOf } from "./calls.js";
 
 initSync({ module: wasm });
 
@@ -265,6 +267,16 @@ function rejecting(f) {
 }
 
 /**
+ * `op` at `path`, served by the engine's own protocol handler (`raw.fetch`):
+ * the reply's JSON, or the refusal thrown as a RelayError with the HTTP
+ * API's code, status and retry delay.
+ */
+async function served(raw, op, path) {
+  const res = await raw.fetch(new Request(`https://relay${path}`, { method: op.method }));
+  return replyOf(res, (code, message, status, retryAfterS) => new RelayError(code, message, status, retryAfterS));
+}
+
+/**
  * The source side of the relay in your Durable Object: an outbox in the
  * object's own SQLite, written in the same transaction as your writes, and
  * an alarm that delivers it to target objects in order.
@@ -380,60 +392,25 @@ export class RelaySource {
     return rejecting(() => Promise.resolve(this.#raw.deleteAlarm()));
   }
 
-  /** The source's status. */
-  status() {
-    return camelizing(this.#raw.status());
-  }
-
-  /** Whether every row through `seq` was applied (or discarded by an operator). */
-  deliveredThrough(seq) {
-    return rejecting(() => this.#raw.deliveredThrough(number(seq, "invalid_seq", "seq")));
-  }
-
-  /** A commit-time lower bound of the rows still owed, ms since the epoch. */
-  relayWatermark() {
-    return this.#raw.relayWatermark();
-  }
-
-  /** A page of the parked and failing targets, in name order. */
-  parkedTargets({ after = "", limit = 200 } = {}) {
-    return rejecting(() =>
-      camelizing(
-        this.#raw.parkedTargets(text(after, "invalid_query", "after"), number(limit, "invalid_limit", "limit")),
-      ),
-    );
-  }
-
-  /** A page of a parked target's rows. */
-  parkedRows(target, { after = 0, limit = 500 } = {}) {
-    return rejecting(() =>
-      camelizing(
-        this.#raw.parkedRows(
-          text(target, "invalid_target", "target"),
-          number(after, "invalid_query", "after"),
-          number(limit, "invalid_limit", "limit"),
-        ),
-      ),
-    );
-  }
-
   /**
-   * Sets the alarm if rows are queued and none is set. The platform drops an
-   * alarm whose retries all failed; call this from a scheduled handler over
-   * your source objects so none keeps rows with no alarm.
+   * The relay's other operations with a method (status, deliveredThrough,
+   * relayWatermark, parkedTargets, parkedRows, rearm, redrive, discard),
+   * each built from its entry in the protocol's table: its path's
+   * parameters as arguments, then its query's as an options object, served
+   * by the same code as a request to `fetch`, so every argument is checked
+   * as the HTTP API checks it and refused with the same code.
    */
-  rearm() {
-    return camelizing(this.#raw.rearm());
-  }
-
-  /** Puts a parked target's rows back, in their original order. */
-  redrive(target) {
-    return rejecting(() => camelizing(this.#raw.redrive(text(target, "invalid_target", "target"))));
-  }
-
-  /** Drops a parked target's rows (kept until the discard horizon). */
-  discard(target) {
-    return rejecting(() => camelizing(this.#raw.discard(text(target, "invalid_target", "target"))));
+  static {
+    for (const op of OPERATIONS) {
+      if (op.request !== null) continue;
+      const field = op.rpc.unwraps;
+      const method = async function (...args) {
+        const reply = await served(this.#raw, op, pathOf(op, args));
+        return camelized(field === null ? reply : reply[field]);
+      };
+      Object.defineProperty(method, "name", { value: op.rpc.method });
+      Object.defineProperty(this.prototype, op.rpc.method, { value: method, writable: true, configurable: true });
+    }
   }
 
   /** Serves the relay's own protocol (status, parked targets, redrive, discard, enqueue). */
