@@ -260,7 +260,8 @@ fn refusal(status: u16, retry_after_s: Option<u32>, text: String) -> RelayError 
 
 /// A partitioned logical source (see [`crate::core::partition`]): enqueues
 /// go through the shared router to its partitions, each partition is a
-/// [`SourceClient`] of its own (`logical:index`).
+/// [`SourceClient`] of its own (`logical:index`), and what is read or done
+/// over the whole source is gathered from every object ([`crate::logical`]).
 pub struct PartitionedClient<'a> {
     client: &'a RelayClient,
     logical: Name,
@@ -296,6 +297,16 @@ impl PartitionedClient<'_> {
     ) -> Result<RoutedEnqueue, RouteFailure<RelayError>> {
         let sink = Sink { client: self, trace };
         partition::enqueue(&self.map, &sink, key, rows, crate::durable::now_ms()).await
+    }
+
+    /// The logical source's name.
+    pub fn logical(&self) -> &Name {
+        &self.logical
+    }
+
+    /// The map it is routed by.
+    pub fn map(&self) -> &PartitionMap {
+        &self.map
     }
 
     /// Object `part` of the logical source (a partition, or the plain

@@ -16,7 +16,9 @@
 //!   the objects' `fetch` protocols.
 //! - [`prelude`]: everything an embedder's objects name, in one `use`.
 //! - [`client`]: a typed client for Rust callers in other Workers.
-//! - [`partition`]: the router of partitioned sources, over any sink.
+//! - [`partition`]: the router of partitioned sources, over any sink;
+//!   [`logical`]: a partitioned source's status, parked targets and
+//!   operator actions gathered from every object.
 //! - [`protocol`]: every operation of the objects' protocols, defined once.
 //! - [`http`], [`routes`], [`codes`], [`config`]: the wire.
 //! - [`vars`]: the Worker's variables, read once per isolate.
@@ -37,6 +39,7 @@ pub mod durable;
 pub mod embed;
 pub mod hook;
 pub mod http;
+pub mod logical;
 pub use durable_relay_sql::partition;
 pub mod prelude;
 pub use durable_relay_protocol as protocol;
