@@ -36,9 +36,6 @@ export class RelaySource extends RustRelaySource {
   }
 }
 
-/** RELAY_PARTITIONS as last parsed: { text, names }. */
-let partitioned = { text: undefined, names: new Set() };
-
 /**
  * The bearer token RelayRpc hands the front door for a call that needs
  * `scope` (at a partitioned source, the only calls that pass through it):
@@ -58,22 +55,6 @@ function frontToken(env, scope) {
 
 /** The operations RelayRpc offers, by method name. */
 const rpcOperations = new Map(OPERATIONS.map((op) => [op.rpc.method, op]));
-
-/** Whether `source` is a partitioned logical source of this deployment. */
-function isPartitioned(env, source) {
-  const text = env.RELAY_PARTITIONS;
-  if (text !== partitioned.text) {
-    let names = new Set();
-    try {
-      names = new Set(Object.keys(text ? JSON.parse(text) : {}));
-    } catch {
-      // A bad value is the front door's 500 bad_configuration, which the call then reports.
-      names = new Set();
-    }
-    partitioned = { text, names };
-  }
-  return partitioned.names.has(source);
-}
 
 /**
  * A refusal or failure from the relay, with the HTTP API's code. At a
@@ -104,7 +85,7 @@ export class RelayRpc extends WorkerEntrypoint {
     if (headers !== undefined) init.headers = { ...headers };
     if (body !== undefined) init.body = JSON.stringify(body);
     let res;
-    if (isPartitioned(this.env, source)) {
+    if (RustRelaySource.isPartitioned(this.env, source)) {
       init.headers = { ...init.headers, authorization: `Bearer ${frontToken(this.env, op.scope)}` };
       const url = `https://relay/v1/sources/${encodeURIComponent(source)}${path}`;
       res = await FrontDoor.prototype.fetch.call(this, new Request(url, init));

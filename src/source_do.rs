@@ -150,10 +150,23 @@ impl RelaySource {
     /// Tells the next alarm that it is the platform's `retry_count`th retry
     /// of a failed one, so it runs a smaller fire. workers-rs does not hand
     /// `alarm()` the platform's `alarmInfo`, so the module entry
-    /// (`js/entry.mjs`) calls this with `alarmInfo.retryCount` first.
+    /// (`src/entry.mjs`) calls this with `alarmInfo.retryCount` first.
     #[wasm_bindgen(js_name = "alarmRetried")]
     pub fn alarm_retried(&self, retry_count: u32) {
         self.source.alarm_retried(retry_count);
+    }
+
+    /// Whether `source` is a partitioned logical source of this deployment
+    /// (`RELAY_PARTITIONS`, read as the front door reads it), whose calls
+    /// the module entry's `RelayRpc` hands the front door's router. False
+    /// for a configuration that does not parse: the source object then
+    /// refuses the call with the configuration's error.
+    #[wasm_bindgen(js_name = "isPartitioned")]
+    pub fn is_partitioned(env: wasm_bindgen::JsValue, source: String) -> bool {
+        use wasm_bindgen::JsCast;
+        let env: Env = env.unchecked_into();
+        let Ok(name) = Name::new(&source) else { return false };
+        crate::config(&env).is_ok_and(|c| c.partition_map(&name).is_some())
     }
 }
 
