@@ -24,11 +24,6 @@ use crate::routes::SourceRoute;
 
 use crate::SOURCE_BINDING;
 
-/// A partition's error as the front door's: the same status and code.
-fn http(e: RelayError) -> HttpError {
-    HttpError::from(e)
-}
-
 /// Serves `op` on the logical source `logical`.
 pub async fn serve(
     env: &Env,
@@ -37,8 +32,8 @@ pub async fn serve(
     map: &PartitionMap,
     route: SourceRoute,
 ) -> Result<Response, HttpError> {
-    let client = RelayClient::from_env(env, SOURCE_BINDING).map_err(http)?;
-    let routed = client.partitioned(logical, map.clone()).map_err(http)?;
+    let client = RelayClient::from_env(env, SOURCE_BINDING)?;
+    let routed = client.partitioned(logical, map.clone())?;
     let SourceRoute::Relay(op) = route else {
         return Err(per_partition(logical, &route.path()));
     };
@@ -51,25 +46,25 @@ pub async fn serve(
                 Err(failure) => partial(failure.error, &failure.committed),
             }
         }
-        SourceOp::Status => json(&routed.status().await.map_err(http)?).map_err(HttpError::from),
+        SourceOp::Status => json(&routed.status().await?).map_err(HttpError::from),
         SourceOp::Watermark => {
-            let min = routed.relay_watermark().await.map_err(http)?;
+            let min = routed.relay_watermark().await?;
             json(&serde_json::json!({ "relay_watermark": min, "now_ms": durable_relay::durable::now_ms() }))
                 .map_err(HttpError::from)
         }
         SourceOp::ParkedTargets { after, limit } => {
-            json(&routed.targets(after.as_ref(), limit).await.map_err(http)?).map_err(HttpError::from)
+            json(&routed.targets(after.as_ref(), limit).await?).map_err(HttpError::from)
         }
-        SourceOp::Redrive(t) => json(&routed.redrive(&t).await.map_err(http)?).map_err(HttpError::from),
-        SourceOp::Discard(t) => json(&routed.discard(&t).await.map_err(http)?).map_err(HttpError::from),
-        SourceOp::Rearm => json(&routed.rearm().await.map_err(http)?).map_err(HttpError::from),
+        SourceOp::Redrive(t) => json(&routed.redrive(&t).await?).map_err(HttpError::from),
+        SourceOp::Discard(t) => json(&routed.discard(&t).await?).map_err(HttpError::from),
+        SourceOp::Rearm => json(&routed.rearm().await?).map_err(HttpError::from),
         op if map.has_plain() => {
-            let plain = routed.part(Part::Plain).map_err(http)?;
+            let plain = routed.part(Part::Plain)?;
             let body = match op {
                 SourceOp::Enqueue => Some(read_body(req).await?),
                 _ => None,
             };
-            let reply: serde_json::Value = plain.call(op, body).await.map_err(http)?;
+            let reply: serde_json::Value = plain.call(op, body).await?;
             json(&reply).map_err(HttpError::from)
         }
         op => Err(per_partition(logical, &op.path())),
@@ -90,7 +85,7 @@ fn per_partition(logical: &Name, path: &str) -> HttpError {
 /// A refusal that may leave some partitions committed: the partition's
 /// status and code, plus the positions that did commit.
 fn partial(error: RelayError, committed: &[Position]) -> Result<Response, HttpError> {
-    let e = http(error);
+    let e = error;
     let body =
         serde_json::json!({ "error": { "code": e.code, "message": e.message, "committed": committed } });
     // The refusal's own response (status, content type, Retry-After), with this body.

@@ -47,26 +47,7 @@ use crate::routes::SourceOp;
 use crate::source::{Rearmed, SourceStatus};
 use crate::store::outbox::{ActionOutcome, Enqueued, ParkedPage, RoutedKey, Sealed, TargetPage};
 
-/// A refusal or failure, with the relay's code.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RelayError {
-    /// HTTP status (4xx: the request; 5xx: the relay or the runtime).
-    pub status: u16,
-    /// The stable code.
-    pub code: ErrorCode,
-    /// What was wrong.
-    pub message: String,
-    /// Seconds to wait before retrying, when the relay said (429).
-    pub retry_after_s: Option<u32>,
-}
-
-impl fmt::Display for RelayError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} {}: {}", self.status, self.code, self.message)
-    }
-}
-
-impl std::error::Error for RelayError {}
+pub use crate::http::RelayError;
 
 impl RelayError {
     fn runtime(e: impl fmt::Display) -> RelayError {
@@ -416,7 +397,7 @@ impl Partitions for Sink<'_, '_> {
     }
 
     fn refused(&self, refusal: EnqueueRefusal) -> RelayError {
-        RelayError::from(HttpError::from(refusal))
+        HttpError::from(refusal)
     }
 
     fn unadopted(&self, error: &RelayError) -> bool {
@@ -446,24 +427,6 @@ struct PrepareReply {
 #[derive(Deserialize)]
 struct PlainKeyReply {
     enqueued: Option<Enqueued>,
-}
-
-impl From<RelayError> for HttpError {
-    /// A refusal the relay answered a client, answered on with the same
-    /// status and code.
-    fn from(e: RelayError) -> Self {
-        let error = HttpError::new(e.status, e.code, e.message);
-        match e.retry_after_s {
-            Some(s) => error.retry_after(s),
-            None => error,
-        }
-    }
-}
-
-impl From<HttpError> for RelayError {
-    fn from(e: HttpError) -> Self {
-        RelayError { status: e.status, code: e.code, message: e.message, retry_after_s: e.retry_after_s }
-    }
 }
 
 #[cfg(test)]

@@ -18,9 +18,13 @@ use crate::store::inbox::ApplyFailure;
 use crate::store::outbox::EnqueueFailure;
 use crate::store::StoreError;
 
-/// A refusal: HTTP status, stable code, human message.
+/// A refusal or failure with the relay's code: what a handler answers
+/// (an HTTP status, a stable code, a message naming the problem, and a
+/// `Retry-After` when waiting helps), and what the Rust client reads back
+/// from a reply. One type on both sides of the wire, named as the
+/// JavaScript packages name theirs.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HttpError {
+pub struct RelayError {
     /// HTTP status (4xx for the caller's mistakes, 5xx for ours).
     pub status: u16,
     /// Stable machine-readable code.
@@ -30,6 +34,18 @@ pub struct HttpError {
     /// Seconds for a `Retry-After` header (with 429 and 503).
     pub retry_after_s: Option<u32>,
 }
+
+/// [`RelayError`] under the name a handler's signature has always used:
+/// the same type.
+pub type HttpError = RelayError;
+
+impl std::fmt::Display for RelayError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}: {}", self.status, self.code, self.message)
+    }
+}
+
+impl std::error::Error for RelayError {}
 
 impl HttpError {
     /// A refusal with `status`, `code` and `message`.
