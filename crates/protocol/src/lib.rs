@@ -3,10 +3,11 @@
 //! once in [`operations`] (method, path, who may call it, request and reply
 //! types, RPC method, error codes); [`routes`] parses a request line into a
 //! typed operation and builds one back; a line it cannot accept is a
-//! [`Refusal`]. The Durable Object glue (`durable-relay`) serves these
-//! operations; the reference Worker's front door and the Rust client build
-//! them; the tests derive the TypeScript method list and `protocol.json`
-//! from the same table.
+//! [`Refusal`]; [`wire`] holds the request and reply bodies the table
+//! names, one module per side. The Durable Object glue (`durable-relay`)
+//! serves these operations; the reference Worker's front door and the Rust
+//! client build them; the tests derive the TypeScript method list and
+//! `protocol.json` from the same table.
 
 #![deny(unsafe_code)]
 
@@ -16,6 +17,7 @@ pub mod line;
 pub mod operations;
 pub mod refusal;
 pub mod routes;
+pub mod wire;
 
 pub use operations::*;
 pub use refusal::Refusal;

@@ -36,16 +36,16 @@ use crate::codes::ErrorCode;
 use crate::core::{
     EnqueueRefusal, EnqueueRow, Fence, KeyVerdict, Name, Part, PartitionMap, Ticket, Traceparent,
 };
-use crate::durable::source::{
-    fence_headers, ticket_headers, AdoptBody, DeliveredThrough, KeyBody, KeyReply, PlainKeyBody, SealBody,
-    WatermarkReply, TRACEPARENT_HEADER,
-};
+use crate::durable::source::{fence_headers, ticket_headers, TRACEPARENT_HEADER};
 use crate::durable::{StubCall, StubReply};
 use crate::http::HttpError;
 use crate::partition::{self, Partitions, RouteFailure, RoutedEnqueue};
+use crate::protocol::wire::{
+    ActionOutcome, AdoptBody, DeliveredThrough, EnqueueBody, Enqueued, KeyBody, KeyReply, ParkedPage,
+    PlainKeyBody, PlainKeyReply, PrepareReply, Rearmed, RoutedKey, SealBody, Sealed, SourceStatus,
+    TargetPage, WatermarkReply,
+};
 use crate::routes::SourceOp;
-use crate::source::{Rearmed, SourceStatus};
-use crate::store::outbox::{ActionOutcome, Enqueued, ParkedPage, RoutedKey, Sealed, TargetPage};
 
 pub use crate::http::RelayError;
 
@@ -92,13 +92,6 @@ impl RelayClient {
 pub struct SourceClient {
     name: Name,
     stub: Stub,
-}
-
-#[derive(Serialize)]
-struct EnqueueBody<'a> {
-    rows: &'a [EnqueueRow],
-    #[serde(skip_serializing_if = "Option::is_none")]
-    idempotency_key: Option<&'a str>,
 }
 
 #[derive(Deserialize)]
@@ -415,18 +408,6 @@ impl Partitions for Sink<'_, '_> {
             retry_after_s: None,
         }
     }
-}
-
-/// `POST /prepare`'s reply.
-#[derive(Deserialize)]
-struct PrepareReply {
-    known: Vec<Part>,
-}
-
-/// `POST /plain-key`'s reply.
-#[derive(Deserialize)]
-struct PlainKeyReply {
-    enqueued: Option<Enqueued>,
 }
 
 #[cfg(test)]

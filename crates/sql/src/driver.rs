@@ -22,7 +22,7 @@
 //! progress.
 
 use futures::stream::{self, StreamExt};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use crate::core::schedule::next_alarm_at;
 use crate::core::{
@@ -30,6 +30,8 @@ use crate::core::{
     CpuGauge, Effects, Fire, FireReport, Name, QueuedRow, RelayBudget, ScanState, SourceId, TargetCall, Wake,
     MAX_IN_FLIGHT, MAX_TRACES_PER_LOG,
 };
+pub use durable_relay_protocol::wire::AlarmOptions;
+
 use crate::store::outbox::{Commit, Outbox};
 use crate::store::{Sql, StoreError};
 
@@ -100,15 +102,6 @@ impl<'a> Cpu<'a> {
 /// Raises no signal: for runtimes without one.
 pub fn no_signal(_: u64) -> bool {
     false
-}
-
-/// The limits one alarm runs under.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct AlarmOptions {
-    /// Fires, targets, calls and rows.
-    pub budget: RelayBudget,
-    /// Concurrent target calls within a fire, 1..=[`MAX_IN_FLIGHT`].
-    pub max_in_flight: u32,
 }
 
 /// Why an alarm (or a fire) stopped early.

@@ -32,37 +32,23 @@
 
 use crate::core::ErrorCode;
 use crate::work::{self, Level};
-use serde::{Deserialize, Serialize};
 use worker::{Request, Response};
 
 use super::{now_ms, DoAlarm};
-use crate::core::{decode_enqueue, Fence, KeyVerdict, Part, PartitionMap, Ticket, Traceparent, SEQ_MAX};
+use crate::core::{decode_enqueue, Fence, PartitionMap, Ticket, Traceparent, SEQ_MAX};
 use crate::http::{json, parse_json, read_body, HttpError};
+use crate::protocol::wire::{Activated, PlainKeyReply, PrepareReply, RoutedKey};
+/// The bodies this protocol takes and answers, at the paths they had
+/// before the protocol crate owned them.
+pub use crate::protocol::wire::{
+    AdoptBody, DeliveredThrough, KeyBody, KeyReply, PlainKeyBody, SealBody, WatermarkReply,
+};
 use crate::routes::SourceOp;
 use crate::source::Relay;
-use crate::store::outbox::RoutedKey;
 use crate::store::Sql;
 
 /// The header that carries W3C trace context on `POST /enqueue`.
 pub const TRACEPARENT_HEADER: &str = "traceparent";
-
-/// `GET /delivered-through/{seq}`.
-#[derive(Serialize, serde::Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
-pub struct DeliveredThrough {
-    /// The sequence asked about.
-    pub seq: u64,
-    /// Whether every row through it was applied (or discarded).
-    pub delivered: bool,
-}
-
-/// `GET /watermark`.
-#[derive(Serialize, serde::Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
-pub struct WatermarkReply {
-    /// The commit-time lower bound of the owed rows, ms.
-    pub relay_watermark: u64,
-    /// The source's clock when it answered, ms.
-    pub now_ms: u64,
-}
 
 /// Parses and serves one request of the source's protocol.
 pub async fn handle<S: Sql>(relay: &Relay<S, DoAlarm>, req: &mut Request) -> Result<Response, HttpError> {
@@ -83,12 +69,12 @@ pub async fn serve<S: Sql>(
         SourceOp::Prepare => {
             let body: AdoptBody = parse_json(&read_body(req).await?)?;
             let known = relay.prepare(now_ms(), &body.map)?;
-            json(&serde_json::json!({ "known": known })).map_err(HttpError::from)
+            json(&PrepareReply { known }).map_err(HttpError::from)
         }
         SourceOp::Activate => {
             let body: AdoptBody = parse_json(&read_body(req).await?)?;
             relay.activate(now_ms(), &body.map)?;
-            json(&serde_json::json!({ "active": true })).map_err(HttpError::from)
+            json(&Activated { active: true }).map_err(HttpError::from)
         }
         SourceOp::RecordKey => record_key(relay, req).await,
         SourceOp::Seal => {
@@ -177,7 +163,7 @@ async fn plain_key<S: Sql>(relay: &Relay<S, DoAlarm>, req: &mut Request) -> Resu
     let body: PlainKeyBody = parse_json(&read_body(req).await?)?;
     checked_key(&body.key)?;
     let enqueued = relay.probe_plain(now_ms(), &body.key, &body.digest, fence)?;
-    json(&serde_json::json!({ "enqueued": enqueued })).map_err(HttpError::from)
+    json(&PlainKeyReply { enqueued }).map_err(HttpError::from)
 }
 
 /// `POST /rearm`: re-arms the alarm, logging when it had to.
@@ -190,81 +176,6 @@ async fn rearm<S: Sql>(relay: &Relay<S, DoAlarm>) -> Result<Response, HttpError>
         );
     }
     json(&rearmed).map_err(HttpError::from)
-}
-
-/// `POST /adopt`'s body.
-#[derive(Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct AdoptBody {
-    /// The router's map.
-    pub map: PartitionMap,
-}
-
-/// `POST /keys`'s body.
-#[derive(Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct KeyBody {
-    /// The idempotency key.
-    pub key: String,
-    /// The digest of the whole request's content.
-    pub digest: String,
-    /// Every object this attempt may send rows to.
-    pub reach: Vec<Part>,
-}
-
-/// `POST /keys`'s reply: a [`KeyVerdict`] on the wire.
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
-#[serde(deny_unknown_fields)]
-pub struct KeyReply {
-    /// `fresh` (the first attempt) or `retry`.
-    pub verdict: String,
-    /// This attempt.
-    pub ticket: Ticket,
-    /// For a retry: the objects earlier attempts may have sent rows to.
-    #[serde(default)]
-    pub reach: Vec<Part>,
-}
-
-impl From<KeyVerdict> for KeyReply {
-    fn from(v: KeyVerdict) -> KeyReply {
-        match v {
-            KeyVerdict::Fresh(ticket) => KeyReply { verdict: "fresh".into(), ticket, reach: Vec::new() },
-            KeyVerdict::Retry { ticket, reach } => KeyReply { verdict: "retry".into(), ticket, reach },
-        }
-    }
-}
-
-impl KeyReply {
-    /// The verdict it carries; `None` for one this build does not know.
-    pub fn verdict(self) -> Option<KeyVerdict> {
-        match self.verdict.as_str() {
-            "fresh" => Some(KeyVerdict::Fresh(self.ticket)),
-            "retry" => Some(KeyVerdict::Retry { ticket: self.ticket, reach: self.reach }),
-            _ => None,
-        }
-    }
-}
-
-/// `POST /seal`'s body.
-#[derive(Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SealBody {
-    /// The idempotency key.
-    pub key: String,
-    /// The digest of the whole request's content.
-    pub digest: String,
-    /// The retry's attempt.
-    pub ticket: Ticket,
-}
-
-/// `POST /plain-key`'s body.
-#[derive(Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct PlainKeyBody {
-    /// The idempotency key.
-    pub key: String,
-    /// The digest of the whole request's content.
-    pub digest: String,
 }
 
 /// A key a router sent, checked as an enqueue's key is.

@@ -22,6 +22,7 @@ use worker::{Request, Response};
 
 use crate::core::{decode_request, ApplyReply, ApplyRequest, RelayHook, MAX_TRACES_PER_LOG};
 use crate::http::{json, read_body, HttpError};
+use crate::protocol::wire::{Forgotten, TargetStatus};
 use crate::routes::TargetOp;
 use crate::store::inbox::{ApplyFailure, Inbox};
 use crate::store::Sql;
@@ -60,10 +61,13 @@ pub async fn serve<S: Sql>(
         TargetOp::Status => {
             let t = inbox.totals()?;
             let per_row = (t.applied_rows > 0).then(|| t.sql_rows_written as f64 / t.applied_rows as f64);
-            json(&serde_json::json!({
-                "applied_rows": t.applied_rows, "batches": t.batches, "sql_rows_written": t.sql_rows_written,
-                "sql_rows_written_per_applied_row": per_row, "sources": t.sources,
-            }))
+            json(&TargetStatus {
+                applied_rows: t.applied_rows,
+                batches: t.batches,
+                sql_rows_written: t.sql_rows_written,
+                sql_rows_written_per_applied_row: per_row,
+                sources: t.sources,
+            })
             .map_err(internal)
         }
         TargetOp::Watermarks { after, limit } => {
@@ -77,7 +81,7 @@ pub async fn serve<S: Sql>(
                 &serde_json::json!({"event": "relay_operator", "action": "forget_watermark",
                     "source": source.as_str(), "existed": forgotten}),
             );
-            json(&serde_json::json!({"source": source, "forgotten": forgotten})).map_err(internal)
+            json(&Forgotten { source, forgotten }).map_err(internal)
         }
     }
 }

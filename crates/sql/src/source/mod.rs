@@ -42,10 +42,6 @@
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
-use std::collections::BTreeMap;
-
-use serde::{Deserialize, Serialize};
-
 use crate::core::schedule::{alarm_moved, arm, coalesced, enqueue_due, needs_rearm, shared_alarm};
 use crate::core::{
     delivered_through, next_utc_day_ms, part_of, projected_for_day, relay_watermark, retry_backoff_ms,
@@ -53,10 +49,10 @@ use crate::core::{
     SourceId, Ticket, MAX_RETRY_HALVINGS, RETRY_HALVING_KEPT_ALARMS, SEQ_MAX, UNWRITTEN_COUNTS_MAX_AGE_MS,
     WORKER_FREE_ROWS_WRITTEN_PER_DAY,
 };
-use crate::driver::{run_alarm, AlarmError, AlarmOptions, AlarmSummary, FireObserver, Targets};
+use crate::driver::{run_alarm, AlarmError, AlarmSummary, FireObserver, Targets};
 use crate::store::outbox::{
-    ActionOutcome, EnqueueFailure, Enqueued, Outbox, OutboxSettings, ParkedPage, RoutedKey, Sealed, Seat,
-    Settling, SourceState, TargetFilter, TargetPage, TargetReport,
+    ActionOutcome, EnqueueFailure, Enqueued, Outbox, ParkedPage, RoutedKey, Sealed, Seat, Settling,
+    SourceState, TargetFilter, TargetPage, TargetReport,
 };
 use crate::store::{int, Sql, StoreError};
 
@@ -66,7 +62,7 @@ mod parked;
 mod partitioned;
 mod status;
 
-pub use status::{CapacityReport, Rearmed, SourceStatus};
+pub use durable_relay_protocol::wire::{CapacityReport, Rearmed, SourceConfig, SourceStatus};
 
 /// Where a source's alarm is stored. Times are absolute, ms since the epoch.
 #[allow(async_fn_in_trait)]
@@ -84,21 +80,6 @@ pub trait AlarmStore {
     fn moved(&self, warning: &serde_json::Value) {
         let _ = warning;
     }
-}
-
-/// A source's configuration: its alarm limits and operating settings.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SourceConfig {
-    /// Fires, targets, calls, rows, and concurrent calls per alarm.
-    pub alarm: AlarmOptions,
-    /// Parking, backpressure and retention.
-    pub settings: OutboxSettings,
-    /// How long rows that arrive while the source is delivering wait to
-    /// share calls, ms (0: never wait). A source that was idle delivers a
-    /// lone row at once either way. At most
-    /// [`MAX_COALESCE_MS`](crate::core::MAX_COALESCE_MS).
-    #[serde(default)]
-    pub coalesce_ms: u64,
 }
 
 /// Why an alarm failed. The alarm was re-armed with a back-off first

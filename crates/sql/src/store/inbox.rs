@@ -38,6 +38,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+pub use durable_relay_protocol::wire::{KeyValue, KeysPage, Watermark, WatermarkPage};
+
 use super::{int, schema, Sql, StoreError};
 use crate::core::{
     decode_request, plan_apply, ApplyError, ApplyReply, ApplyRequest, Effects, Name, RelayHook, SourceId,
@@ -110,34 +112,6 @@ const UPSERT_KEYS_PER_STATEMENT: usize = 50;
 /// Keys per multi-key delete (one parameter each).
 const DELETE_KEYS_PER_STATEMENT: usize = 100;
 
-/// One source's watermark row at a target.
-#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, Eq)]
-pub struct Watermark {
-    /// The source partition's name.
-    pub source: String,
-    /// The source object's id; `None` for a watermark written before ids
-    /// existed, or by a sender that sends none.
-    pub source_id: Option<String>,
-    /// Highest applied sequence from it.
-    pub watermark: u64,
-    /// Rows applied from it.
-    pub applied_rows: u64,
-    /// Batches that applied at least one row.
-    pub batches: u64,
-    /// SQLite rows written applying them.
-    pub sql_rows_written: u64,
-}
-
-/// One page of a target's watermarks (`GET /watermarks?after=&limit=`).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct WatermarkPage {
-    /// The watermarks, by source name, then id.
-    pub watermarks: Vec<Watermark>,
-    /// The `after` of the next page (`source`, or `source/source_id` for a
-    /// source with an id); none exactly when no watermark follows.
-    pub next: Option<String>,
-}
-
 /// A `relay_rh` row (source, id, watermark, applied rows, batches, rows
 /// written) as a [`Watermark`].
 fn watermark_row(r: &crate::store::Row) -> Result<Watermark, StoreError> {
@@ -150,26 +124,6 @@ fn watermark_row(r: &crate::store::Row) -> Result<Watermark, StoreError> {
         batches: r.u64(4)?,
         sql_rows_written: r.u64(5)?,
     })
-}
-
-/// One stored key.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct KeyValue {
-    /// The key.
-    pub key: String,
-    /// Its value's canonical JSON text; it serialises as that JSON value
-    /// itself, verbatim, so numbers keep every digit.
-    #[serde(serialize_with = "crate::core::json::verbatim_json")]
-    pub value: String,
-}
-
-/// One page of a key listing.
-#[derive(Clone, Debug, Serialize)]
-pub struct KeysPage {
-    /// The keys, ascending.
-    pub keys: Vec<KeyValue>,
-    /// The `after` of the next page; none exactly when no key follows.
-    pub next: Option<String>,
 }
 
 /// Totals over every source a target applied rows from.

@@ -8,27 +8,11 @@
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
 #![deny(clippy::unreachable, clippy::todo, clippy::unimplemented)]
 
-use serde::{Deserialize, Serialize};
-
-use super::{int, EnqueueFailure, Enqueued, Outbox, Pending, Seat, Sql, StoreError};
+use super::{int, EnqueueFailure, Enqueued, Outbox, Pending, Seat, Settling, Sql, StoreError};
 use crate::core::{
     decide_activate, decide_prepare, Adoption, EnqueueRefusal, Fence, Holdings, Name, Part, PartitionMap,
     Prepared, SEQ_MAX,
 };
-
-/// What an object holds that keeps a change of its logical source's map
-/// from settling.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Settling {
-    /// Targets it holds rows for whose home under the current layout is
-    /// another object.
-    pub foreign_targets: u64,
-    /// At the plain object: idempotency keys its plain enqueues recorded
-    /// that are still live.
-    pub plain_keys: u64,
-    /// When the last of those expires, ms (0: none).
-    pub plain_keys_until_ms: u64,
-}
 
 impl<S: Sql> Outbox<S> {
     /// What this object stored of the maps routers brought it.

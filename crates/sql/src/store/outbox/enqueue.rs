@@ -4,9 +4,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::convert::Infallible;
 use std::fmt;
 
-use serde::Serialize;
-
-use super::{int, Outbox, Pending, Sql, SqlValue, StoreError};
+use super::{int, Enqueued, Outbox, Pending, Sql, SqlValue, StoreError};
 use crate::core::{
     admit, due_list, Admission, AdmissionInput, AppendPlan, DedupRecord, EnqueueError, EnqueueRefusal,
     EnqueueRow, StoredRow,
@@ -18,43 +16,6 @@ const INSERT_ROWS_PER_STATEMENT: usize = 16;
 
 /// The parked targets and the delay holds among an enqueue's targets.
 type TargetRecords = (BTreeSet<String>, BTreeMap<String, u64>);
-
-/// What an enqueue did.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
-pub struct Enqueued {
-    /// The sequences (the original ones for a duplicate).
-    pub seqs: Vec<u64>,
-    /// The source's last allocated sequence afterwards (the engine's
-    /// `os`). Replies of pre-release builds named it `os`, which is still
-    /// read.
-    #[serde(alias = "os")]
-    pub last_seq: u64,
-    /// Whether this repeated an earlier keyed enqueue and wrote nothing.
-    pub duplicate: bool,
-    /// Rows in the outbox afterwards (status's `queued_rows`).
-    pub queued_rows: u64,
-    /// Rows parked afterwards (status's `parked_rows`); backpressure counts
-    /// both.
-    #[serde(default)]
-    pub parked_rows: u64,
-    /// When the rows committed (the original enqueue's time for a
-    /// duplicate), ms since the epoch: their `at_ms`.
-    pub at_ms: u64,
-    /// Each row's effective due time in the order of `seqs`, ms since the
-    /// epoch (0, or a time already past: due at once; later than asked when
-    /// an older row of the same target waits longer). Empty when no row
-    /// waited; a duplicate answers what the original enqueue did.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub due_ms: Vec<u64>,
-}
-
-impl Enqueued {
-    /// When the first of the rows bound for the outbox is due, for arming
-    /// the alarm: `at_ms` when any is due at once.
-    pub fn first_due_ms(&self) -> u64 {
-        self.due_ms.iter().copied().min().map_or(self.at_ms, |d| d.max(self.at_ms))
-    }
-}
 
 /// Why an enqueue wrote nothing. `E` is the error of the caller's own
 /// writes in [`Relay::enqueue_with`](crate::Relay::enqueue_with).

@@ -55,20 +55,20 @@ mod window;
 
 use std::cell::Cell;
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
-pub use adoption::Settling;
 pub use checkpoint::{Commit, CHECKPOINT_GUARD_SQL};
-pub use enqueue::{EnqueueFailure, Enqueued};
+pub use durable_relay_protocol::wire::{
+    ActionOutcome, Enqueued, OutboxSettings, ParkedPage, ParkedRow, RoutedKey, Sealed, Settling, TargetPage,
+    TargetReport,
+};
+pub use enqueue::EnqueueFailure;
 pub use ledger::Pending;
-pub use parking::{ActionOutcome, ParkedPage, ParkedRow, TargetFilter, TargetPage, TargetReport};
-pub use routing::{RoutedKey, Sealed, Seat};
+pub use parking::TargetFilter;
+pub use routing::Seat;
 
 use super::{int, schema, Sql, SqlValue, StoreError};
-use crate::core::{
-    Capacity, Head, RelayPolicy, DEFAULT_DEDUP_HORIZON_MS, DEFAULT_DISCARD_HORIZON_MS,
-    DEFAULT_MAX_QUEUED_BYTES, DEFAULT_MAX_QUEUED_ROWS,
-};
+use crate::core::{Capacity, Head};
 
 const COMPONENT: &str = "relay_source";
 
@@ -216,33 +216,6 @@ macro_rules! pending_set {
     };
 }
 pub(crate) use pending_set;
-
-/// A source's operating settings.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct OutboxSettings {
-    /// When to park failing targets.
-    pub policy: RelayPolicy,
-    /// Backpressure bound on waiting rows (queued plus parked).
-    pub max_rows: u64,
-    /// Backpressure bound on waiting body bytes.
-    pub max_bytes: u64,
-    /// How long idempotency keys are remembered, ms.
-    pub dedup_horizon_ms: u64,
-    /// How long discarded parked rows are kept, ms.
-    pub discard_horizon_ms: u64,
-}
-
-impl Default for OutboxSettings {
-    fn default() -> Self {
-        OutboxSettings {
-            policy: RelayPolicy::default(),
-            max_rows: DEFAULT_MAX_QUEUED_ROWS,
-            max_bytes: DEFAULT_MAX_QUEUED_BYTES,
-            dedup_horizon_ms: DEFAULT_DEDUP_HORIZON_MS,
-            discard_horizon_ms: DEFAULT_DISCARD_HORIZON_MS,
-        }
-    }
-}
 
 /// The source's state as it is, whatever the state row has folded yet
 /// (see `ledger.rs`): what every reader sees.

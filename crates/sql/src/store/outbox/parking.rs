@@ -1,37 +1,11 @@
 //! Operator actions on a source's parked targets: list, read, redrive,
 //! discard. Each is idempotent: repeating it changes nothing more.
 
-use serde::{Deserialize, Serialize};
-
 use super::ledger::StateWrite;
-use super::{int, Outbox, Sql, SqlValue, StoreError};
+use super::{
+    int, ActionOutcome, Outbox, ParkedPage, ParkedRow, Sql, SqlValue, StoreError, TargetPage, TargetReport,
+};
 use crate::core::{Failing, ScanState};
-
-/// A parked (or failing) target as operators see it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TargetReport {
-    /// The target.
-    pub target: String,
-    /// Consecutive failed cycles (0 once parked).
-    pub failed_cycles: u32,
-    /// Whether it is parked.
-    pub parked: bool,
-    /// Why it was parked.
-    pub reason: Option<String>,
-    /// First failure of the current run, ms.
-    pub first_failure_ms: Option<u64>,
-    /// Latest failure, ms.
-    pub last_failure_ms: Option<u64>,
-    /// The latest failure's message.
-    pub last_error: Option<String>,
-    /// Parked rows (not discarded).
-    pub rows: u64,
-    /// For a failing target that is not parked: when a cycle may call it
-    /// again (its last failure plus its back-off), ms since the epoch.
-    /// Until then every cycle passes over its rows.
-    #[serde(default)]
-    pub retry_at_ms: Option<u64>,
-}
 
 /// Which target records a page lists.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -42,15 +16,6 @@ pub enum TargetFilter {
     Parked,
     /// Failing (not parked) only.
     Failing,
-}
-
-/// One page of target records, in name order.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TargetPage {
-    /// The records on this page.
-    pub targets: Vec<TargetReport>,
-    /// The `after` of the next page, when more follow.
-    pub next: Option<String>,
 }
 
 /// A `relay_targets` row (with its parked-row count) as a report.
@@ -78,42 +43,6 @@ fn report(r: &crate::store::Row) -> Result<TargetReport, StoreError> {
 /// A count as a signed gauge change.
 fn signed(v: u64) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)
-}
-
-/// One parked row.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ParkedRow {
-    /// Its original sequence (kept through redrive).
-    pub seq: u64,
-    /// Commit-time clock reading, ms.
-    pub at_ms: u64,
-    /// Its effects as JSON (`{"puts":[[key, value]..],"deletes":[..]}`),
-    /// written verbatim.
-    #[serde(
-        serialize_with = "crate::core::json::verbatim_json",
-        deserialize_with = "crate::core::json::verbatim_json_text"
-    )]
-    pub effects: String,
-}
-
-/// One page of a parked target's rows.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ParkedPage {
-    /// The target.
-    pub target: String,
-    /// Its parked rows, ascending.
-    pub rows: Vec<ParkedRow>,
-    /// The `after` of the next page; none exactly when no row follows.
-    pub next: Option<u64>,
-}
-
-/// What an operator action did.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ActionOutcome {
-    /// Rows moved (redrive) or discarded.
-    pub rows: u64,
-    /// Whether the target was parked before the action.
-    pub was_parked: bool,
 }
 
 impl<S: Sql> Outbox<S> {

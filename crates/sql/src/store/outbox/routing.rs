@@ -20,9 +20,7 @@
 
 use std::collections::BTreeMap;
 
-use serde::{Deserialize, Serialize};
-
-use super::{int, EnqueueFailure, Enqueued, Outbox, Pending, Sql, StoreError};
+use super::{int, EnqueueFailure, Enqueued, Outbox, Pending, RoutedKey, Sealed, Sql, StoreError};
 use crate::core::{
     check_routed, check_unrouted, decide_key, decide_routed, decide_seal, EnqueueRefusal, EnqueueRow, Fence,
     KeyRecord, KeyVerdict, Name, Part, RoutedRecord, Taken, Ticket, SEQ_MAX,
@@ -36,28 +34,6 @@ pub struct Seat<'a> {
     pub name: &'a Name,
     /// Which part of its logical source it is.
     pub part: Part,
-}
-
-/// A routed request's key: the key, the content it names and the attempt.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct RoutedKey<'a> {
-    /// The idempotency key.
-    pub key: &'a str,
-    /// Hex SHA-256 of the whole request's content.
-    pub digest: &'a str,
-    /// The attempt, as the key's home answered it.
-    pub ticket: Ticket,
-}
-
-/// What a seal found: the rows this object took for the key, by target.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Sealed {
-    /// The rows taken, by target.
-    pub taken: BTreeMap<String, Taken>,
-    /// Rows in this object's outbox.
-    pub queued_rows: u64,
-    /// Rows parked at this object.
-    pub parked_rows: u64,
 }
 
 /// How an object's record of a routed key is stored: the targets it took.
