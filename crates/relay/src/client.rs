@@ -39,11 +39,11 @@ use crate::core::{
 use crate::durable::source::{fence_headers, ticket_headers, TRACEPARENT_HEADER};
 use crate::durable::{StubCall, StubReply};
 use crate::http::HttpError;
-use crate::partition::{self, Partitions, RouteFailure, RoutedEnqueue};
+use crate::partition::{self, Partitions, RouteFailure};
 use crate::protocol::wire::{
     ActionOutcome, AdoptBody, DeliveredThrough, EnqueueBody, Enqueued, KeyBody, KeyReply, ParkedPage,
-    PlainKeyBody, PlainKeyReply, PrepareReply, Rearmed, RoutedKey, SealBody, Sealed, SourceStatus,
-    TargetPage, WatermarkReply,
+    PlainKeyBody, PlainKeyReply, PrepareReply, Rearmed, RoutedEnqueue, RoutedKey, SealBody, Sealed,
+    SourceStatus, TargetPage, WatermarkReply,
 };
 use crate::routes::SourceOp;
 

@@ -39,12 +39,14 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use futures::future::join_all;
-use serde::{Deserialize, Serialize};
 
 use crate::core::{
     check, key_home, EnqueueRefusal, EnqueueRow, Fence, KeyVerdict, Name, Part, PartitionMap, Taken, Ticket,
 };
 use crate::store::outbox::{Enqueued, RoutedKey, Sealed};
+/// A routed enqueue's reply, at the path it had before the protocol crate
+/// owned it.
+pub use durable_relay_protocol::wire::{Position, RoutedEnqueue};
 
 /// Where routed requests go: the objects of one logical source.
 #[allow(async_fn_in_trait)]
@@ -101,38 +103,6 @@ pub trait Partitions {
     /// The error for a direct enqueue answered "moved", which only a gated
     /// one may be: an object that does so is broken.
     fn moved_on_direct(&self, part: Part) -> Self::Error;
-}
-
-/// Where one row went: its object and its sequence there.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Position {
-    /// The partition's index, or `"plain"`: the logical source's own object.
-    pub partition: Part,
-    /// The row's sequence at that object.
-    pub seq: u64,
-}
-
-/// What a routed enqueue did.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RoutedEnqueue {
-    /// Each row's sequence in its partition, in request order (the
-    /// `seqs` of an unpartitioned reply; `positions` says where).
-    pub seqs: Vec<u64>,
-    /// Each row's position, in request order.
-    pub positions: Vec<Position>,
-    /// Whether every row had been committed before (a retry): nothing was
-    /// written but the key's attempt.
-    pub duplicate: bool,
-    /// Rows in the outboxes of the objects this enqueue reached, afterwards.
-    pub queued_rows: u64,
-    /// Rows parked at the objects this enqueue reached, afterwards.
-    #[serde(default)]
-    pub parked_rows: u64,
-    /// The latest commit time among the objects, ms since the epoch.
-    pub at_ms: u64,
-    /// Each row's effective due time, in request order (empty when none is delayed).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub due_ms: Vec<u64>,
 }
 
 /// A routed enqueue that did not complete.

@@ -34,6 +34,7 @@ pub use router::{
 };
 pub use source::{
     ActionOutcome, AlarmOptions, CapacityReport, DeliveredThrough, EnqueueBody, Enqueued, OutboxSettings,
-    ParkedPage, ParkedRow, Rearmed, SourceConfig, SourceStatus, TargetPage, TargetReport, WatermarkReply,
+    ParkedPage, ParkedRow, Position, Rearmed, RoutedEnqueue, SourceConfig, SourceStatus, TargetPage,
+    TargetReport, WatermarkReply,
 };
 pub use target::{Forgotten, KeyValue, KeysPage, TargetStatus, Watermark, WatermarkPage};

@@ -1,12 +1,13 @@
 //! What a source's public operations take and answer: the enqueue body
-//! and what an enqueue did, the watermark and delivered-through answers,
+//! and what an enqueue did (at one object, or routed across a partitioned
+//! source's objects), the watermark and delivered-through answers,
 //! the parked targets and rows an operator pages through, what a redrive or
 //! discard did, and what a re-arm found. The status reply, with the
 //! settings it reports, is in `status.rs`.
 
 use serde::{Deserialize, Serialize};
 
-use crate::core::EnqueueRow;
+use crate::core::{EnqueueRow, Part};
 
 mod status;
 
@@ -61,6 +62,40 @@ impl Enqueued {
     pub fn first_due_ms(&self) -> u64 {
         self.due_ms.iter().copied().min().map_or(self.at_ms, |d| d.max(self.at_ms))
     }
+}
+
+/// Where one row went: its object and its sequence there.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Position {
+    /// The partition's index, or `"plain"`: the logical source's own object.
+    pub partition: Part,
+    /// The row's sequence at that object.
+    pub seq: u64,
+}
+
+/// What an enqueue at a partitioned logical source did: the router's
+/// answer to its caller (the front door's and `RelayRpc`'s reply there),
+/// merged from the [`Enqueued`] of each object the rows went to.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RoutedEnqueue {
+    /// Each row's sequence in its partition, in request order (the
+    /// `seqs` of an unpartitioned reply; `positions` says where).
+    pub seqs: Vec<u64>,
+    /// Each row's position, in request order.
+    pub positions: Vec<Position>,
+    /// Whether every row had been committed before (a retry): nothing was
+    /// written but the key's attempt.
+    pub duplicate: bool,
+    /// Rows in the outboxes of the objects this enqueue reached, afterwards.
+    pub queued_rows: u64,
+    /// Rows parked at the objects this enqueue reached, afterwards.
+    #[serde(default)]
+    pub parked_rows: u64,
+    /// The latest commit time among the objects, ms since the epoch.
+    pub at_ms: u64,
+    /// Each row's effective due time, in request order (empty when none is delayed).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub due_ms: Vec<u64>,
 }
 
 /// `GET /delivered-through/{seq}`.
