@@ -17,17 +17,20 @@
 //!   actions, re-arm);
 //! - [`router`]: what a partitioned source's router and its objects say to
 //!   each other (adoption, keys, seal, plain keys, settling);
-//! - [`target`]: what a target's operations take and answer.
+//! - [`target`]: what a target's operations take and answer;
+//! - [`logical`]: what a partitioned source answers as one source.
 //!
 //! Every type here is plain data: methods that need storage stay in the
 //! storage crate, pure ones (such as [`Enqueued::first_due_ms`]) live with
 //! their type.
 
+pub mod logical;
 pub mod router;
 pub mod source;
 pub mod target;
 
 pub use crate::core::{ApplyReply, ApplyRequest};
+pub use logical::{LogicalStatus, LogicalTargetPage, PartitionStatus, PartitionTarget, Totals};
 pub use router::{
     Activated, AdoptBody, KeyBody, KeyReply, PlainKeyBody, PlainKeyReply, PrepareReply, RoutedKey, SealBody,
     Sealed, Settling,

@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::core::MAX_PAGE_BYTES;
+use crate::protocol::wire::TargetReport;
 
 fn at(partition: u32, target: &str) -> PartitionTarget {
     let partition = Part::Index(partition);
