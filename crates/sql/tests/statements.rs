@@ -10,10 +10,10 @@ use durable_relay_sql::sim::Sim;
 use serde_json::json;
 
 /// Statements one single-row enqueue runs on an open source: the state with
-/// its tail, the targets' parked flags and holds, the newest sequence, and
-/// the row's insert (into a recycled tombstone). (A Durable Object source
-/// reads its partition fence too: one more in workerd.)
-const ENQUEUE_STATEMENTS_MAX: u64 = 5;
+/// its tail (which says the source never stored a partition map, so its
+/// fence is not read), the targets' parked flags and holds, the newest
+/// sequence, and the row's insert (into a recycled tombstone).
+const ENQUEUE_STATEMENTS_MAX: u64 = 4;
 
 /// Statements one alarm that delivers a lone row runs at the source: the
 /// state (twice: the fire and the summary), the scan, the bodies, the

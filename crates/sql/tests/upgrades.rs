@@ -15,7 +15,9 @@
 //! `bravo`; dedup records `batch-3` (rows 3-4) and `order-11`. From version
 //! 4: 15 and 16 for `echo`, delayed until [`DUE`], and echo's hold. Version
 //! 6: the dedup record `later-15` of the delayed rows, and the key claim
-//! `claim-9`, which version 8 replaces by its routed records of the key. The target fixture is `alpha`, which applied 1, 2, 3 and 5
+//! `claim-9`, which version 8 replaces by its routed records of the key.
+//! Version 11: the state row says the source never stored a partition map.
+//! The target fixture is `alpha`, which applied 1, 2, 3 and 5
 //! (watermark 5) while the source's checkpoint of 3 and 5 was lost.
 //!
 //! A release that adds a migration adds its fixture (`source-vN.sql` or
@@ -411,6 +413,29 @@ fn a_key_claim_of_a_build_before_version_8_is_dropped_by_the_upgrade() {
         let fresh = sim.with_relay(S, |r| r.record_key(T0, "claim-9", &digest, &[]));
         assert_eq!(fresh, Ok(KeyVerdict::Fresh(Ticket { gen_ms: T0, attempt: 1 })), "source v{source_v}");
     }
+}
+
+#[test]
+fn a_partition_record_stored_before_version_11_still_fences_unrouted_enqueues_after_the_upgrade() {
+    // An object that stored a map before the state row could say so: the
+    // upgrade sets the flag from the record, so the plain enqueue still
+    // consults the fence (the record's epoch, with no map, refuses one).
+    let mut sim = Sim::new(11);
+    sim.audit_every_fire(true);
+    let sql = database_at(Component::Source, 10);
+    sql.run("INSERT INTO relay_partition (id, epoch, map, active, since_ms, known) VALUES (1, 3, NULL, 1, 0, NULL)", vec![])
+        .unwrap();
+    sim.adopt_source(S, sql).unwrap();
+    sim.audit().unwrap();
+    let refused =
+        sim.with_relay(S, |r| futures::executor::block_on(r.enqueue(T0, None, &[row("bravo", 17)])));
+    assert_eq!(
+        refused,
+        Err(EnqueueFailure::Refused(EnqueueRefusal::PartitionedSource {
+            source: S.into(),
+            plain_at_ms: None
+        }))
+    );
 }
 
 #[test]

@@ -1,8 +1,10 @@
 //! The source's enqueues: alone, with the caller's own writes in one
-//! transaction, or with no await inside a caller's transaction; each arms
-//! the alarm in the same turn as its rows.
+//! transaction, or with no await inside a caller's transaction; each runs
+//! the outbox's plain [`Outbox::enqueue`] in its transaction and arms the
+//! alarm in the same turn as its rows.
 
 use super::*;
+use crate::store::outbox::Entry;
 
 impl<S: Sql, A: AlarmStore> Relay<S, A> {
     /// Enqueues `rows` (optionally under an idempotency key) in a
@@ -13,9 +15,11 @@ impl<S: Sql, A: AlarmStore> Relay<S, A> {
         key: Option<&str>,
         rows: &[EnqueueRow],
     ) -> Result<Enqueued, EnqueueFailure> {
-        // `EnqueueFailure` is `EnqueueFailure<Infallible>`: no writes, no abort.
-        let (_, done) =
-            self.enqueue_with(now_ms, key, rows, |_| Ok::<(), std::convert::Infallible>(())).await?;
+        self.know_alarm(now_ms).await?;
+        // No await from here until the alarm is armed: the rows, the new os
+        // and the arming commit together.
+        let done = self.refusable(|| self.outbox.enqueue(Entry::Unrouted(self.seat()), now_ms, key, rows))?;
+        self.arm_for(&done, now_ms).await?;
         Ok(done)
     }
 
@@ -35,34 +39,18 @@ impl<S: Sql, A: AlarmStore> Relay<S, A> {
         now_ms: u64,
         key: Option<&str>,
         rows: &[EnqueueRow],
-        writes: impl FnMut(&Enqueued) -> Result<R, E>,
+        mut writes: impl FnMut(&Enqueued) -> Result<R, E>,
     ) -> Result<(R, Enqueued), EnqueueFailure<E>> {
-        // Unfenced, the outbox never answers "moved".
-        self.enqueue_in_transaction(now_ms, key, None, rows, Fence::default(), writes)
-            .await?
-            .ok_or(EnqueueFailure::Store(StoreError::Guard("an unfenced enqueue answered moved")))
-    }
-
-    /// [`commit_enqueue`](Relay::commit_enqueue) once the alarm is known,
-    /// then the alarm armed in the same turn.
-    pub(super) async fn enqueue_in_transaction<R, E: std::fmt::Display>(
-        &self,
-        now_ms: u64,
-        key: Option<&str>,
-        routed: Option<RoutedKey<'_>>,
-        rows: &[EnqueueRow],
-        fence: Fence,
-        writes: impl FnMut(&Enqueued) -> Result<R, E>,
-    ) -> Result<Option<(R, Enqueued)>, EnqueueFailure<E>> {
-        self.forget_past_alarm(now_ms);
-        self.load_alarm().await.map_err(EnqueueFailure::Store)?;
+        self.know_alarm(now_ms).await.map_err(EnqueueFailure::widen)?;
         // No await from here until the alarm is armed: the rows, the new os,
         // the caller's writes and the arming commit together.
-        let taken = self.commit_enqueue(now_ms, key, routed, rows, fence, writes)?;
-        if let Some((_, done)) = &taken {
-            self.arm_for(done, now_ms).await.map_err(EnqueueFailure::Store)?;
-        }
-        Ok(taken)
+        let (r, done) = self.refusable(|| {
+            let entry = Entry::Unrouted(self.seat());
+            let done = self.outbox.enqueue(entry, now_ms, key, rows).map_err(EnqueueFailure::widen)?;
+            Ok((writes(&done).map_err(EnqueueFailure::Aborted)?, done))
+        })?;
+        self.arm_for(&done, now_ms).await?;
+        Ok((r, done))
     }
 
     /// Makes ready for [`enqueue_now`](Relay::enqueue_now): loads what this
@@ -88,10 +76,7 @@ impl<S: Sql, A: AlarmStore> Relay<S, A> {
                 "the relay's alarm is not loaded: await ready() before enqueueing without awaiting",
             )));
         }
-        let no_writes = |_: &Enqueued| Ok::<(), std::convert::Infallible>(());
-        let (_, done) = self
-            .commit_enqueue(now_ms, key, None, rows, Fence::default(), no_writes)?
-            .ok_or(EnqueueFailure::Store(StoreError::Guard("an unfenced enqueue answered moved")))?;
+        let done = self.refusable(|| self.outbox.enqueue(Entry::Unrouted(self.seat()), now_ms, key, rows))?;
         let at = if done.duplicate {
             None
         } else {
@@ -105,45 +90,31 @@ impl<S: Sql, A: AlarmStore> Relay<S, A> {
         self.known.set(AlarmKnown::Unknown);
     }
 
-    /// The enqueue's transaction: the outbox's (fenced) enqueue, then
-    /// `writes`, committed together or not at all. `Ok(None)`: a gated
-    /// enqueue found its target moved (the epoch it stored commits; `writes`
-    /// does not run).
-    pub(super) fn commit_enqueue<R, E: std::fmt::Display>(
+    /// Runs `body` in one transaction of its own (nested in the caller's,
+    /// if one is open); a refusal or an abort rolls it back and comes back
+    /// as itself.
+    pub(super) fn refusable<T, E: std::fmt::Display>(
         &self,
-        now_ms: u64,
-        key: Option<&str>,
-        routed: Option<RoutedKey<'_>>,
-        rows: &[EnqueueRow],
-        fence: Fence,
-        mut writes: impl FnMut(&Enqueued) -> Result<R, E>,
-    ) -> Result<Option<(R, Enqueued)>, EnqueueFailure<E>> {
-        let mut failure: Option<EnqueueFailure<E>> = None;
-        let result = self.outbox.sql().transaction(|| {
-            let done = match self.outbox.enqueue_fenced(self.seat(), now_ms, key, routed, rows, fence) {
-                Ok(Some(done)) => done,
-                Ok(None) => return Ok(None),
-                Err(EnqueueFailure::Refused(e)) => {
-                    failure = Some(EnqueueFailure::Refused(e));
-                    return Err(StoreError::Aborted("the enqueue was refused".into()));
-                }
-                Err(EnqueueFailure::Store(e)) => return Err(e),
-                Err(EnqueueFailure::Aborted(never)) => match never {},
-            };
-            match writes(&done) {
-                Ok(r) => Ok(Some((r, done))),
-                Err(e) => {
-                    let text = e.to_string();
-                    failure = Some(EnqueueFailure::Aborted(e));
-                    Err(StoreError::Aborted(text))
-                }
+        mut body: impl FnMut() -> Result<T, EnqueueFailure<E>>,
+    ) -> Result<T, EnqueueFailure<E>> {
+        let mut failure = None;
+        let result = self.outbox.sql().transaction(|| match body() {
+            Ok(v) => Ok(v),
+            Err(EnqueueFailure::Store(e)) => Err(e),
+            Err(other) => {
+                let text = other.to_string();
+                failure = Some(other);
+                Err(StoreError::Aborted(text))
             }
         });
-        match (result, failure) {
-            (Ok(v), _) => Ok(v),
-            (Err(_), Some(f)) => Err(f),
-            (Err(e), None) => Err(EnqueueFailure::Store(e)),
-        }
+        result.map_err(|e| failure.take().unwrap_or(EnqueueFailure::Store(e)))
+    }
+
+    /// Makes sure this instance knows its alarm before an enqueue: one it
+    /// noted as armed in the past may have fired, so it is read afresh.
+    pub(super) async fn know_alarm(&self, now_ms: u64) -> Result<(), EnqueueFailure> {
+        self.forget_past_alarm(now_ms);
+        self.load_alarm().await.map_err(EnqueueFailure::Store)
     }
 
     /// Arms the alarm for what an enqueue wrote (nothing for a duplicate).

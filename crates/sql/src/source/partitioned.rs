@@ -63,24 +63,6 @@ impl<S: Sql, A: AlarmStore> Relay<S, A> {
         self.refusable(|| self.outbox.probe_plain(self.seat(), now_ms, key, digest, fence))
     }
 
-    /// Runs `body` in one transaction of its own; a refusal rolls it back
-    /// and comes back as itself.
-    pub(super) fn refusable<T>(
-        &self,
-        mut body: impl FnMut() -> Result<T, EnqueueFailure>,
-    ) -> Result<T, EnqueueFailure> {
-        let mut failure = None;
-        let result = self.outbox.sql().transaction(|| match body() {
-            Ok(v) => Ok(v),
-            Err(EnqueueFailure::Store(e)) => Err(e),
-            Err(other) => {
-                failure = Some(other);
-                Err(StoreError::Aborted("refused".into()))
-            }
-        });
-        result.map_err(|e| failure.take().unwrap_or(EnqueueFailure::Store(e)))
-    }
-
     /// Enqueues `rows` routed to this object of a logical source (see
     /// [`crate::core::partition`]): refused with `stale_epoch` when the
     /// router's map is older than the one this object holds, and with
@@ -97,8 +79,12 @@ impl<S: Sql, A: AlarmStore> Relay<S, A> {
         rows: &[EnqueueRow],
         fence: Fence,
     ) -> Result<Option<Enqueued>, EnqueueFailure> {
-        let no_writes = |_: &Enqueued| Ok::<(), std::convert::Infallible>(());
-        let taken = self.enqueue_in_transaction(now_ms, None, key, rows, fence, no_writes).await?;
-        Ok(taken.map(|(_, done)| done))
+        self.know_alarm(now_ms).await?;
+        // No await from here until the alarm is armed, as in `enqueue`.
+        let taken = self.refusable(|| self.outbox.enqueue_fenced(self.seat(), now_ms, key, rows, fence))?;
+        if let Some(done) = &taken {
+            self.arm_for(done, now_ms).await?;
+        }
+        Ok(taken)
     }
 }

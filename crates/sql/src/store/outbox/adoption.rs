@@ -113,6 +113,9 @@ impl<S: Sql> Outbox<S> {
         Ok(())
     }
 
+    /// Stores `map` as prepared (`active` false) or active since
+    /// `since_ms`, with the objects `known`, and marks the state row as that
+    /// of an object that stored a map.
     pub(super) fn put_adoption(
         &self,
         map: &PartitionMap,
@@ -129,7 +132,11 @@ impl<S: Sql> Outbox<S> {
              active = excluded.active, since_ms = excluded.since_ms, known = excluded.known",
             vec![int(map.epoch), text.into(), int(u64::from(active)), int(since_ms), known.into()],
         )?;
-        self.add_pending(Pending { writes: u64::from(n), ..Pending::default() });
+        // The state row says a map is stored, so unrouted enqueues consult
+        // the fence from now on; a row only the first time.
+        let flagged =
+            self.sql.run("UPDATE relay_state SET map_stored = 1 WHERE id = 1 AND map_stored = 0", vec![])?;
+        self.add_pending(Pending { writes: u64::from(n) + u64::from(flagged), ..Pending::default() });
         Ok(())
     }
 

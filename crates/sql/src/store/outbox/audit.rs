@@ -23,6 +23,7 @@ impl<S: Sql> Outbox<S> {
             Self::audit_parked_targets,
             Self::audit_sequences,
             Self::audit_cycle,
+            Self::audit_map_stored,
         ];
         for check in checks {
             if let Some(breach) = check(self)? {
@@ -96,6 +97,18 @@ impl<S: Sql> Outbox<S> {
             [one] if Some(one.u64(0)?) == newest => Ok(None),
             _ => Ok(Some(format!("{} tombstones; the outbox's newest row is {newest:?}", tombstones.len()))),
         }
+    }
+
+    /// The state row's `map_stored` says whether `relay_partition` holds a
+    /// row: an unrouted enqueue consults the fence only where it is set, so
+    /// a flag left unset past a stored map would let one past it.
+    fn audit_map_stored(&self) -> Result<Option<String>, StoreError> {
+        let flagged = self.stored()?.map_stored;
+        let row = self.sql.first("SELECT EXISTS (SELECT 1 FROM relay_partition)", vec![])?;
+        let stored = row.map_or(Ok(0), |r| r.u64(0))? != 0;
+        Ok((flagged != stored).then(|| {
+            format!("the state row's map_stored is {flagged} but relay_partition holds a row: {stored}")
+        }))
     }
 
     /// A stored `rs` decodes, ends at or before `os`, and while its cycle is

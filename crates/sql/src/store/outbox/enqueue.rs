@@ -4,7 +4,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::convert::Infallible;
 use std::fmt;
 
-use super::{int, Enqueued, Outbox, Pending, Sql, SqlValue, StoreError};
+use super::{int, Enqueued, Outbox, Pending, Seat, Sql, SqlValue, StoreError};
 use crate::core::{
     admit, due_list, Admission, AdmissionInput, AppendPlan, DedupRecord, EnqueueError, EnqueueRefusal,
     EnqueueRow, StoredRow,
@@ -42,6 +42,18 @@ impl<E: fmt::Display> fmt::Display for EnqueueFailure<E> {
 
 impl<E: fmt::Debug + fmt::Display> std::error::Error for EnqueueFailure<E> {}
 
+impl EnqueueFailure {
+    /// The same failure where the caller's own writes could fail with `E`:
+    /// the outbox's own enqueue never aborts.
+    pub fn widen<E>(self) -> EnqueueFailure<E> {
+        match self {
+            EnqueueFailure::Refused(e) => EnqueueFailure::Refused(e),
+            EnqueueFailure::Store(e) => EnqueueFailure::Store(e),
+            EnqueueFailure::Aborted(never) => match never {},
+        }
+    }
+}
+
 impl<E> From<StoreError> for EnqueueFailure<E> {
     fn from(e: StoreError) -> Self {
         EnqueueFailure::Store(e)
@@ -54,10 +66,41 @@ impl<E> From<EnqueueRefusal> for EnqueueFailure<E> {
     }
 }
 
+/// What an enqueue's rows passed before [`Outbox::enqueue`] admits them.
+#[derive(Clone, Copy, Debug)]
+pub enum Entry<'a> {
+    /// An unrouted enqueue at this seat. Where this object ever stored a
+    /// partition map it is checked against the map (see
+    /// [`check_unrouted`](crate::core::check_unrouted)); where it never did,
+    /// the state row says so and nothing more is read.
+    Unrouted(Seat<'a>),
+    /// Rows whose fence the routing steps already checked: a routed
+    /// request's (see [`enqueue_fenced`](Outbox::enqueue_fenced)), or the
+    /// rows not yet taken of an unrouted retry of a key this object took
+    /// routed.
+    Fenced(FenceChecked),
+}
+
+/// Proof that the routing steps checked an enqueue's fence: only they make
+/// one, so no other caller can skip the check of an unrouted enqueue.
+#[derive(Clone, Copy, Debug)]
+pub struct FenceChecked(());
+
+impl FenceChecked {
+    /// Made by the routing steps once the fence held.
+    pub(super) fn new() -> FenceChecked {
+        FenceChecked(())
+    }
+}
+
 impl<S: Sql> Outbox<S> {
     /// Admits `rows` (with an optional idempotency key) and writes them and
     /// the new `os`. A repeat of a keyed enqueue within the horizon answers
-    /// its original sequences and writes nothing.
+    /// its original sequences and writes nothing. An unrouted enqueue
+    /// ([`Entry::Unrouted`]) at an object that never stored a partition map
+    /// reads only the state row, the dedup record and its targets' records;
+    /// at one that did, it is refused where the map allows none, and a
+    /// keyed one is answered from a routed record of its key first.
     ///
     /// Synchronous and not a transaction of its own: run it inside the
     /// caller's [`Sql::transaction`] together with the caller's own writes,
@@ -65,12 +108,18 @@ impl<S: Sql> Outbox<S> {
     /// do). On error nothing was written.
     pub fn enqueue(
         &self,
+        entry: Entry<'_>,
         now_ms: u64,
         key: Option<&str>,
         rows: &[EnqueueRow],
     ) -> Result<Enqueued, EnqueueFailure> {
         self.note_time(now_ms);
-        let state = self.state()?;
+        let (state, map_stored) = self.state_and_map_stored()?;
+        if let (Entry::Unrouted(seat), true) = (entry, map_stored) {
+            if let Some(done) = self.unrouted_at_mapped(seat, now_ms, key, rows)? {
+                return Ok(done);
+            }
+        }
         let record = match key {
             Some(k) => self.dedup_record(k)?,
             None => None,

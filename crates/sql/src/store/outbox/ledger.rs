@@ -63,14 +63,17 @@ pub(crate) struct Stored {
     pub(crate) last_alarm: Option<String>,
     pub(crate) rows_written_day: u64,
     pub(crate) rows_written_today: u64,
+    /// Whether this object ever stored a partition map (`map_stored`): an
+    /// unrouted enqueue consults the fence only where one was stored.
+    pub(crate) map_stored: bool,
 }
 
 const STORED_COLUMNS: &str = "os, rs, queued_rows, queued_bytes, parked_rows, parked_bytes, discarded_total, \
      sql_rows_written, alarms, fires, calls, conflicts, dedup_hits, rejected_full, lag_breaches, last_prune_ms, \
-     last_alarm, rows_written_day, rows_written_today";
+     last_alarm, rows_written_day, rows_written_today, map_stored";
 
 /// Columns in [`STORED_COLUMNS`].
-const STORED_COLUMN_COUNT: usize = 19;
+const STORED_COLUMN_COUNT: usize = 20;
 
 /// The state row, then what the rows past its folded `os` add: the queued
 /// and the parked (not discarded) rows, each as one `"<count> <bytes>"`
@@ -118,6 +121,7 @@ fn stored_from(r: &Row) -> Result<Stored, StoreError> {
         last_alarm: r.opt_text(16)?,
         rows_written_day: r.u64(17)?,
         rows_written_today: r.u64(18)?,
+        map_stored: r.u64(19)? != 0,
     })
 }
 

@@ -11,14 +11,16 @@
 //! - `routing.rs`: an object's half of routing (fence, two-phase adoption, keys);
 //! - `audit.rs`: the invariants below, checked on the real tables.
 //!
-//! Schema (component `relay_source`, version 9; version 2 added parking and
+//! Schema (component `relay_source`, version 11; version 2 added parking and
 //! dedup, version 7 the indexes that keep status and parking reads bounded,
 //! version 8 the records that keep a partitioned source's keys exactly once,
-//! version 9 the rows written in the current UTC day):
+//! version 9 the rows written in the current UTC day, version 10 the host's
+//! alarm time, version 11 whether a partition map was ever stored):
 //!
 //! ```sql
 //! relay_state   (id = 1, os, rs, queued_rows, queued_bytes, parked_rows, parked_bytes,
-//!                counters..., last_alarm, last_prune_ms, rows_written_day, rows_written_today)
+//!                counters..., last_alarm, last_prune_ms, rows_written_day, rows_written_today,
+//!                map_stored)
 //! relay_outbox  (seq INTEGER PRIMARY KEY, target, at_ms, bytes, body, due_ms)
 //! relay_parked  (seq INTEGER PRIMARY KEY, target, at_ms, bytes, body, discarded_at_ms, due_ms)
 //! relay_holds   (target PRIMARY KEY, due_ms)   -- version 4: delayed rows
@@ -29,6 +31,7 @@
 //!                took for a routed key, by target
 //! relay_targets (target PRIMARY KEY, failed_cycles, parked, reason, first/last_failure_ms, last_error)
 //! relay_dedup   (key PRIMARY KEY, digest, first_seq, rows, at_ms, due_ms)
+//! relay_host_alarm (id = 1, at_ms) -- version 10: the host's own alarm time
 //! ```
 //!
 //! Invariants (checked by [`Outbox::audit`]):
@@ -41,7 +44,8 @@
 //!   its cursor has its target in `blocked` or is held (`due_ms` past the
 //!   cycle's `clock_ms`);
 //! - among one target's queued and parked rows, `due_ms` never decreases
-//!   with the sequence (ignoring rows already due).
+//!   with the sequence (ignoring rows already due);
+//! - `map_stored` is 1 exactly when `relay_partition` holds a row.
 
 mod adoption;
 mod audit;
@@ -62,7 +66,7 @@ pub use durable_relay_protocol::wire::{
     ActionOutcome, Enqueued, OutboxSettings, ParkedPage, ParkedRow, RoutedKey, Sealed, Settling, TargetPage,
     TargetReport,
 };
-pub use enqueue::EnqueueFailure;
+pub use enqueue::{EnqueueFailure, Entry, FenceChecked};
 pub use ledger::Pending;
 pub use parking::TargetFilter;
 pub use routing::Seat;
@@ -194,6 +198,14 @@ const MIGRATIONS: &[&[&str]] = &[
     // relay arms it at the earlier of its own time and the host's, which
     // it keeps here so a restart does not lose it (no row: none set).
     &["CREATE TABLE relay_host_alarm (id INTEGER PRIMARY KEY CHECK (id = 1), at_ms INTEGER NOT NULL)"],
+    // Version 11: whether the object ever stored a partition map, in the
+    // state row every enqueue reads already, so that an unrouted enqueue at
+    // a source never partitioned reads no partition record. Set for a store
+    // that holds one; `put_adoption` sets it with the map from then on.
+    &[
+        "ALTER TABLE relay_state ADD COLUMN map_stored INTEGER NOT NULL DEFAULT 0",
+        "UPDATE relay_state SET map_stored = EXISTS (SELECT 1 FROM relay_partition)",
+    ],
 ];
 
 /// The outbox's stored name and migrations, for upgrade tests.
@@ -318,14 +330,21 @@ impl<S: Sql> Outbox<S> {
     /// The source's state: the state row with the tail folded in, the
     /// derived counts, and the counts not yet written.
     pub fn state(&self) -> Result<SourceState, StoreError> {
+        Ok(self.state_and_map_stored()?.0)
+    }
+
+    /// [`state`](Outbox::state), and whether this object ever stored a
+    /// partition map, from the same one statement.
+    fn state_and_map_stored(&self) -> Result<(SourceState, bool), StoreError> {
         let (st, t) = self.stored_and_tail()?;
+        let map_stored = st.map_stored;
         let p = self.pending.get();
         let queued_rows = st.queued_rows + t.queued_rows;
         let parked_rows = st.parked_rows + t.parked_rows;
         let last_alarm = self.last_alarm.borrow().clone().or(st.last_alarm);
         let day = crate::core::utc_day(self.clock_ms.get()).max(st.rows_written_day);
         let stored_today = if st.rows_written_day == day { st.rows_written_today } else { 0 };
-        Ok(SourceState {
+        let state = SourceState {
             os: t.os,
             rs: st.rs,
             queued_rows,
@@ -347,7 +366,8 @@ impl<S: Sql> Outbox<S> {
             last_alarm,
             rows_written_day: day,
             rows_written_today: stored_today + p.writes,
-        })
+        };
+        Ok((state, map_stored))
     }
 
     /// The oldest row still owed to a target (queued or parked), in one

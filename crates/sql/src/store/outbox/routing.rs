@@ -7,7 +7,8 @@
 //!   object has active, and every row it carries must be one this object is
 //!   a home of under it (`misrouted_row`); an unrouted enqueue is taken only
 //!   where no map was ever prepared, or at a plain object a horizon after it
-//!   went back to a plain layout;
+//!   went back to a plain layout (the state row says whether a map was ever
+//!   stored, so an unrouted enqueue reads the map only where one was);
 //! - [`prepare`](Outbox::prepare) and [`activate`](Outbox::activate), the two
 //!   phases of adoption;
 //! - [`record_key`](Outbox::record_key) at a key's home, and
@@ -20,7 +21,9 @@
 
 use std::collections::BTreeMap;
 
-use super::{int, EnqueueFailure, Enqueued, Outbox, Pending, RoutedKey, Sealed, Sql, StoreError};
+use super::{
+    int, EnqueueFailure, Enqueued, Entry, FenceChecked, Outbox, Pending, RoutedKey, Sealed, Sql, StoreError,
+};
 use crate::core::{
     check_routed, check_unrouted, decide_key, decide_routed, decide_seal, EnqueueRefusal, EnqueueRow, Fence,
     KeyRecord, KeyVerdict, Name, Part, RoutedRecord, Taken, Ticket, SEQ_MAX,
@@ -40,55 +43,70 @@ pub struct Seat<'a> {
 type StoredTaken = BTreeMap<String, Taken>;
 
 impl<S: Sql> Outbox<S> {
-    /// Checks an enqueue's `fence` (with the `rows` it carries) against what
+    /// Checks a request's `fence` (with the `rows` it carries) against what
     /// this object adopted; see the module doc.
-    /// Answers whether this object ever stored a map.
     pub(super) fn check_fence(
         &self,
         seat: Seat<'_>,
         fence: Fence,
         rows: &[EnqueueRow],
         now_ms: u64,
-    ) -> Result<bool, EnqueueFailure> {
+    ) -> Result<(), EnqueueFailure> {
         let adoption = self.adoption()?;
         if fence.epoch == 0 {
             let horizon = self.settings().dedup_horizon_ms;
             check_unrouted(&adoption, seat.name, seat.part, now_ms, horizon)?;
-            return Ok(adoption.map.is_some());
+            return Ok(());
         }
         let map = check_routed(&adoption, fence)?;
         if let Some(row) = rows.iter().find(|r| !map.reaches(&r.target, seat.part)) {
             return Err(EnqueueRefusal::Misrouted { target: row.target.to_string() }.into());
         }
-        Ok(true)
+        Ok(())
     }
 
-    /// An enqueue behind the fence. Unrouted (`fence.epoch == 0`), it is
-    /// the plain [`enqueue`](Outbox::enqueue) where the fence allows one.
-    /// Routed, a gated enqueue (`fence.gate`, one target) is taken only
-    /// while this object still holds rows for its target (`Ok(None)` when
-    /// not: the target has moved); a keyed one commits only the targets this
-    /// object has not taken in the key's generation, and is refused when a
-    /// newer attempt came first. Run it inside a transaction, like `enqueue`.
+    /// The fence of an unrouted enqueue at an object whose state row says
+    /// it stored a map: refused where the map allows no unrouted enqueue;
+    /// a keyed one at an object that was routed to is answered from the
+    /// routed record of its key, if it has a live one (`Some`). `None`:
+    /// the plain enqueue goes on.
+    pub(super) fn unrouted_at_mapped(
+        &self,
+        seat: Seat<'_>,
+        now_ms: u64,
+        key: Option<&str>,
+        rows: &[EnqueueRow],
+    ) -> Result<Option<Enqueued>, EnqueueFailure> {
+        let adoption = self.adoption()?;
+        let horizon = self.settings().dedup_horizon_ms;
+        check_unrouted(&adoption, seat.name, seat.part, now_ms, horizon)?;
+        match (adoption.map.is_some(), key) {
+            (true, Some(key)) => self.routed_retry(now_ms, key, rows),
+            _ => Ok(None),
+        }
+    }
+
+    /// A routed enqueue (see the module doc), which wraps the plain
+    /// [`enqueue`](Outbox::enqueue); one with no fence (`fence.epoch == 0`)
+    /// is the plain enqueue, unkeyed. A gated enqueue (`fence.gate`, one
+    /// target) is taken only while this object still holds rows for its
+    /// target (`Ok(None)` when not: the target has moved); a keyed one
+    /// commits only the targets this object has not taken in the key's
+    /// generation, and is refused when a newer attempt came first. Run it
+    /// inside a transaction, like `enqueue`.
     pub fn enqueue_fenced(
         &self,
         seat: Seat<'_>,
         now_ms: u64,
-        plain_key: Option<&str>,
         routed: Option<RoutedKey<'_>>,
         rows: &[EnqueueRow],
         fence: Fence,
     ) -> Result<Option<Enqueued>, EnqueueFailure> {
-        self.note_time(now_ms);
-        let routed_before = self.check_fence(seat, fence, rows, now_ms)?;
         if fence.epoch == 0 {
-            if let (true, Some(key)) = (routed_before, plain_key) {
-                if let Some(done) = self.routed_retry(now_ms, key, rows)? {
-                    return Ok(Some(done));
-                }
-            }
-            return self.enqueue(now_ms, plain_key, rows).map(Some);
+            return self.enqueue(Entry::Unrouted(seat), now_ms, None, rows).map(Some);
         }
+        self.note_time(now_ms);
+        self.check_fence(seat, fence, rows, now_ms)?;
         let record = match routed {
             Some(k) => Some((k, self.routed_record(k.key)?)),
             None => None,
@@ -123,7 +141,7 @@ impl<S: Sql> Outbox<S> {
         let state = self.state()?;
         let committed = match fresh.is_empty() {
             true => None,
-            false => Some(self.enqueue(now_ms, None, &fresh)?),
+            false => Some(self.enqueue(Entry::Fenced(FenceChecked::new()), now_ms, None, &fresh)?),
         };
         let mut new = committed.as_ref().map(|d| (d.seqs.iter(), d.due_ms.iter()));
         let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
