@@ -15,6 +15,7 @@ pub use durable_relay_core as core;
 
 pub mod line;
 pub mod operations;
+mod params;
 pub mod refusal;
 pub mod routes;
 pub mod wire;

@@ -1,8 +1,10 @@
 //! The relay's own protocol: every operation of the source and target
-//! Durable Objects' `fetch`, with its method, path and query, parsed
-//! ([`SourceOp::parse`], [`TargetOp::parse`]) and built ([`SourceOp::path`],
-//! [`TargetOp::path`]) in one place. Pure (a parsed [`Url`] in, a typed
-//! operation or a 4xx [`Refusal`] out), so it is fuzzed natively.
+//! Durable Objects' `fetch`, parsed from a request line
+//! ([`SourceOp::from_url`], [`TargetOp::from_url`]) and built back
+//! ([`SourceOp::path`], [`TargetOp::path`]). The operations and their
+//! parse and path are declared in [`crate::operations`]; this module is
+//! their door for callers. Pure (a parsed [`Url`] in, a typed operation or
+//! a 4xx [`Refusal`] out), so it is fuzzed natively.
 //!
 //! A Worker that serves more operations than the relay's (the reference
 //! Worker's front door, directory, console and test switches) parses its
@@ -16,97 +18,14 @@
 use crate::core::ErrorCode;
 use url::Url;
 
-use crate::core::{
-    Layout, Name, SourceId, MAX_KEYS_PER_PAGE, MAX_PARKED_ROWS_PER_PAGE, MAX_TARGETS_PER_PAGE,
-    MAX_WATERMARKS_PER_PAGE,
-};
+use crate::core::{Name, SourceId};
 use crate::refusal::Refusal;
 
-use crate::line::{key_bound, layout, seq};
+pub use crate::operations::{SourceOp, TargetOp};
+
+#[cfg(test)]
+use crate::core::{Layout, MAX_TARGETS_PER_PAGE};
 pub use crate::line::{limit, name, no_query, no_route, params, refs, segments};
-
-/// What a request asks of a source.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum SourceOp {
-    /// `POST /enqueue`.
-    Enqueue,
-    /// `GET /status`.
-    Status,
-    /// `GET /watermark`.
-    Watermark,
-    /// `GET /delivered-through/{seq}`.
-    DeliveredThrough(u64),
-    /// `GET /parked?after=&limit=`.
-    ParkedTargets {
-        /// Targets after this name (none: from the first).
-        after: Option<Name>,
-        /// At most this many, 1..=[`MAX_TARGETS_PER_PAGE`].
-        limit: u32,
-    },
-    /// `GET /parked/{target}?after=&limit=`.
-    ParkedRows {
-        /// The parked target.
-        target: Name,
-        /// Rows after this sequence.
-        after: u64,
-        /// At most this many, 1..=[`MAX_PARKED_ROWS_PER_PAGE`].
-        limit: u32,
-    },
-    /// `POST /parked/{target}/redrive`.
-    Redrive(Name),
-    /// `POST /rearm`: sets the alarm if rows are queued and none is set
-    /// (the platform drops an alarm after its retries fail); a scheduled
-    /// sweep calls it on every source.
-    Rearm,
-    /// `POST /parked/{target}/discard`.
-    Discard(Name),
-    /// `POST /prepare` (routers only, through the DO binding): the first
-    /// phase of adopting a partition map, body `{"map":{...}}`.
-    Prepare,
-    /// `POST /activate` (routers only): the second phase, body `{"map":{...}}`.
-    Activate,
-    /// `POST /keys` (routers only): as the home of an idempotency key,
-    /// record an attempt, body `{"key","digest","reach"}`.
-    RecordKey,
-    /// `POST /seal` (routers only): seal a key for a retry, body
-    /// `{"key","digest","ticket"}`.
-    Seal,
-    /// `POST /plain-key` (routers only, with the partition headers): at
-    /// the plain object, the enqueue its plain enqueues recorded under a
-    /// key, body `{"key","digest"}`.
-    PlainKey,
-    /// `GET /settling/{layout}`: as an object of a logical source now
-    /// routed by `layout` (a count or `plain`), what keeps its last change
-    /// from settling (nothing everywhere: it settled).
-    Settling(Layout),
-}
-
-/// What a request asks of a target.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum TargetOp {
-    /// `POST /apply`: only sources, through the DO binding.
-    Apply,
-    /// `GET /status`.
-    Status,
-    /// `GET /keys?prefix=&after=&limit=`.
-    Keys {
-        /// Keys starting with this.
-        prefix: String,
-        /// Keys after this one.
-        after: String,
-        /// At most this many, 1..=[`MAX_KEYS_PER_PAGE`].
-        limit: u32,
-    },
-    /// `GET /watermarks?after=&limit=`.
-    Watermarks {
-        /// Watermarks after this one.
-        after: Option<WatermarkCursor>,
-        /// At most this many, 1..=[`MAX_WATERMARKS_PER_PAGE`].
-        limit: u32,
-    },
-    /// `DELETE /watermarks/{source}`.
-    ForgetWatermark(Name),
-}
 
 /// Where a page of a target's watermarks starts: after this source's row.
 /// Written `source` for a source's legacy row (no id) and `source/source_id`
@@ -142,42 +61,6 @@ impl std::fmt::Display for WatermarkCursor {
 }
 
 impl SourceOp {
-    /// Parses a source operation from `method` and the path `segments`
-    /// after the source's own prefix.
-    pub fn parse(method: &str, segments: &[&str], url: &Url) -> Result<SourceOp, Refusal> {
-        let op = match (method, segments) {
-            ("POST", ["enqueue"]) => SourceOp::Enqueue,
-            ("GET", ["status"]) => SourceOp::Status,
-            ("GET", ["watermark"]) => SourceOp::Watermark,
-            ("GET", ["delivered-through", s]) => SourceOp::DeliveredThrough(seq(s, ErrorCode::InvalidSeq)?),
-            ("GET", ["parked"]) => {
-                let [after, limit_text] = params(url, ["after", "limit"])?;
-                let after = after.map(|a| name(&a, ErrorCode::InvalidQuery)).transpose()?;
-                let limit = limit(limit_text, MAX_TARGETS_PER_PAGE)?;
-                return Ok(SourceOp::ParkedTargets { after, limit });
-            }
-            ("GET", ["parked", t]) => {
-                let target = name(t, ErrorCode::InvalidTarget)?;
-                let [after, limit_text] = params(url, ["after", "limit"])?;
-                let after = after.map_or(Ok(0), |a| seq(&a, ErrorCode::InvalidQuery))?;
-                let limit = limit(limit_text, MAX_PARKED_ROWS_PER_PAGE)?;
-                return Ok(SourceOp::ParkedRows { target, after, limit });
-            }
-            ("POST", ["parked", t, "redrive"]) => SourceOp::Redrive(name(t, ErrorCode::InvalidTarget)?),
-            ("POST", ["parked", t, "discard"]) => SourceOp::Discard(name(t, ErrorCode::InvalidTarget)?),
-            ("POST", ["rearm"]) => SourceOp::Rearm,
-            ("POST", ["prepare"]) => SourceOp::Prepare,
-            ("POST", ["activate"]) => SourceOp::Activate,
-            ("POST", ["keys"]) => SourceOp::RecordKey,
-            ("POST", ["seal"]) => SourceOp::Seal,
-            ("POST", ["plain-key"]) => SourceOp::PlainKey,
-            ("GET", ["settling", l]) => SourceOp::Settling(layout(l)?),
-            _ => return Err(no_route(method, url)),
-        };
-        no_query(url)?;
-        Ok(op)
-    }
-
     /// Parses a request to a source Durable Object.
     pub fn from_url(method: &str, url: &Url) -> Result<SourceOp, Refusal> {
         SourceOp::parse(method, &refs(&segments(url)), url)
@@ -187,64 +70,9 @@ impl SourceOp {
     pub fn method(&self) -> &'static str {
         self.operation().method
     }
-
-    /// The operation's path in the source's protocol, with its query.
-    pub fn path(&self) -> String {
-        match self {
-            SourceOp::Enqueue => "/enqueue".into(),
-            SourceOp::Status => "/status".into(),
-            SourceOp::Watermark => "/watermark".into(),
-            SourceOp::DeliveredThrough(s) => format!("/delivered-through/{s}"),
-            SourceOp::ParkedTargets { after: None, limit } => format!("/parked?limit={limit}"),
-            SourceOp::ParkedTargets { after: Some(after), limit } => {
-                format!("/parked?after={after}&limit={limit}")
-            }
-            SourceOp::ParkedRows { target, after, limit } => {
-                format!("/parked/{target}?after={after}&limit={limit}")
-            }
-            SourceOp::Redrive(t) => format!("/parked/{t}/redrive"),
-            SourceOp::Discard(t) => format!("/parked/{t}/discard"),
-            SourceOp::Rearm => "/rearm".into(),
-            SourceOp::Prepare => "/prepare".into(),
-            SourceOp::Activate => "/activate".into(),
-            SourceOp::RecordKey => "/keys".into(),
-            SourceOp::Seal => "/seal".into(),
-            SourceOp::PlainKey => "/plain-key".into(),
-            SourceOp::Settling(layout) => format!("/settling/{layout}"),
-        }
-    }
 }
 
 impl TargetOp {
-    /// Parses a target operation from `method` and the path `segments`
-    /// after the target's own prefix.
-    pub fn parse(method: &str, segments: &[&str], url: &Url) -> Result<TargetOp, Refusal> {
-        let op = match (method, segments) {
-            ("POST", ["apply"]) => TargetOp::Apply,
-            ("GET", ["status"]) => TargetOp::Status,
-            ("GET", ["keys"]) => {
-                let [prefix, after, limit_text] = params(url, ["prefix", "after", "limit"])?;
-                return Ok(TargetOp::Keys {
-                    prefix: key_bound(prefix, "prefix")?,
-                    after: key_bound(after, "after")?,
-                    limit: limit(limit_text, MAX_KEYS_PER_PAGE)?,
-                });
-            }
-            ("GET", ["watermarks"]) => {
-                let [after, limit_text] = params(url, ["after", "limit"])?;
-                let after = after.map(|a| WatermarkCursor::parse(&a)).transpose()?;
-                return Ok(TargetOp::Watermarks {
-                    after,
-                    limit: limit(limit_text, MAX_WATERMARKS_PER_PAGE)?,
-                });
-            }
-            ("DELETE", ["watermarks", s]) => TargetOp::ForgetWatermark(name(s, ErrorCode::InvalidName)?),
-            _ => return Err(no_route(method, url)),
-        };
-        no_query(url)?;
-        Ok(op)
-    }
-
     /// Parses a request to a target Durable Object.
     pub fn from_url(method: &str, url: &Url) -> Result<TargetOp, Refusal> {
         TargetOp::parse(method, &refs(&segments(url)), url)
@@ -253,28 +81,6 @@ impl TargetOp {
     /// The operation's HTTP method, from [`crate::operations`].
     pub fn method(&self) -> &'static str {
         self.operation().method
-    }
-
-    /// The operation's path in the target's protocol, with its query.
-    pub fn path(&self) -> String {
-        match self {
-            TargetOp::Apply => "/apply".into(),
-            TargetOp::Status => "/status".into(),
-            TargetOp::Keys { prefix, after, limit } => {
-                let q: String = url::Url::parse_with_params(
-                    "https://relay/keys",
-                    [("prefix", prefix.as_str()), ("after", after.as_str()), ("limit", &limit.to_string())],
-                )
-                .map(|u| u.query().unwrap_or_default().to_owned())
-                .unwrap_or_default();
-                format!("/keys?{q}")
-            }
-            TargetOp::Watermarks { after, limit } => match after {
-                Some(after) => format!("/watermarks?after={after}&limit={limit}"),
-                None => format!("/watermarks?limit={limit}"),
-            },
-            TargetOp::ForgetWatermark(s) => format!("/watermarks/{s}"),
-        }
     }
 }
 

@@ -1,7 +1,11 @@
-//! The relay's protocol, each operation defined once: its name, HTTP
-//! method and path, who may call it, its request and reply types (by their
-//! wire names, as the TypeScript types spell them), the RPC method that
-//! offers it, and the error codes it can answer.
+//! The relay's protocol, each operation declared once (in `source.rs` or
+//! `target.rs`): its variant of [`SourceOp`] or [`TargetOp`], its name, HTTP
+//! method, path and query with a typed codec per parameter, who may call
+//! it, its request and reply types (by their wire names, as the TypeScript
+//! types spell them), the RPC method that offers it, and the error codes it
+//! can answer. The `operations!` macro (`declare.rs`) derives from each
+//! declaration the variant, its constant in the table (with the path
+//! template), its arm of `parse`, of `path` and of `operation()`.
 //!
 //! Everything else derives from this table or is checked against it:
 //! [`SourceOp::method`] and [`TargetOp::method`] read it; the reference
@@ -16,12 +20,14 @@
 use serde::Serialize;
 
 use crate::core::ErrorCode;
-use crate::routes::{SourceOp, TargetOp};
-
+#[macro_use]
+mod declare;
 mod source;
 mod target;
-pub use source::SOURCE_OPERATIONS;
-pub use target::TARGET_OPERATIONS;
+#[cfg(test)]
+mod tests;
+pub use source::{SourceOp, SOURCE_OPERATIONS};
+pub use target::{TargetOp, TARGET_OPERATIONS};
 
 /// The version of the wire protocol: these operations with their requests,
 /// replies and codes, and the batches a source sends to a target's
@@ -214,42 +220,6 @@ impl Operation {
     pub fn all_codes(&self) -> Vec<ErrorCode> {
         let body = if self.request.is_some() { BODY } else { &[] };
         EVERY_OPERATION.iter().chain(body).chain(self.codes).cloned().collect()
-    }
-}
-
-impl SourceOp {
-    /// This operation's entry in [`SOURCE_OPERATIONS`].
-    pub fn operation(&self) -> &'static Operation {
-        match self {
-            SourceOp::Enqueue => &source::ENQUEUE,
-            SourceOp::Status => &source::STATUS,
-            SourceOp::Watermark => &source::RELAY_WATERMARK,
-            SourceOp::DeliveredThrough(_) => &source::DELIVERED_THROUGH,
-            SourceOp::ParkedTargets { .. } => &source::TARGETS,
-            SourceOp::ParkedRows { .. } => &source::PARKED_ROWS,
-            SourceOp::Redrive(_) => &source::REDRIVE,
-            SourceOp::Discard(_) => &source::DISCARD,
-            SourceOp::Rearm => &source::REARM,
-            SourceOp::Prepare => &source::PREPARE,
-            SourceOp::Activate => &source::ACTIVATE,
-            SourceOp::RecordKey => &source::RECORD_KEY,
-            SourceOp::Seal => &source::SEAL,
-            SourceOp::PlainKey => &source::PLAIN_KEY,
-            SourceOp::Settling(_) => &source::SETTLING,
-        }
-    }
-}
-
-impl TargetOp {
-    /// This operation's entry in [`TARGET_OPERATIONS`].
-    pub fn operation(&self) -> &'static Operation {
-        match self {
-            TargetOp::Apply => &target::APPLY,
-            TargetOp::Status => &target::STATUS,
-            TargetOp::Keys { .. } => &target::KEYS,
-            TargetOp::Watermarks { .. } => &target::WATERMARKS,
-            TargetOp::ForgetWatermark(_) => &target::FORGET_WATERMARK,
-        }
     }
 }
 

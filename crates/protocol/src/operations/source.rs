@@ -1,214 +1,252 @@
-//! The source object's operations, one constant each, and their table:
-//! an operation's `operation()` and the table name the same item.
+//! The source object's operations, each declared once: its variant of
+//! [`SourceOp`] (doc and fields), then its method, path and query (each
+//! parameter with the codec that reads and writes it, from
+//! [`crate::params`]), who may call it, its request and reply types, its
+//! RPC method and its codes. `operations!` derives the rest.
+
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
+#![deny(clippy::unreachable, clippy::todo, clippy::unimplemented)]
+
+use url::Url;
 
 use super::*;
+use crate::core::{Layout, Name, MAX_PARKED_ROWS_PER_PAGE, MAX_TARGETS_PER_PAGE};
+use crate::line::{no_route, params};
+use crate::params::{with_query, AfterName, AfterSeq, Limit, PathLayout, QueryParam, Seq, TargetName};
+use crate::refusal::Refusal;
 
-pub(crate) const ENQUEUE: Operation = Operation {
-    name: "enqueue",
-    method: "POST",
-    path: "/enqueue",
-    reach: Reach::Public,
-    scope: Scope::Producer,
-    request: Some("EnqueueBody"),
-    reply: "Enqueued",
-    rpc: Some(Rpc { method: "enqueue", unwraps: None }),
-    codes: ENQUEUE_CODES,
-};
+operations! {
+    /// What a request asks of a source.
+    pub enum SourceOp;
+    /// Every operation of a source's protocol.
+    pub const SOURCE_OPERATIONS;
 
-pub(crate) const STATUS: Operation = Operation {
-    name: "status",
-    method: "GET",
-    path: "/status",
-    reach: Reach::Public,
-    scope: Scope::Reader,
-    request: None,
-    reply: "SourceStatus",
-    rpc: Some(Rpc { method: "status", unwraps: None }),
-    codes: &[],
-};
+    /// `POST /enqueue`.
+    Enqueue => ENQUEUE {
+        name: "enqueue",
+        method: POST,
+        path: /"enqueue",
+        reach: Public,
+        scope: Producer,
+        request: Some("EnqueueBody"),
+        reply: "Enqueued",
+        rpc: Some(Rpc { method: "enqueue", unwraps: None }),
+        codes: ENQUEUE_CODES,
+    }
 
-pub(crate) const RELAY_WATERMARK: Operation = Operation {
-    name: "relay_watermark",
-    method: "GET",
-    path: "/watermark",
-    reach: Reach::Public,
-    scope: Scope::Reader,
-    request: None,
-    reply: "WatermarkReply",
-    rpc: Some(Rpc { method: "relayWatermark", unwraps: Some("relay_watermark") }),
-    codes: &[],
-};
+    /// `GET /status`.
+    Status => STATUS {
+        name: "status",
+        method: GET,
+        path: /"status",
+        reach: Public,
+        scope: Reader,
+        request: None,
+        reply: "SourceStatus",
+        rpc: Some(Rpc { method: "status", unwraps: None }),
+        codes: &[],
+    }
 
-pub(crate) const DELIVERED_THROUGH: Operation = Operation {
-    name: "delivered_through",
-    method: "GET",
-    path: "/delivered-through/{seq}",
-    reach: Reach::Public,
-    scope: Scope::Reader,
-    request: None,
-    reply: "DeliveredThrough",
-    rpc: Some(Rpc { method: "deliveredThrough", unwraps: Some("delivered") }),
-    codes: &[ErrorCode::InvalidSeq],
-};
+    /// `GET /watermark`.
+    Watermark => RELAY_WATERMARK {
+        name: "relay_watermark",
+        method: GET,
+        path: /"watermark",
+        reach: Public,
+        scope: Reader,
+        request: None,
+        reply: "WatermarkReply",
+        rpc: Some(Rpc { method: "relayWatermark", unwraps: Some("relay_watermark") }),
+        codes: &[],
+    }
 
-pub(crate) const TARGETS: Operation = Operation {
-    name: "targets",
-    method: "GET",
-    path: "/parked?after&limit",
-    reach: Reach::Public,
-    scope: Scope::Reader,
-    request: None,
-    reply: "TargetPage",
-    rpc: Some(Rpc { method: "parkedTargets", unwraps: None }),
-    codes: &[ErrorCode::InvalidQuery, ErrorCode::InvalidLimit],
-};
+    /// `GET /delivered-through/{seq}`.
+    DeliveredThrough(seq: u64) => DELIVERED_THROUGH {
+        name: "delivered_through",
+        method: GET,
+        path: /"delivered-through"/{seq: Seq},
+        reach: Public,
+        scope: Reader,
+        request: None,
+        reply: "DeliveredThrough",
+        rpc: Some(Rpc { method: "deliveredThrough", unwraps: Some("delivered") }),
+        codes: &[ErrorCode::InvalidSeq],
+    }
 
-pub(crate) const PARKED_ROWS: Operation = Operation {
-    name: "parked_rows",
-    method: "GET",
-    path: "/parked/{target}?after&limit",
-    reach: Reach::Public,
-    scope: Scope::Reader,
-    request: None,
-    reply: "ParkedPage",
-    rpc: Some(Rpc { method: "parkedRows", unwraps: None }),
-    codes: &[ErrorCode::InvalidTarget, ErrorCode::InvalidLimit],
-};
+    /// `GET /parked?after=&limit=`.
+    ParkedTargets {
+        /// Targets after this name (none: from the first).
+        after: Option<Name>,
+        /// At most this many, 1..=[`MAX_TARGETS_PER_PAGE`].
+        limit: u32,
+    } => TARGETS {
+        name: "targets",
+        method: GET,
+        path: /"parked",
+        query: [after: AfterName, limit: Limit<MAX_TARGETS_PER_PAGE>],
+        reach: Public,
+        scope: Reader,
+        request: None,
+        reply: "TargetPage",
+        rpc: Some(Rpc { method: "parkedTargets", unwraps: None }),
+        codes: &[ErrorCode::InvalidQuery, ErrorCode::InvalidLimit],
+    }
 
-pub(crate) const REDRIVE: Operation = Operation {
-    name: "redrive",
-    method: "POST",
-    path: "/parked/{target}/redrive",
-    reach: Reach::Public,
-    scope: Scope::Operator,
-    request: None,
-    reply: "ActionOutcome",
-    rpc: Some(Rpc { method: "redrive", unwraps: None }),
-    codes: &[ErrorCode::InvalidTarget],
-};
+    /// `GET /parked/{target}?after=&limit=`.
+    ParkedRows {
+        /// The parked target.
+        target: Name,
+        /// Rows after this sequence.
+        after: u64,
+        /// At most this many, 1..=[`MAX_PARKED_ROWS_PER_PAGE`].
+        limit: u32,
+    } => PARKED_ROWS {
+        name: "parked_rows",
+        method: GET,
+        path: /"parked"/{target: TargetName},
+        query: [after: AfterSeq, limit: Limit<MAX_PARKED_ROWS_PER_PAGE>],
+        reach: Public,
+        scope: Reader,
+        request: None,
+        reply: "ParkedPage",
+        rpc: Some(Rpc { method: "parkedRows", unwraps: None }),
+        codes: &[ErrorCode::InvalidTarget, ErrorCode::InvalidLimit],
+    }
 
-pub(crate) const DISCARD: Operation = Operation {
-    name: "discard",
-    method: "POST",
-    path: "/parked/{target}/discard",
-    reach: Reach::Public,
-    scope: Scope::Operator,
-    request: None,
-    reply: "ActionOutcome",
-    rpc: Some(Rpc { method: "discard", unwraps: None }),
-    codes: &[ErrorCode::InvalidTarget],
-};
+    /// `POST /parked/{target}/redrive`.
+    Redrive(target: Name) => REDRIVE {
+        name: "redrive",
+        method: POST,
+        path: /"parked"/{target: TargetName}/"redrive",
+        reach: Public,
+        scope: Operator,
+        request: None,
+        reply: "ActionOutcome",
+        rpc: Some(Rpc { method: "redrive", unwraps: None }),
+        codes: &[ErrorCode::InvalidTarget],
+    }
 
-pub(crate) const REARM: Operation = Operation {
-    name: "rearm",
-    method: "POST",
-    path: "/rearm",
-    reach: Reach::Public,
-    scope: Scope::Operator,
-    request: None,
-    reply: "Rearmed",
-    rpc: Some(Rpc { method: "rearm", unwraps: None }),
-    codes: &[],
-};
+    /// `POST /parked/{target}/discard`.
+    Discard(target: Name) => DISCARD {
+        name: "discard",
+        method: POST,
+        path: /"parked"/{target: TargetName}/"discard",
+        reach: Public,
+        scope: Operator,
+        request: None,
+        reply: "ActionOutcome",
+        rpc: Some(Rpc { method: "discard", unwraps: None }),
+        codes: &[ErrorCode::InvalidTarget],
+    }
 
-pub(crate) const PREPARE: Operation = Operation {
-    name: "prepare",
-    method: "POST",
-    path: "/prepare",
-    reach: Reach::Router,
-    scope: Scope::Operator,
-    request: Some("AdoptBody"),
-    reply: "PrepareReply",
-    rpc: None,
-    codes: &[
-        ErrorCode::InvalidPartition,
-        ErrorCode::StaleEpoch,
-        ErrorCode::MapChanged,
-        ErrorCode::UnsettledLayout,
-    ],
-};
+    /// `POST /rearm`: sets the alarm if rows are queued and none is set
+    /// (the platform drops an alarm after its retries fail); a scheduled
+    /// sweep calls it on every source.
+    Rearm => REARM {
+        name: "rearm",
+        method: POST,
+        path: /"rearm",
+        reach: Public,
+        scope: Operator,
+        request: None,
+        reply: "Rearmed",
+        rpc: Some(Rpc { method: "rearm", unwraps: None }),
+        codes: &[],
+    }
 
-pub(crate) const ACTIVATE: Operation = Operation {
-    name: "activate",
-    method: "POST",
-    path: "/activate",
-    reach: Reach::Router,
-    scope: Scope::Operator,
-    request: Some("AdoptBody"),
-    reply: "Activated",
-    rpc: None,
-    codes: &[ErrorCode::InvalidPartition, ErrorCode::StaleEpoch, ErrorCode::EpochNotAdopted],
-};
+    /// `POST /prepare` (routers only, through the DO binding): the first
+    /// phase of adopting a partition map, body `{"map":{...}}`.
+    Prepare => PREPARE {
+        name: "prepare",
+        method: POST,
+        path: /"prepare",
+        reach: Router,
+        scope: Operator,
+        request: Some("AdoptBody"),
+        reply: "PrepareReply",
+        rpc: None,
+        codes: &[
+            ErrorCode::InvalidPartition,
+            ErrorCode::StaleEpoch,
+            ErrorCode::MapChanged,
+            ErrorCode::UnsettledLayout,
+        ],
+    }
 
-pub(crate) const RECORD_KEY: Operation = Operation {
-    name: "record_key",
-    method: "POST",
-    path: "/keys",
-    reach: Reach::Router,
-    scope: Scope::Operator,
-    request: Some("KeyBody"),
-    reply: "KeyReply",
-    rpc: None,
-    codes: &[ErrorCode::IdempotencyConflict, ErrorCode::InvalidIdempotencyKey, ErrorCode::Superseded],
-};
+    /// `POST /activate` (routers only): the second phase, body `{"map":{...}}`.
+    Activate => ACTIVATE {
+        name: "activate",
+        method: POST,
+        path: /"activate",
+        reach: Router,
+        scope: Operator,
+        request: Some("AdoptBody"),
+        reply: "Activated",
+        rpc: None,
+        codes: &[ErrorCode::InvalidPartition, ErrorCode::StaleEpoch, ErrorCode::EpochNotAdopted],
+    }
 
-pub(crate) const SEAL: Operation = Operation {
-    name: "seal",
-    method: "POST",
-    path: "/seal",
-    reach: Reach::Router,
-    scope: Scope::Operator,
-    request: Some("SealBody"),
-    reply: "Sealed",
-    rpc: None,
-    codes: &[ErrorCode::InvalidIdempotencyKey, ErrorCode::Superseded],
-};
+    /// `POST /keys` (routers only): as the home of an idempotency key,
+    /// record an attempt, body `{"key","digest","reach"}`.
+    RecordKey => RECORD_KEY {
+        name: "record_key",
+        method: POST,
+        path: /"keys",
+        reach: Router,
+        scope: Operator,
+        request: Some("KeyBody"),
+        reply: "KeyReply",
+        rpc: None,
+        codes: &[ErrorCode::IdempotencyConflict, ErrorCode::InvalidIdempotencyKey, ErrorCode::Superseded],
+    }
 
-pub(crate) const PLAIN_KEY: Operation = Operation {
-    name: "plain_key",
-    method: "POST",
-    path: "/plain-key",
-    reach: Reach::Router,
-    scope: Scope::Operator,
-    request: Some("PlainKeyBody"),
-    reply: "PlainKeyReply",
-    rpc: None,
-    codes: &[
-        ErrorCode::InvalidPartition,
-        ErrorCode::StaleEpoch,
-        ErrorCode::EpochNotAdopted,
-        ErrorCode::IdempotencyConflict,
-        ErrorCode::InvalidIdempotencyKey,
-    ],
-};
+    /// `POST /seal` (routers only): seal a key for a retry, body
+    /// `{"key","digest","ticket"}`.
+    Seal => SEAL {
+        name: "seal",
+        method: POST,
+        path: /"seal",
+        reach: Router,
+        scope: Operator,
+        request: Some("SealBody"),
+        reply: "Sealed",
+        rpc: None,
+        codes: &[ErrorCode::InvalidIdempotencyKey, ErrorCode::Superseded],
+    }
 
-pub(crate) const SETTLING: Operation = Operation {
-    name: "settling",
-    method: "GET",
-    path: "/settling/{layout}",
-    reach: Reach::Router,
-    scope: Scope::Operator,
-    request: None,
-    reply: "Settling",
-    rpc: None,
-    codes: &[ErrorCode::InvalidPartition],
-};
+    /// `POST /plain-key` (routers only, with the partition headers): at
+    /// the plain object, the enqueue its plain enqueues recorded under a
+    /// key, body `{"key","digest"}`.
+    PlainKey => PLAIN_KEY {
+        name: "plain_key",
+        method: POST,
+        path: /"plain-key",
+        reach: Router,
+        scope: Operator,
+        request: Some("PlainKeyBody"),
+        reply: "PlainKeyReply",
+        rpc: None,
+        codes: &[
+            ErrorCode::InvalidPartition,
+            ErrorCode::StaleEpoch,
+            ErrorCode::EpochNotAdopted,
+            ErrorCode::IdempotencyConflict,
+            ErrorCode::InvalidIdempotencyKey,
+        ],
+    }
 
-/// Every operation of a source's protocol.
-pub const SOURCE_OPERATIONS: &[Operation] = &[
-    ENQUEUE,
-    STATUS,
-    RELAY_WATERMARK,
-    DELIVERED_THROUGH,
-    TARGETS,
-    PARKED_ROWS,
-    REDRIVE,
-    DISCARD,
-    REARM,
-    PREPARE,
-    ACTIVATE,
-    RECORD_KEY,
-    SEAL,
-    PLAIN_KEY,
-    SETTLING,
-];
+    /// `GET /settling/{layout}`: as an object of a logical source now
+    /// routed by `layout` (a count or `plain`), what keeps its last change
+    /// from settling (nothing everywhere: it settled).
+    Settling(layout: Layout) => SETTLING {
+        name: "settling",
+        method: GET,
+        path: /"settling"/{layout: PathLayout},
+        reach: Router,
+        scope: Operator,
+        request: None,
+        reply: "Settling",
+        rpc: None,
+        codes: &[ErrorCode::InvalidPartition],
+    }
+}
