@@ -363,18 +363,36 @@ export interface RelayError extends Error {
   committed?: Position[];
 }
 
-/** The reference Worker's RPC entrypoint (`entrypoint = "RelayRpc"`). */
-export interface RelayRpcMethods {
+/**
+ * The reference Worker's RPC entrypoint (`entrypoint = "RelayRpc"`): each operation of a source's
+ * protocol, named by the source first.
+ */
+export interface RelayRpcMethods extends RelayRpcOperations {
+  /** Commits rows to the outbox in one transaction and answers their positions. */
   enqueue(source: string, rows: Row[], options?: RpcEnqueueOptions): Promise<Enqueued>;
-  status(source: string): Promise<SourceStatus>;
-  deliveredThrough(source: string, seq: number): Promise<boolean>;
-  relayWatermark(source: string): Promise<number>;
-  parkedTargets(source: string, page?: { after?: string; limit?: number }): Promise<TargetPage>;
-  parkedRows(source: string, target: string, page?: { after?: number; limit?: number }): Promise<ParkedPage>;
-  rearm(source: string): Promise<Rearmed>;
-  redrive(source: string, target: string): Promise<ActionOutcome>;
-  discard(source: string, target: string): Promise<ActionOutcome>;
 }
+
+// Written from the protocol's table by `RELAY_BLESS=1 cargo test -p durable-relay --test protocol`: do not edit.
+/** `RelayRpc`'s methods for the operations without a body. */
+export interface RelayRpcOperations {
+  /** The source's status. */
+  status(source: string): Promise<SourceStatus>;
+  /** A commit-time lower bound of the rows still owed, ms since the epoch. */
+  relayWatermark(source: string): Promise<number>;
+  /** Whether every row through `seq` was applied (or discarded by an operator). */
+  deliveredThrough(source: string, seq: number): Promise<boolean>;
+  /** A page of the parked and failing targets, in name order (`limit` 1..=200). */
+  parkedTargets(source: string, page?: { after?: string; limit?: number }): Promise<TargetPage>;
+  /** A page of a parked target's rows, in sequence order (`limit` 1..=500). */
+  parkedRows(source: string, target: string, page?: { after?: number; limit?: number }): Promise<ParkedPage>;
+  /** Puts a parked target's rows back, in their original order. */
+  redrive(source: string, target: string): Promise<ActionOutcome>;
+  /** Drops a parked target's rows (kept until the discard horizon). */
+  discard(source: string, target: string): Promise<ActionOutcome>;
+  /** Sets the alarm if rows are queued and none is set: call it from a scheduled handler (a dropped alarm). */
+  rearm(source: string): Promise<Rearmed>;
+}
+// End of what the protocol's table writes.
 
 /** `RelayRpcMethods` as a WorkerEntrypoint class, for `Service<RelayRpc>` (the interface below
  * merges the methods into the class). */

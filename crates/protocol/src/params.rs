@@ -24,6 +24,8 @@ use crate::routes::WatermarkCursor;
 pub(crate) trait PathParam {
     /// The operation field's type.
     type Value;
+    /// The argument's type in the TypeScript method that sends it.
+    const TS: &'static str;
     /// Reads the percent-decoded segment, refusing a bad one.
     fn parse(segment: &str) -> Result<Self::Value, Refusal>;
     /// Writes the segment back, as [`PathParam::parse`] reads it.
@@ -37,6 +39,10 @@ pub(crate) trait PathParam {
 pub(crate) trait QueryParam {
     /// The operation field's type.
     type Value;
+    /// The parameter's type in the TypeScript method that sends it.
+    const TS: &'static str;
+    /// The largest value it accepts, where it has one to tell a caller.
+    const MAX: Option<u32> = None;
     /// Reads the parameter `key`'s value (`None`: not given), refusing a
     /// bad one.
     fn parse(key: &str, text: Option<String>) -> Result<Self::Value, Refusal>;
@@ -64,6 +70,7 @@ pub(crate) struct TargetName;
 
 impl PathParam for TargetName {
     type Value = Name;
+    const TS: &'static str = "string";
     fn parse(segment: &str) -> Result<Name, Refusal> {
         name(segment, ErrorCode::InvalidTarget)
     }
@@ -82,6 +89,7 @@ pub(crate) struct PathName;
 
 impl PathParam for PathName {
     type Value = Name;
+    const TS: &'static str = "string";
     fn parse(segment: &str) -> Result<Name, Refusal> {
         name(segment, ErrorCode::InvalidName)
     }
@@ -99,6 +107,7 @@ pub(crate) struct Seq;
 
 impl PathParam for Seq {
     type Value = u64;
+    const TS: &'static str = "number";
     fn parse(segment: &str) -> Result<u64, Refusal> {
         seq(segment, ErrorCode::InvalidSeq)
     }
@@ -117,6 +126,7 @@ pub(crate) struct PathLayout;
 
 impl PathParam for PathLayout {
     type Value = Layout;
+    const TS: &'static str = "string";
     fn parse(segment: &str) -> Result<Layout, Refusal> {
         layout(segment)
     }
@@ -135,6 +145,7 @@ pub(crate) struct AfterName;
 
 impl QueryParam for AfterName {
     type Value = Option<Name>;
+    const TS: &'static str = "string";
     fn parse(_key: &str, text: Option<String>) -> Result<Option<Name>, Refusal> {
         text.map(|a| name(&a, ErrorCode::InvalidQuery)).transpose()
     }
@@ -153,6 +164,7 @@ pub(crate) struct AfterSeq;
 
 impl QueryParam for AfterSeq {
     type Value = u64;
+    const TS: &'static str = "number";
     fn parse(_key: &str, text: Option<String>) -> Result<u64, Refusal> {
         text.map_or(Ok(0), |a| seq(&a, ErrorCode::InvalidQuery))
     }
@@ -171,6 +183,7 @@ pub(crate) struct AfterCursor;
 
 impl QueryParam for AfterCursor {
     type Value = Option<WatermarkCursor>;
+    const TS: &'static str = "string";
     fn parse(_key: &str, text: Option<String>) -> Result<Option<WatermarkCursor>, Refusal> {
         text.map(|a| WatermarkCursor::parse(&a)).transpose()
     }
@@ -191,6 +204,7 @@ pub(crate) struct KeyBound;
 
 impl QueryParam for KeyBound {
     type Value = String;
+    const TS: &'static str = "string";
     fn parse(key: &str, text: Option<String>) -> Result<String, Refusal> {
         key_bound(text, key)
     }
@@ -203,21 +217,23 @@ impl QueryParam for KeyBound {
     }
 }
 
-/// A page size `1..=MAX` (absent: `MAX`), refused with `invalid_limit`;
-/// always written.
-pub(crate) struct Limit<const MAX: u32>;
+/// A page size `1..=LIMIT` (absent: `LIMIT`), refused with
+/// `invalid_limit`; always written.
+pub(crate) struct Limit<const LIMIT: u32>;
 
-impl<const MAX: u32> QueryParam for Limit<MAX> {
+impl<const LIMIT: u32> QueryParam for Limit<LIMIT> {
     type Value = u32;
+    const TS: &'static str = "number";
+    const MAX: Option<u32> = Some(LIMIT);
     fn parse(_key: &str, text: Option<String>) -> Result<u32, Refusal> {
-        limit(text, MAX)
+        limit(text, LIMIT)
     }
     fn write(value: &u32) -> Option<String> {
         Some(value.to_string())
     }
     #[cfg(test)]
     fn sample(rng: &mut samples::Rng) -> u32 {
-        1 + rng.edged(u64::from(MAX) - 1) as u32
+        1 + rng.edged(u64::from(LIMIT) - 1) as u32
     }
 }
 

@@ -125,8 +125,8 @@ fn path_exists(path: &str, files: &[String]) -> bool {
 }
 
 /// Whether the sources define `ident` (a type, trait, function, constant,
-/// module, macro, enum variant, name given to JavaScript, or JavaScript
-/// class or method of that name).
+/// module, macro, enum variant, name given to JavaScript, JavaScript
+/// class or method, or TypeScript interface of that name).
 fn defined(ident: &str, texts: &str) -> bool {
     let forms = [
         format!("struct {ident}"),
@@ -138,6 +138,7 @@ fn defined(ident: &str, texts: &str) -> bool {
         format!("static {ident}"),
         format!("mod {ident}"),
         format!("class {ident}"),
+        format!("interface {ident}"),
         format!("macro_rules! {ident}"),
         format!("js_name = {ident}"),
         format!("  {ident}("),

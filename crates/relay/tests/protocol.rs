@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 
 use durable_relay::core::{ErrorCode, Name, SEQ_MAX};
 use durable_relay::protocol::{
-    self, Operation, Reach, REFERENCE_WORKER_ONLY, SOURCE_OPERATIONS, TARGET_OPERATIONS,
+    self, Operation, Param, Place, Reach, REFERENCE_WORKER_ONLY, SOURCE_OPERATIONS, TARGET_OPERATIONS,
 };
 use durable_relay::routes::{SourceOp, TargetOp};
 
@@ -147,22 +147,90 @@ fn the_rpc_entrypoint_builds_its_methods_from_the_table_and_writes_out_only_thos
     }
 }
 
+/// The first and last lines of a block of a `.d.ts` file that the table
+/// writes.
+const WRITTEN_FROM: &str =
+    "// Written from the protocol's table by `RELAY_BLESS=1 cargo test -p durable-relay --test protocol`: do not edit.\n";
+const WRITTEN_END: &str = "// End of what the protocol's table writes.\n";
+
+/// One TypeScript method per source operation with an RPC method and no
+/// body (those with a body are written out beside the block): its doc, its
+/// path's parameters as arguments (after `source: string` when `source`),
+/// its query as an optional object, and the type it resolves to.
+fn typescript_methods(source: bool) -> String {
+    let mut out = String::new();
+    for (op, params) in SourceOp::parameters() {
+        let Some(rpc) = op.rpc.filter(|_| op.request.is_none()) else { continue };
+        let mut args: Vec<String> = source.then(|| "source: string".to_owned()).into_iter().collect();
+        args.extend(
+            params.iter().filter(|p| p.place == Place::Path).map(|p| format!("{}: {}", p.name, p.ts)),
+        );
+        let query: Vec<&Param> = params.iter().filter(|p| p.place == Place::Query).collect();
+        if !query.is_empty() {
+            let fields: Vec<String> = query.iter().map(|p| format!("{}?: {}", p.name, p.ts)).collect();
+            let name = if query.iter().any(|p| p.max.is_some()) { "page" } else { "query" };
+            args.push(format!("{name}?: {{ {} }}", fields.join("; ")));
+        }
+        let bounds: Vec<String> =
+            query.iter().filter_map(|p| p.max.map(|max| format!("`{}` 1..={max}", p.name))).collect();
+        let doc = match bounds.is_empty() {
+            true => rpc.doc.to_owned(),
+            false => format!("{} ({})", rpc.doc.trim_end_matches('.'), bounds.join(", ")) + ".",
+        };
+        out += &format!("  /** {doc} */\n  {}({}): Promise<{}>;\n", rpc.method, args.join(", "), rpc.returns);
+    }
+    out
+}
+
+/// `path` with its written block (between [`WRITTEN_FROM`] and
+/// [`WRITTEN_END`]) made `block`: rewritten under `RELAY_BLESS=1`, else
+/// checked to be current.
+fn written_block(path: &str, block: &str) {
+    let text = repo_file(path);
+    let start = text.find(WRITTEN_FROM).unwrap_or_else(|| panic!("{path}: no block written from the table"));
+    let end =
+        text[start..].find(WRITTEN_END).unwrap_or_else(|| panic!("{path}: the written block's end")) + start;
+    let now = format!("{}{WRITTEN_FROM}{block}{}", &text[..start], &text[end..]);
+    if std::env::var("RELAY_BLESS").is_ok_and(|v| v == "1") {
+        let full = format!("{}/../../{path}", env!("CARGO_MANIFEST_DIR"));
+        std::fs::write(full, &now).unwrap();
+        return;
+    }
+    assert!(text == now, "{path}: the methods written from the table are stale: RELAY_BLESS=1 rewrites them");
+}
+
 #[test]
-fn the_typescript_rpc_methods_are_the_tables_with_its_reply_types() {
-    let dts = repo_file("clients/typescript/durable-relay.d.ts");
-    let start = dts.find("export interface RelayRpcMethods {").expect("RelayRpcMethods");
-    let block = &dts[start..start + dts[start..].find("\n}").expect("its end")];
-    let declared: BTreeSet<&str> =
-        block.lines().skip(1).filter_map(|l| l.trim().split('(').next()).filter(|m| !m.is_empty()).collect();
-    let table: BTreeSet<&str> = rpc_operations().iter().map(|o| o.rpc.unwrap().method).collect();
-    assert_eq!(declared, table, "RelayRpcMethods' methods are the table's");
+fn the_typescript_methods_of_operations_without_a_body_are_written_from_the_table() {
     for op in rpc_operations() {
         let rpc = op.rpc.unwrap();
-        let line = block.lines().find(|l| l.trim().starts_with(&format!("{}(", rpc.method))).unwrap();
         if rpc.unwraps.is_none() {
-            assert!(line.contains(&format!("Promise<{}>", op.reply)), "{}: {line}", op.name);
+            assert_eq!(
+                rpc.returns, op.reply,
+                "{}: a method that unwraps nothing resolves to the reply",
+                op.name
+            );
         }
+        assert!(!rpc.doc.is_empty() && rpc.doc.ends_with('.'), "{}: a sentence of doc", op.name);
     }
+    let interface = |name: &str, doc: &str, source: bool| {
+        format!("/** {doc} */\nexport interface {name} {{\n{}}}\n", typescript_methods(source))
+    };
+    written_block(
+        "clients/typescript/durable-relay.d.ts",
+        &interface("RelayRpcOperations", "`RelayRpc`'s methods for the operations without a body.", true),
+    );
+    written_block(
+        "packages/durable-relay/src/index.d.ts",
+        &interface(
+            "RelaySourceOperations",
+            "`RelaySource`'s methods for the operations without a body.",
+            false,
+        ),
+    );
+    let rpc = repo_file("clients/typescript/durable-relay.d.ts");
+    assert!(rpc.contains("export interface RelayRpcMethods extends RelayRpcOperations {"));
+    let package = repo_file("packages/durable-relay/src/index.d.ts");
+    assert!(package.contains("export interface RelaySource extends RelaySourceOperations {}"));
 }
 
 #[test]
@@ -260,9 +328,12 @@ fn the_npm_package_offers_every_rpc_method_under_the_same_name() {
     let (types, code) =
         (class("packages/durable-relay/src/index.d.ts"), class("packages/durable-relay/src/index.js"));
     assert!(repo_file("packages/durable-relay/src/index.js").contains("from \"./operations.js\";"));
+    let operations = repo_file("packages/durable-relay/src/index.d.ts");
     for op in rpc_operations() {
         let method = op.rpc.unwrap().method;
-        assert!(types.contains(&format!("\n  {method}(")), "index.d.ts: RelaySource.{method} is missing");
+        // Typed in the class, or in the interface the table writes.
+        let typed = if op.request.is_some() { &types } else { &operations };
+        assert!(typed.contains(&format!("\n  {method}(")), "index.d.ts: RelaySource.{method} is missing");
         // Built from the table, unless the table cannot spell its arguments.
         let written = code.contains(&format!("\n  {method}("));
         assert_eq!(written, op.request.is_some(), "index.js: RelaySource.{method} written out");

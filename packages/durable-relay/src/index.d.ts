@@ -157,25 +157,34 @@ export declare class RelaySource<Env = any> {
   getAlarm(): Promise<number | null>;
   /** Clears your own alarm time; the relay's stays. */
   deleteAlarm(): Promise<void>;
+  /** Serves the relay's own protocol (status, parked targets, redrive, discard, enqueue). */
+  fetch(request: Request): Promise<Response>;
+}
+
+/** The class above with its methods for the relay's operations without a body, below. */
+export interface RelaySource extends RelaySourceOperations {}
+
+// Written from the protocol's table by `RELAY_BLESS=1 cargo test -p durable-relay --test protocol`: do not edit.
+/** `RelaySource`'s methods for the operations without a body. */
+export interface RelaySourceOperations {
   /** The source's status. */
   status(): Promise<SourceStatus>;
-  /** Whether every row through `seq` was applied (or discarded by an operator). */
-  deliveredThrough(seq: number): Promise<boolean>;
   /** A commit-time lower bound of the rows still owed, ms since the epoch. */
   relayWatermark(): Promise<number>;
+  /** Whether every row through `seq` was applied (or discarded by an operator). */
+  deliveredThrough(seq: number): Promise<boolean>;
   /** A page of the parked and failing targets, in name order (`limit` 1..=200). */
   parkedTargets(page?: { after?: string; limit?: number }): Promise<TargetPage>;
-  /** A page of a parked target's rows (`limit` 1..=500). */
+  /** A page of a parked target's rows, in sequence order (`limit` 1..=500). */
   parkedRows(target: string, page?: { after?: number; limit?: number }): Promise<ParkedPage>;
-  /** Sets the alarm if rows are queued and none is set: call it from a scheduled handler (a dropped alarm). */
-  rearm(): Promise<Rearmed>;
   /** Puts a parked target's rows back, in their original order. */
   redrive(target: string): Promise<ActionOutcome>;
   /** Drops a parked target's rows (kept until the discard horizon). */
   discard(target: string): Promise<ActionOutcome>;
-  /** Serves the relay's own protocol (status, parked targets, redrive, discard, enqueue). */
-  fetch(request: Request): Promise<Response>;
+  /** Sets the alarm if rows are queued and none is set: call it from a scheduled handler (a dropped alarm). */
+  rearm(): Promise<Rearmed>;
 }
+// End of what the protocol's table writes.
 
 /** One row a target applies: its source sequence and its effects. */
 export interface AppliedRow {

@@ -11,6 +11,7 @@ export const OPERATIONS = [
     "request": "EnqueueBody",
     "rpc": {
       "method": "enqueue",
+      "returns": "Enqueued",
       "unwraps": null
     },
     "scope": "producer"
@@ -22,6 +23,7 @@ export const OPERATIONS = [
     "request": null,
     "rpc": {
       "method": "status",
+      "returns": "SourceStatus",
       "unwraps": null
     },
     "scope": "reader"
@@ -33,6 +35,7 @@ export const OPERATIONS = [
     "request": null,
     "rpc": {
       "method": "relayWatermark",
+      "returns": "number",
       "unwraps": "relay_watermark"
     },
     "scope": "reader"
@@ -44,6 +47,7 @@ export const OPERATIONS = [
     "request": null,
     "rpc": {
       "method": "deliveredThrough",
+      "returns": "boolean",
       "unwraps": "delivered"
     },
     "scope": "reader"
@@ -55,6 +59,7 @@ export const OPERATIONS = [
     "request": null,
     "rpc": {
       "method": "parkedTargets",
+      "returns": "TargetPage",
       "unwraps": null
     },
     "scope": "reader"
@@ -66,6 +71,7 @@ export const OPERATIONS = [
     "request": null,
     "rpc": {
       "method": "parkedRows",
+      "returns": "ParkedPage",
       "unwraps": null
     },
     "scope": "reader"
@@ -77,6 +83,7 @@ export const OPERATIONS = [
     "request": null,
     "rpc": {
       "method": "redrive",
+      "returns": "ActionOutcome",
       "unwraps": null
     },
     "scope": "operator"
@@ -88,6 +95,7 @@ export const OPERATIONS = [
     "request": null,
     "rpc": {
       "method": "discard",
+      "returns": "ActionOutcome",
       "unwraps": null
     },
     "scope": "operator"
@@ -99,6 +107,7 @@ export const OPERATIONS = [
     "request": null,
     "rpc": {
       "method": "rearm",
+      "returns": "Rearmed",
       "unwraps": null
     },
     "scope": "operator"

@@ -16,7 +16,8 @@
 //!     path: /"literal"/{field: Codec},// segments; a {field} is read by a PathParam
 //!     query: [field: Codec, ...],     // optional; QueryParams, in the order written
 //!     reach: Public, scope: Reader,   // Reach and Scope variants
-//!     request: None, reply: "Type", rpc: None, codes: &[...],
+//!     request: None, reply: "Type", codes: &[...],
+//!     rpc: None,                      // or Some(Rpc { method, unwraps, returns, doc })
 //! }
 //! ```
 //!
@@ -25,6 +26,10 @@
 //! refused), then each query parameter in its declared order. A path is
 //! written with its query parameters in that same order, leaving out those
 //! whose codec writes nothing.
+//!
+//! [`SourceOp::parameters`](super::SourceOp::parameters) answers each
+//! operation's parameters with their TypeScript types (each codec's `TS`),
+//! from which the TypeScript method signatures are written.
 //!
 //! [`Operation`]: super::Operation
 
@@ -53,6 +58,15 @@ macro_rules! segment {
     };
     (@write { $field:ident : $codec:ty }) => {
         format!("/{}", <$codec as $crate::params::PathParam>::write($field))
+    };
+    (@param $params:ident $literal:literal) => {};
+    (@param $params:ident { $field:ident : $codec:ty }) => {
+        $params.push(Param {
+            name: stringify!($field),
+            place: Place::Path,
+            ts: <$codec as $crate::params::PathParam>::TS,
+            max: None,
+        });
     };
     (@sample $rng:ident $literal:literal) => {};
     (@sample $rng:ident { $field:ident : $codec:ty }) => {
@@ -153,6 +167,23 @@ macro_rules! operations {
                 match self {
                     $($Op::$Variant { .. } => &$CONST,)+
                 }
+            }
+
+            /// Every operation of the table with its parameters, in the
+            /// order a call passes them: the path's, then the query's.
+            #[allow(unused_mut, clippy::vec_init_then_push, reason = "one push per declared parameter, which may be none")]
+            pub fn parameters() -> Vec<(&'static Operation, Vec<Param>)> {
+                vec![$({
+                    let mut params: Vec<Param> = Vec::new();
+                    $(segment! { @param params $seg })+
+                    $($(params.push(Param {
+                        name: stringify!($query),
+                        place: Place::Query,
+                        ts: <$codec as QueryParam>::TS,
+                        max: <$codec as QueryParam>::MAX,
+                    });)*)?
+                    (&$CONST, params)
+                }),+]
             }
 
             /// One operation of every kind, with values from `rng` in its

@@ -107,6 +107,38 @@ pub struct Rpc {
     pub method: &'static str,
     /// The reply field the method returns instead of the whole reply.
     pub unwraps: Option<&'static str>,
+    /// The TypeScript type its promise resolves to: the reply's type, or
+    /// the unwrapped field's.
+    pub returns: &'static str,
+    /// What the method does, in a sentence: the doc comment of the method
+    /// in the TypeScript types.
+    #[serde(skip)]
+    pub doc: &'static str,
+}
+
+/// Where a parameter of an operation's request line is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Place {
+    /// A path segment (`{target}`): a call passes it as an argument of
+    /// its own, in the path's order.
+    Path,
+    /// A query parameter (`?limit=`): a call passes the query's
+    /// parameters together in one object, each optional.
+    Query,
+}
+
+/// One parameter of an operation's request line, as a call passes it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Param {
+    /// Its name, as the path template spells it.
+    pub name: &'static str,
+    /// In the path or in the query.
+    pub place: Place,
+    /// Its type in the TypeScript method that sends it.
+    pub ts: &'static str,
+    /// The largest value it accepts, where it has one to tell a caller
+    /// (a page's `limit`).
+    pub max: Option<u32>,
 }
 
 /// One operation of a source's or a target's protocol.

@@ -30,7 +30,12 @@ operations! {
         scope: Producer,
         request: Some("EnqueueBody"),
         reply: "Enqueued",
-        rpc: Some(Rpc { method: "enqueue", unwraps: None }),
+        rpc: Some(Rpc {
+            method: "enqueue",
+            unwraps: None,
+            returns: "Enqueued",
+            doc: "Commits rows to the outbox in one transaction and answers their positions.",
+        }),
         codes: ENQUEUE_CODES,
     }
 
@@ -43,7 +48,12 @@ operations! {
         scope: Reader,
         request: None,
         reply: "SourceStatus",
-        rpc: Some(Rpc { method: "status", unwraps: None }),
+        rpc: Some(Rpc {
+            method: "status",
+            unwraps: None,
+            returns: "SourceStatus",
+            doc: "The source's status.",
+        }),
         codes: &[],
     }
 
@@ -56,7 +66,12 @@ operations! {
         scope: Reader,
         request: None,
         reply: "WatermarkReply",
-        rpc: Some(Rpc { method: "relayWatermark", unwraps: Some("relay_watermark") }),
+        rpc: Some(Rpc {
+            method: "relayWatermark",
+            unwraps: Some("relay_watermark"),
+            returns: "number",
+            doc: "A commit-time lower bound of the rows still owed, ms since the epoch.",
+        }),
         codes: &[],
     }
 
@@ -69,7 +84,12 @@ operations! {
         scope: Reader,
         request: None,
         reply: "DeliveredThrough",
-        rpc: Some(Rpc { method: "deliveredThrough", unwraps: Some("delivered") }),
+        rpc: Some(Rpc {
+            method: "deliveredThrough",
+            unwraps: Some("delivered"),
+            returns: "boolean",
+            doc: "Whether every row through `seq` was applied (or discarded by an operator).",
+        }),
         codes: &[ErrorCode::InvalidSeq],
     }
 
@@ -88,7 +108,12 @@ operations! {
         scope: Reader,
         request: None,
         reply: "TargetPage",
-        rpc: Some(Rpc { method: "parkedTargets", unwraps: None }),
+        rpc: Some(Rpc {
+            method: "parkedTargets",
+            unwraps: None,
+            returns: "TargetPage",
+            doc: "A page of the parked and failing targets, in name order.",
+        }),
         codes: &[ErrorCode::InvalidQuery, ErrorCode::InvalidLimit],
     }
 
@@ -109,7 +134,12 @@ operations! {
         scope: Reader,
         request: None,
         reply: "ParkedPage",
-        rpc: Some(Rpc { method: "parkedRows", unwraps: None }),
+        rpc: Some(Rpc {
+            method: "parkedRows",
+            unwraps: None,
+            returns: "ParkedPage",
+            doc: "A page of a parked target's rows, in sequence order.",
+        }),
         codes: &[ErrorCode::InvalidTarget, ErrorCode::InvalidLimit],
     }
 
@@ -122,7 +152,12 @@ operations! {
         scope: Operator,
         request: None,
         reply: "ActionOutcome",
-        rpc: Some(Rpc { method: "redrive", unwraps: None }),
+        rpc: Some(Rpc {
+            method: "redrive",
+            unwraps: None,
+            returns: "ActionOutcome",
+            doc: "Puts a parked target's rows back, in their original order.",
+        }),
         codes: &[ErrorCode::InvalidTarget],
     }
 
@@ -135,7 +170,12 @@ operations! {
         scope: Operator,
         request: None,
         reply: "ActionOutcome",
-        rpc: Some(Rpc { method: "discard", unwraps: None }),
+        rpc: Some(Rpc {
+            method: "discard",
+            unwraps: None,
+            returns: "ActionOutcome",
+            doc: "Drops a parked target's rows (kept until the discard horizon).",
+        }),
         codes: &[ErrorCode::InvalidTarget],
     }
 
@@ -150,7 +190,12 @@ operations! {
         scope: Operator,
         request: None,
         reply: "Rearmed",
-        rpc: Some(Rpc { method: "rearm", unwraps: None }),
+        rpc: Some(Rpc {
+            method: "rearm",
+            unwraps: None,
+            returns: "Rearmed",
+            doc: "Sets the alarm if rows are queued and none is set: call it from a scheduled handler (a dropped alarm).",
+        }),
         codes: &[],
     }
 

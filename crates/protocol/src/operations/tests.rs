@@ -77,3 +77,29 @@ fn the_templates_are_the_declared_paths() {
     assert!(templates.contains(&("forget_watermark", "/watermarks/{source}")));
     assert!(templates.contains(&("enqueue", "/enqueue")));
 }
+
+#[test]
+fn each_operations_parameters_are_its_templates_in_the_order_a_call_passes_them() {
+    let tables = [SourceOp::parameters(), TargetOp::parameters()];
+    for (op, params) in tables.iter().flatten() {
+        let (path, query) = op.path.split_once('?').unwrap_or((op.path, ""));
+        let in_path = path.split('/').filter_map(|s| s.strip_prefix('{')?.strip_suffix('}'));
+        let in_query = query.split('&').filter(|q| !q.is_empty());
+        let template: Vec<(&str, Place)> =
+            in_path.map(|n| (n, Place::Path)).chain(in_query.map(|n| (n, Place::Query))).collect();
+        let declared: Vec<(&str, Place)> = params.iter().map(|p| (p.name, p.place)).collect();
+        assert_eq!(declared, template, "{}", op.name);
+        for param in params {
+            assert!(["string", "number"].contains(&param.ts), "{}: {}", op.name, param.ts);
+            assert_eq!(
+                param.max.is_some(),
+                param.name == "limit",
+                "{}: only a page's limit has a maximum",
+                op.name
+            );
+        }
+    }
+    let listed: Vec<&str> = tables.iter().flatten().map(|(op, _)| op.name).collect();
+    let table: Vec<&str> = SOURCE_OPERATIONS.iter().chain(TARGET_OPERATIONS).map(|op| op.name).collect();
+    assert_eq!(listed, table, "every operation, in the table's order");
+}
