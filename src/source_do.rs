@@ -30,7 +30,7 @@ use durable_relay::embed::log_alarm_as;
 use durable_relay::http::{json, respond, HttpError};
 use durable_relay::routes::SourceOp;
 use durable_relay::store::{int, schema, Sql};
-use durable_relay::{AlarmSummary, Relay, Source};
+use durable_relay::{embed, AlarmSummary, Relay};
 use worker::{durable_object, wasm_bindgen, DurableObject, Env, Request, Response, State};
 
 use crate::routes::{DirectoryOp, SourceRoute};
@@ -89,7 +89,7 @@ fn source_sql(sql: DoSql) -> SourceSql {
 #[durable_object]
 pub struct RelaySource {
     /// The library's source facade, as an embedder's object holds it.
-    source: Source<SourceSql>,
+    source: embed::RelaySource<SourceSql>,
     /// The last [`ALARM_HISTORY_LEN`] alarms, oldest first.
     history: RefCell<VecDeque<AlarmPoint>>,
     /// Whether this source is in the directory (or none is bound), once read.
@@ -106,7 +106,7 @@ pub struct RelaySource {
 impl DurableObject for RelaySource {
     fn new(state: State, env: Env) -> Self {
         RelaySource {
-            source: Source::with_store(state, env, source_sql).targets(TARGET_BINDING),
+            source: embed::RelaySource::with_store(state, env, source_sql).targets(TARGET_BINDING),
             history: RefCell::new(VecDeque::with_capacity(ALARM_HISTORY_LEN)),
             listed: Cell::new(None),
             #[cfg(feature = "testing")]

@@ -1,5 +1,5 @@
 //! durable-relay for Durable Objects written in JavaScript or TypeScript:
-//! the library's own [`Source`] and [`Target`] facades, exported with
+//! the library's own [`RelaySource`] and [`RelayTarget`] facades, exported with
 //! wasm-bindgen. Nothing of the relay is re-implemented here or in the
 //! package's JavaScript: this module turns JavaScript values into the
 //! facades' arguments (an enqueue body goes through the same decoder as the
@@ -19,7 +19,7 @@ use durable_relay::core::{
     decode_enqueue, ApplyRow, ErrorCode, Name, Traceparent, ENQUEUE_ENVELOPE_DEPTH, MAX_VALUE_DEPTH, SEQ_MAX,
 };
 use durable_relay::durable::now_ms;
-use durable_relay::embed::{log_alarm_as, Enqueue, HookError, OnApply, Source, Target};
+use durable_relay::embed::{log_alarm_as, Enqueue, HookError, OnApply, RelaySource, RelayTarget};
 use durable_relay::http::HttpError;
 use durable_relay::{DoSql, HostAlarm};
 use wasm_bindgen::prelude::*;
@@ -96,7 +96,7 @@ fn thrown(value: &JsValue) -> String {
 #[wasm_bindgen(js_name = RawSource)]
 pub struct JsSource {
     /// The library's facade, shared with every call in flight.
-    source: Rc<Source>,
+    source: Rc<RelaySource>,
 }
 
 #[wasm_bindgen(js_class = RawSource)]
@@ -113,7 +113,7 @@ impl JsSource {
     pub fn new(ctx: JsValue, env: JsValue, targets: String, alarm: JsValue) -> Result<JsSource, JsValue> {
         let state = State::from(ctx.unchecked_into::<DurableObjectState>());
         let env: Env = env.unchecked_into();
-        let mut source = Source::new(state, env).targets(targets);
+        let mut source = RelaySource::new(state, env).targets(targets);
         if !alarm.is_undefined() {
             source = source.scheduler(HostAlarm::new(alarm, "alarm").map_err(js_error)?);
         }
@@ -288,7 +288,7 @@ impl OnApply for JsHandler {
 #[wasm_bindgen(js_name = RawTarget)]
 pub struct JsTarget {
     /// The library's facade, shared with every call in flight.
-    target: Rc<Target<JsHandler>>,
+    target: Rc<RelayTarget<JsHandler>>,
 }
 
 #[wasm_bindgen(js_class = RawTarget)]
@@ -298,7 +298,7 @@ impl JsTarget {
     #[wasm_bindgen(constructor)]
     pub fn new(ctx: JsValue, on_apply: Option<Function>) -> JsTarget {
         let state = State::from(ctx.unchecked_into::<DurableObjectState>());
-        JsTarget { target: Rc::new(Target::new(&state).on_apply(JsHandler { on_apply })) }
+        JsTarget { target: Rc::new(RelayTarget::new(&state).on_apply(JsHandler { on_apply })) }
     }
 
     /// Serves the relay's target protocol (`/apply` from sources, keys,

@@ -1,5 +1,5 @@
-//! The relay inside your own Durable Objects, in a few lines: a [`Source`]
-//! for the object that writes rows, a [`Target`] for the object that
+//! The relay inside your own Durable Objects, in a few lines: a [`RelaySource`]
+//! for the object that writes rows, a [`RelayTarget`] for the object that
 //! applies them. Both are opened on first use, read the same variables as
 //! the reference Worker ([`RelayConfig`]), and serve the relay's own
 //! `fetch` protocol for what your object does not handle itself.
@@ -12,12 +12,12 @@
 //!
 //! #[durable_object]
 //! pub struct Orders {
-//!     relay: Source,
+//!     relay: RelaySource,
 //! }
 //!
 //! impl DurableObject for Orders {
 //!     fn new(state: State, env: Env) -> Self {
-//!         Orders { relay: Source::new(state, env).targets("CUSTOMERS").tables("orders", ORDERS_TABLE) }
+//!         Orders { relay: RelaySource::new(state, env).targets("CUSTOMERS").tables("orders", ORDERS_TABLE) }
 //!     }
 //!
 //!     async fn fetch(&self, _req: Request) -> worker::Result<Response> {
@@ -61,11 +61,11 @@ use crate::core::{EnqueueRow, ErrorCode, Name};
 pub use crate::hook::{HookError, KeysOnly, OnApply};
 use crate::http::HttpError;
 pub use log::{alarm_is_logged, log_alarm, log_alarm_as, log_alarm_with};
-pub use source::{Enqueue, Source};
-pub use target::Target;
+pub use source::{Enqueue, RelaySource};
+pub use target::RelayTarget;
 
-/// The binding a [`Source`] calls its targets through unless told another
-/// ([`Source::targets`]): the reference Worker's.
+/// The binding a [`RelaySource`] calls its targets through unless told another
+/// ([`RelaySource::targets`]): the reference Worker's.
 pub const DEFAULT_TARGET_BINDING: &str = "RELAY_TARGET";
 
 /// Your own tables, as versioned migrations: each entry is one version's

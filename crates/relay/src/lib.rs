@@ -8,7 +8,7 @@
 //! - [`core`]: the engine, without I/O (re-exported `durable-relay-core`).
 //! - [`store`]: the outbox and the inbox, as SQL over the [`Sql`] interface.
 //! - [`driver`]: the one alarm driver over any store and [`Targets`].
-//! - [`Source`] and [`Target`] ([`embed`]): the relay in your own Durable
+//! - [`RelaySource`] and [`RelayTarget`] ([`embed`]): the relay in your own Durable
 //!   Objects in a few lines; start here.
 //! - [`Relay`]: the source side in one type (enqueue, alarm, status,
 //!   operator actions), keeping the alarm right.
@@ -58,7 +58,7 @@ pub use codes::ErrorCode;
 pub use config::{AlarmLog, Plan, RelayConfig};
 pub use driver::{AlarmError, AlarmOptions, AlarmSummary, FireObserver, FireRecord, NoObserver, Targets};
 pub use durable::{DoAlarm, DoRelay, DoSql, DoTargets, HostAlarm, StubCall, StubReply};
-pub use embed::{row, Enqueue, Migrations, Source, Target};
+pub use embed::{row, Enqueue, Migrations, RelaySource, RelayTarget};
 pub use hook::{HookError, KeysOnly, OnApply};
 pub use source::{AlarmFailure, AlarmStore, Rearmed, Relay, SourceConfig, SourceStatus};
 pub use store::inbox::{ApplyFailure, Inbox, InboxTotals, KeyValue, KeysPage, Watermark, WatermarkPage};

@@ -12,7 +12,7 @@
 //! # assert_eq!(ORDERS_TABLE.len(), 2);
 //! ```
 //!
-//! It holds the facades ([`Source`], [`Target`], [`row`], [`Enqueue`]),
+//! It holds the facades ([`RelaySource`], [`RelayTarget`], [`row`], [`Enqueue`]),
 //! what their callbacks and migrations are written with ([`DoSql`], the
 //! [`Sql`] trait that gives it `run`, [`int`], [`StoreError`], [`OnApply`],
 //! [`HookError`], [`ApplyRow`] and its [`PutDecodeError`], [`Name`], [`Migrations`]), the HTTP helpers an object's
@@ -25,7 +25,7 @@
 
 pub use crate::core::{ApplyRow, ErrorCode, Name, PutDecodeError};
 pub use crate::durable::{now_ms, DoSql};
-pub use crate::embed::{row, Enqueue, Migrations, Source, Target};
+pub use crate::embed::{row, Enqueue, Migrations, RelaySource, RelayTarget};
 pub use crate::hook::{HookError, OnApply};
 pub use crate::http::{json, parse_json, read_body, respond, HttpError};
 pub use crate::store::{int, Sql, SqlValue, StoreError};

@@ -163,12 +163,12 @@ struct OrderRow {
 /// A shard of orders: its own table, and the relay's outbox beside it.
 #[durable_object]
 pub struct Orders {
-    relay: Source,
+    relay: RelaySource,
 }
 
 impl DurableObject for Orders {
     fn new(state: State, env: Env) -> Self {
-        Orders { relay: Source::new(state, env).targets(CUSTOMERS).tables("orders", ORDERS_TABLE) }
+        Orders { relay: RelaySource::new(state, env).targets(CUSTOMERS).tables("orders", ORDERS_TABLE) }
     }
 
     async fn fetch(&self, mut req: Request) -> worker::Result<Response> {
@@ -236,12 +236,12 @@ const HOLDS_TABLE: Migrations = &[&["CREATE TABLE IF NOT EXISTS holds (until_ms 
 /// it shares with the relay: its own time goes through the relay.
 #[durable_object]
 pub struct Holds {
-    relay: Source,
+    relay: RelaySource,
 }
 
 impl DurableObject for Holds {
     fn new(state: State, env: Env) -> Self {
-        Holds { relay: Source::new(state, env).targets(CUSTOMERS).tables("holds", HOLDS_TABLE) }
+        Holds { relay: RelaySource::new(state, env).targets(CUSTOMERS).tables("holds", HOLDS_TABLE) }
     }
 
     async fn fetch(&self, _req: Request) -> worker::Result<Response> {
@@ -330,12 +330,12 @@ impl OnApply for Loyalty {
 /// A customer: the relay's inbox and its own loyalty table.
 #[durable_object]
 pub struct Customer {
-    inbox: Target<Loyalty>,
+    inbox: RelayTarget<Loyalty>,
 }
 
 impl DurableObject for Customer {
     fn new(state: State, _env: Env) -> Self {
-        Customer { inbox: Target::new(&state).on_apply(Loyalty).tables("loyalty", LOYALTY_TABLE) }
+        Customer { inbox: RelayTarget::new(&state).on_apply(Loyalty).tables("loyalty", LOYALTY_TABLE) }
     }
 
     async fn fetch(&self, req: Request) -> worker::Result<Response> {

@@ -11,12 +11,12 @@ const SENT_TABLE: Migrations = &[&["CREATE TABLE IF NOT EXISTS sent (text TEXT N
 
 #[durable_object]
 pub struct Notes {
-    relay: Source,
+    relay: RelaySource,
 }
 
 impl DurableObject for Notes {
     fn new(state: State, env: Env) -> Self {
-        Notes { relay: Source::new(state, env).targets("INBOXES").tables("notes", SENT_TABLE) }
+        Notes { relay: RelaySource::new(state, env).targets("INBOXES").tables("notes", SENT_TABLE) }
     }
 
     async fn fetch(&self, mut req: Request) -> worker::Result<Response> {
@@ -44,12 +44,12 @@ impl Notes {
 
 #[durable_object]
 pub struct Inbox {
-    relay: Target, // applies each row once; keys readable at /keys
+    relay: RelayTarget, // applies each row once; keys readable at /keys
 }
 
 impl DurableObject for Inbox {
     fn new(state: State, _env: Env) -> Self {
-        Inbox { relay: Target::new(&state) }
+        Inbox { relay: RelayTarget::new(&state) }
     }
 
     async fn fetch(&self, req: Request) -> worker::Result<Response> {

@@ -1,4 +1,4 @@
-//! The targets binding a [`Source`](super::Source) calls through, checked:
+//! The targets binding a [`RelaySource`](super::RelaySource) calls through, checked:
 //! a binding that is missing, or is not a Durable Object namespace, is
 //! refused with a message naming it and the Durable Object bindings the
 //! Worker does have.

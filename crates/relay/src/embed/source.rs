@@ -1,4 +1,4 @@
-//! The source facade: [`Source`] opens the relay in your object on first
+//! The source facade: [`RelaySource`] opens the relay in your object on first
 //! use, enqueues with your own writes in one transaction, runs its alarm
 //! and serves the relay's source protocol; [`Enqueue`] says how to enqueue.
 
@@ -49,7 +49,7 @@ impl Enqueue {
 /// The source side of the relay in your Durable Object. `S` is the store
 /// the relay writes through: the object's own SQLite ([`DoSql`]), or a
 /// wrapper around it (the reference Worker's test build injects faults so).
-pub struct Source<S: Sql = DoSql> {
+pub struct RelaySource<S: Sql = DoSql> {
     state: State,
     env: Env,
     targets: Cow<'static, str>,
@@ -64,19 +64,19 @@ pub struct Source<S: Sql = DoSql> {
     retried: std::cell::Cell<u32>,
 }
 
-impl Source {
+impl RelaySource {
     /// The relay of the object whose `state` and `env` these are. Nothing is
     /// opened until first use.
-    pub fn new(state: State, env: Env) -> Source {
-        Source::with_store(state, env, |sql| sql)
+    pub fn new(state: State, env: Env) -> RelaySource {
+        RelaySource::with_store(state, env, |sql| sql)
     }
 }
 
-impl<S: Sql> Source<S> {
-    /// [`Source::new`], writing through `store(the object's SQLite)`.
-    pub fn with_store(state: State, env: Env, store: fn(DoSql) -> S) -> Source<S> {
+impl<S: Sql> RelaySource<S> {
+    /// [`RelaySource::new`], writing through `store(the object's SQLite)`.
+    pub fn with_store(state: State, env: Env, store: fn(DoSql) -> S) -> RelaySource<S> {
         let targets = Cow::Borrowed(DEFAULT_TARGET_BINDING);
-        Source {
+        RelaySource {
             state,
             env,
             targets,
@@ -89,7 +89,7 @@ impl<S: Sql> Source<S> {
     }
 
     /// Calls targets through the Durable Object binding `binding`.
-    pub fn targets(mut self, binding: impl Into<Cow<'static, str>>) -> Source<S> {
+    pub fn targets(mut self, binding: impl Into<Cow<'static, str>>) -> RelaySource<S> {
         self.targets = binding.into();
         self
     }
@@ -97,16 +97,16 @@ impl<S: Sql> Source<S> {
     /// Keeps the relay's alarm with `scheduler` instead of the object's own
     /// alarm, on every path that arms it: for a host whose framework owns
     /// the object's alarm and runs its own work from it (the Agents SDK),
-    /// which then runs [`alarm`](Source::alarm) when the time it keeps
+    /// which then runs [`alarm`](RelaySource::alarm) when the time it keeps
     /// comes.
-    pub fn scheduler(mut self, scheduler: HostAlarm) -> Source<S> {
+    pub fn scheduler(mut self, scheduler: HostAlarm) -> RelaySource<S> {
         self.scheduler = Some(scheduler);
         self
     }
 
     /// Creates or migrates your own tables (`component` names them in the
     /// schema table) when the relay opens.
-    pub fn tables(mut self, component: &'static str, migrations: Migrations) -> Source<S> {
+    pub fn tables(mut self, component: &'static str, migrations: Migrations) -> RelaySource<S> {
         self.tables = Some((component, migrations));
         self
     }
@@ -120,7 +120,7 @@ impl<S: Sql> Source<S> {
     /// cannot run with: a `RELAY_*` variable with a bad value (naming it),
     /// or a target binding that `env` lacks or that is not a Durable Object
     /// namespace (naming it and the Durable Object bindings `env` has).
-    /// Both answer 500 `bad_configuration`. [`Source::relay`] runs it as the
+    /// Both answer 500 `bad_configuration`. [`RelaySource::relay`] runs it as the
     /// relay opens, so the first enqueue, status or fetch is refused rather
     /// than every alarm failing; call it in your object's constructor to
     /// refuse there.
@@ -130,7 +130,7 @@ impl<S: Sql> Source<S> {
         Ok(())
     }
 
-    /// The relay, opened on first use (after [`Source::check`]).
+    /// The relay, opened on first use (after [`RelaySource::check`]).
     pub fn relay(&self) -> Result<&Relay<S, DoAlarm>, HttpError> {
         if let Some(relay) = self.relay.get() {
             return Ok(relay);
@@ -203,8 +203,8 @@ impl<S: Sql> Source<S> {
         Response::ok("relayed")
     }
 
-    /// [`alarm`](Source::alarm), answering what the alarm did: an object
-    /// that keeps its own alarm time through [`set_alarm`](Source::set_alarm)
+    /// [`alarm`](RelaySource::alarm), answering what the alarm did: an object
+    /// that keeps its own alarm time through [`set_alarm`](RelaySource::set_alarm)
     /// runs its own alarm work when the summary's
     /// [`host_alarm`](AlarmSummary::host_alarm) says that time has come.
     pub async fn alarm_summary(&self) -> worker::Result<AlarmSummary> {
@@ -216,7 +216,7 @@ impl<S: Sql> Source<S> {
     /// Sets your object's own alarm time, `at_ms` ms since the epoch
     /// (replacing the one set before): the object has one alarm, and the
     /// relay arms it at the earlier of its own time and yours, so neither
-    /// moves the other. The [`alarm_summary`](Source::alarm_summary) that
+    /// moves the other. The [`alarm_summary`](RelaySource::alarm_summary) that
     /// finds your time come reports it once and clears it. Setting the
     /// object's alarm directly instead would move the relay's (it is put
     /// right, with a `relay_alarm_moved` warning, at the next status read
@@ -232,7 +232,7 @@ impl<S: Sql> Source<S> {
         Ok(self.relay()?.set_host_alarm(at_ms, now_ms()).await?)
     }
 
-    /// Your object's own alarm time, set with [`set_alarm`](Source::set_alarm)
+    /// Your object's own alarm time, set with [`set_alarm`](RelaySource::set_alarm)
     /// and not yet reported: never the relay's (the object's alarm may be
     /// earlier, for the relay).
     pub fn get_alarm(&self) -> Result<Option<u64>, HttpError> {
@@ -244,7 +244,7 @@ impl<S: Sql> Source<S> {
         Ok(self.relay()?.delete_host_alarm()?)
     }
 
-    /// Tells the relay that the next [`alarm`](Source::alarm) is the
+    /// Tells the relay that the next [`alarm`](RelaySource::alarm) is the
     /// platform's `retry_count`th retry of a failed one (JavaScript's
     /// `alarmInfo.retryCount`; 0: not a retry), so it runs a smaller fire
     /// (see [`RelayBudget::for_retry`](crate::core::RelayBudget::for_retry)).
@@ -261,7 +261,7 @@ impl<S: Sql> Source<S> {
         config(&self.env).map(|c| c.alarm_log).unwrap_or_default()
     }
 
-    /// [`alarm`](Source::alarm) without its log lines (log them with
+    /// [`alarm`](RelaySource::alarm) without its log lines (log them with
     /// [`log_alarm`](super::log_alarm) once you have added your own figures), answering what
     /// the alarm did.
     pub async fn run_alarm(&self) -> Result<AlarmSummary, String> {

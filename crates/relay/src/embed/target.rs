@@ -1,4 +1,4 @@
-//! The target facade: [`Target`] opens the inbox in your object on first
+//! The target facade: [`RelayTarget`] opens the inbox in your object on first
 //! use, runs your [`OnApply`] handler inside each batch's transaction and
 //! serves the relay's target protocol.
 
@@ -17,29 +17,29 @@ use crate::store::inbox::Inbox;
 use crate::store::schema;
 
 /// The target side of the relay in your Durable Object.
-pub struct Target<H = KeysOnly> {
+pub struct RelayTarget<H = KeysOnly> {
     sql: DoSql,
     handler: H,
     tables: Option<(&'static str, Migrations)>,
     inbox: OnceCell<Inbox<DoSql>>,
 }
 
-impl Target {
+impl RelayTarget {
     /// The inbox of the object whose `state` this is, keeping the rows'
     /// keys. Nothing is opened until first use.
-    pub fn new(state: &State) -> Target {
-        Target { sql: DoSql::new(state), handler: KeysOnly, tables: None, inbox: OnceCell::new() }
+    pub fn new(state: &State) -> RelayTarget {
+        RelayTarget { sql: DoSql::new(state), handler: KeysOnly, tables: None, inbox: OnceCell::new() }
     }
 }
 
-impl<H: OnApply> Target<H> {
+impl<H: OnApply> RelayTarget<H> {
     /// Runs `handler` on every batch applied, inside its transaction.
-    pub fn on_apply<G: OnApply>(self, handler: G) -> Target<G> {
-        Target { sql: self.sql, handler, tables: self.tables, inbox: self.inbox }
+    pub fn on_apply<G: OnApply>(self, handler: G) -> RelayTarget<G> {
+        RelayTarget { sql: self.sql, handler, tables: self.tables, inbox: self.inbox }
     }
 
     /// Creates or migrates your own tables when the inbox opens.
-    pub fn tables(mut self, component: &'static str, migrations: Migrations) -> Target<H> {
+    pub fn tables(mut self, component: &'static str, migrations: Migrations) -> RelayTarget<H> {
         self.tables = Some((component, migrations));
         self
     }
