@@ -1,13 +1,14 @@
 //! `RelaySource`: the reference source Durable Object. It is a thin shell
 //! around the library's [`Relay`]: its `fetch` serves the source protocol
-//! ([`durable_relay::durable::source`]), its `alarm` runs [`Relay::alarm`]
-//! and logs what the alarm did. An embedder's own source object is the same
-//! few lines around the same type.
+//! ([`durable_relay::durable::source`]) and, after an accepted enqueue's
+//! reply, delivers in the same invocation ([`Relay::deliver`]); its `alarm`
+//! runs [`Relay::alarm`] and logs what the alarm did. An embedder's own
+//! source object is the same few lines around the same type.
 //!
 //! Beyond the library's protocol it serves, for the operator's console:
-//! `GET /alarms` (the figures of the last [`ALARM_HISTORY_LEN`] alarms,
-//! kept in memory: a restarted object starts a new history, and keeping it
-//! costs no write) and `POST /retire` (leave the source directory; 409
+//! `GET /alarms` (the figures of the last [`ALARM_HISTORY_LEN`] alarms and
+//! in-turn deliveries, kept in memory: a restarted object starts a new
+//! history, and keeping it costs no write) and `POST /retire` (leave the source directory; 409
 //! `source_not_empty` while rows are queued or parked). After its first
 //! accepted enqueue it lists itself in the directory ([`crate::directory`])
 //! and keeps a one-row mark so it never asks again.
@@ -21,6 +22,7 @@ use durable_relay::core::ErrorCode;
 use durable_relay::work::{self, Level};
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
+use std::rc::Rc;
 
 use serde::Serialize;
 
@@ -45,7 +47,7 @@ const COMPONENT: &str = "reference_source";
 const MIGRATIONS: &[&[&str]] = &[&["CREATE TABLE reference_listed (id INTEGER PRIMARY KEY CHECK (id = 1), \
      listed_ms INTEGER NOT NULL)"]];
 
-/// One alarm's figures in the history.
+/// One alarm's or in-turn delivery's figures in the history.
 #[derive(Clone, Debug, Serialize)]
 pub struct AlarmPoint {
     /// When the alarm started, ms since the epoch.
@@ -64,6 +66,9 @@ pub struct AlarmPoint {
     pub oldest_row_age_ms: Option<u64>,
     /// Whether it saw a row older than the lag bound.
     pub lag_exceeded: bool,
+    /// Whether an enqueue's invocation ran it (an in-turn delivery), not
+    /// the platform's alarm.
+    pub in_turn: bool,
 }
 
 /// The source's store: in test builds, behind the fault-injecting wrapper.
@@ -90,8 +95,10 @@ fn source_sql(sql: DoSql) -> SourceSql {
 pub struct RelaySource {
     /// The library's source facade, as an embedder's object holds it.
     source: embed::RelaySource<SourceSql>,
-    /// The last [`ALARM_HISTORY_LEN`] alarms, oldest first.
-    history: RefCell<VecDeque<AlarmPoint>>,
+    /// The last [`ALARM_HISTORY_LEN`] alarms and in-turn deliveries,
+    /// oldest first; shared with the in-turn deliveries, which outlive the
+    /// request that started them.
+    history: Rc<RefCell<VecDeque<AlarmPoint>>>,
     /// Whether this source is in the directory (or none is bound), once read.
     listed: Cell<Option<bool>>,
     /// Test builds: how long the next retire waits before its directory
@@ -107,7 +114,7 @@ impl DurableObject for RelaySource {
     fn new(state: State, env: Env) -> Self {
         RelaySource {
             source: embed::RelaySource::with_store(state, env, source_sql).targets(TARGET_BINDING),
-            history: RefCell::new(VecDeque::with_capacity(ALARM_HISTORY_LEN)),
+            history: Rc::new(RefCell::new(VecDeque::with_capacity(ALARM_HISTORY_LEN))),
             listed: Cell::new(None),
             #[cfg(feature = "testing")]
             retire_delay_ms: Cell::new(0),
@@ -136,7 +143,7 @@ impl DurableObject for RelaySource {
         let summary = self.source.run_alarm().await.map_err(worker::Error::RustError)?;
         let metrics_written =
             self.relay().is_ok_and(|relay| crate::metrics::write(self.env(), relay, &summary));
-        self.remember(&summary);
+        remember(&self.history, &summary);
         let mut figures = serde_json::Map::new();
         figures.insert("metrics_written".into(), metrics_written.into());
         let mode = crate::config(self.env()).map(|c| c.alarm_log).unwrap_or_default();
@@ -210,6 +217,13 @@ impl RelaySource {
                 }
                 let resp = durable_relay::durable::source::serve(relay, req, op).await?;
                 if resp.status_code() == 200 {
+                    // Delivers after the reply, in this invocation.
+                    let (history, env) = (Rc::clone(&self.history), self.env().clone());
+                    self.source.deliver_in_turn_with(move |relay, run| {
+                        remember(&history, run);
+                        let written = crate::metrics::write(&env, relay, run);
+                        serde_json::Map::from_iter([("metrics_written".to_owned(), written.into())])
+                    });
                     // The rows are committed: a directory failure must not
                     // turn into an error the caller would retry.
                     if let Err(e) = self.list(relay.name()).await {
@@ -310,24 +324,6 @@ impl RelaySource {
             .map_err(|e| HttpError::internal(e.to_string()))?;
         self.listed.set(Some(false));
         Ok(())
-    }
-
-    /// Adds an alarm to the history, dropping the oldest past the bound.
-    fn remember(&self, summary: &AlarmSummary) {
-        let mut history = self.history.borrow_mut();
-        if history.len() == ALARM_HISTORY_LEN {
-            history.pop_front();
-        }
-        history.push_back(AlarmPoint {
-            at_ms: summary.started_at_ms,
-            duration_ms: summary.duration_ms,
-            rows_delivered: summary.rows_delivered,
-            subrequests: summary.subrequests,
-            queued_rows: summary.queued_rows,
-            parked_rows: summary.parked_rows,
-            oldest_row_age_ms: summary.oldest_row_age_ms,
-            lag_exceeded: summary.lag_exceeded,
-        });
     }
 
     /// The storage suite over this object's SQLite (test builds, with
@@ -471,4 +467,24 @@ impl DurableObject for RelaySourceTwin {
     async fn alarm(&self) -> worker::Result<Response> {
         DurableObject::alarm(&self.inner).await
     }
+}
+
+/// Adds what an alarm or an in-turn delivery did to `history`, dropping the
+/// oldest past [`ALARM_HISTORY_LEN`].
+fn remember(history: &RefCell<VecDeque<AlarmPoint>>, summary: &AlarmSummary) {
+    let mut history = history.borrow_mut();
+    if history.len() == ALARM_HISTORY_LEN {
+        history.pop_front();
+    }
+    history.push_back(AlarmPoint {
+        at_ms: summary.started_at_ms,
+        duration_ms: summary.duration_ms,
+        rows_delivered: summary.rows_delivered,
+        subrequests: summary.subrequests,
+        queued_rows: summary.queued_rows,
+        parked_rows: summary.parked_rows,
+        oldest_row_age_ms: summary.oldest_row_age_ms,
+        lag_exceeded: summary.lag_exceeded,
+        in_turn: summary.in_turn,
+    });
 }

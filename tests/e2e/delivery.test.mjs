@@ -1,9 +1,13 @@
-// Delivery through real workerd: enqueue over the front door, alarm-driven
-// fires, DO-to-DO apply calls, and the faults a relay must survive.
+// Delivery through real workerd: enqueue over the front door, in-turn and
+// alarm-driven fires, DO-to-DO apply calls, and the faults a relay must
+// survive.
 
 import { test, before, after, afterEach } from "node:test";
 import assert from "node:assert/strict";
 import { Relay, put, sleep, until } from "./harness.mjs";
+
+/** How far past an in-turn enqueue its safety-net alarm is armed (IN_TURN_ALARM_GRACE_MS in crates/core/src/limits.rs). */
+const IN_TURN_ALARM_GRACE_MS = 30_000;
 
 let relay;
 before(async () => {
@@ -22,13 +26,17 @@ afterEach(async () => {
 test("enqueued rows reach their targets in sequence order and the outbox empties", async () => {
   const rows = [];
   for (let i = 0; i < 30; i++) rows.push(put(`order-t${i % 3}`, `k${i}`, { i }));
+  const sent = Date.now();
   const { seqs, last_seq } = await relay.enqueue("order-src", rows);
+  const answered = Date.now();
   assert.equal(seqs.length, 30);
   assert.equal(last_seq, 30);
   const s = await relay.drained("order-src");
   assert.equal(s.queued_rows, 0);
   assert.equal(s.delivered_rows, 30);
-  assert.equal(s.alarm_at_ms, null, "an empty outbox leaves no alarm");
+  assert.equal(s.alarms, 0, "the enqueue's own invocation delivered: no alarm ran");
+  // The enqueue's safety net stays armed, IN_TURN_ALARM_GRACE_MS after it, and nothing later.
+  assert.ok(s.alarm_at_ms >= sent + IN_TURN_ALARM_GRACE_MS && s.alarm_at_ms <= answered + IN_TURN_ALARM_GRACE_MS, `the safety net at ${s.alarm_at_ms}`);
   for (let t = 0; t < 3; t++) {
     const expected = seqs.filter((_, i) => i % 3 === t);
     assert.deepEqual(await relay.log(`order-t${t}`, "order-src"), expected);

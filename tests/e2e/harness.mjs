@@ -246,7 +246,11 @@ export class Relay {
       .map((l) => JSON.parse(l.slice(l.indexOf("{"))));
   }
 
-  /** Every per-alarm summary the relay logged so far. */
+  /**
+   * Every delivery's summary the relay logged so far: the platform's alarms
+   * (`relay_alarm`) and the in-turn deliveries enqueues ran after their
+   * replies (`relay_delivery`, with `in_turn: true`).
+   */
   alarmLogs() {
     const out = [];
     for (const line of this.output.split("\n")) {
@@ -254,7 +258,7 @@ export class Relay {
       if (at < 0) continue;
       try {
         const parsed = JSON.parse(line.slice(at));
-        if (parsed.event === "relay_alarm") out.push(parsed.alarm);
+        if (parsed.event === "relay_alarm" || parsed.event === "relay_delivery") out.push(parsed.alarm);
       } catch {}
     }
     return out;

@@ -171,23 +171,37 @@ test("status figures match what happened: delivered, subrequests, rows written p
   assert.equal(s.last_alarm.queued_rows, 0);
 });
 
-test("a status read while the alarm awaits a target arms no second, empty alarm", async () => {
-  const src = "fig-slow";
-  await fault("fig-slow-t", { delay_ms: 1_500 });
+/** A status read while a delivery awaits a slow target, and after: `alarms` the platform's alarms that ran. */
+async function statusWhileDelivering(r, src, alarms) {
+  await r.api("POST", `/v1/targets/${src}-t/faults`, { delay_ms: 1_500 });
   try {
-    await relay.enqueue(src, [put("fig-slow-t", "k", 1)]);
-    await sleep(600); // the alarm now awaits the slow target
-    const during = await relay.status(src);
-    assert.equal(during.rearmed, false, "the running alarm arms its own next wake-up");
-    const s = await relay.drained(src);
+    await r.enqueue(src, [put(`${src}-t`, "k", 1)]);
+    await sleep(600); // the delivery now awaits the slow target
+    const during = await r.status(src);
+    assert.equal(during.rearmed, false, "the running delivery arms its own next wake-up");
+    const s = await r.drained(src);
     await sleep(1_500); // time for a stray alarm to fire
-    const after = await relay.status(src);
+    const after = await r.status(src);
     assert.equal(after.delivered_rows, 1);
-    assert.equal(after.alarms, 1, `one alarm, not a second empty one: ${JSON.stringify(after.last_alarm)}`);
+    assert.equal(after.alarms, alarms, `no second, empty alarm: ${JSON.stringify(after.last_alarm)}`);
     assert.equal(after.last_alarm.rows_delivered, 1);
+    assert.equal(after.last_alarm.in_turn ?? false, alarms === 0, "the last delivery's figures say which kind it was");
     assert.equal(s.queued_rows, 0);
   } finally {
-    await fault("fig-slow-t", { delay_ms: 0 });
+    await r.api("POST", `/v1/targets/${src}-t/faults`, { delay_ms: 0 });
+  }
+}
+
+test("a status read while the in-turn delivery awaits a target arms no alarm, and none runs", async () => {
+  await statusWhileDelivering(relay, "fig-slow", 0);
+});
+
+test("a status read while the alarm awaits a target arms no second, empty alarm", async () => {
+  const alarmOnly = await Relay.start({ vars: { RELAY_IN_TURN: "off" } });
+  try {
+    await statusWhileDelivering(alarmOnly, "fig-slow-alarm", 1);
+  } finally {
+    await alarmOnly.stop();
   }
 });
 

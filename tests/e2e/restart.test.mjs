@@ -68,7 +68,7 @@ test("counts once read never go back after the object restarts", async () => {
       await relay.enqueue(src, [put(`rc${i}`, "k", i)]);
       await relay.drained(src);
     }
-    await until(async () => (await relay.status(src)).alarms >= 6, "six alarms counted");
+    await until(async () => (await relay.status(src)).fires >= 6, "six deliveries counted");
     const read = figures(await relay.status(src));
     relay.kill();
     await relay.stop();

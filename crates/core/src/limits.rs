@@ -254,6 +254,25 @@ pub const DEFAULT_CALL_TIMEOUT_MS: u64 = 30_000;
 pub const MIN_CALL_TIMEOUT_MS: u64 = 100;
 /// Longest configurable call timeout: an alarm has 15 minutes in all.
 pub const MAX_CALL_TIMEOUT_MS: u64 = 120_000;
+/// How far past an in-turn enqueue its safety-net alarm is armed, ms. The
+/// enqueue's own invocation delivers its rows; the alarm, armed in the
+/// enqueue's turn so a crash loses nothing, only has to deliver what that
+/// delivery did not (the object was evicted or restarted, a call failed).
+/// Armed this late, it does not wake the object for rows already
+/// delivered, and one arming serves a stream of enqueues this long (one
+/// row written, not one per row). The default call timeout: a normal
+/// delivery ends well within it, and an alarm that does overlap a slow one
+/// is safe (see the sequence explorer).
+pub const IN_TURN_ALARM_GRACE_MS: u64 = DEFAULT_CALL_TIMEOUT_MS;
+/// Halvings of the source's budget for an in-turn delivery (see
+/// [`RelayBudget::for_retry`]): it shares its invocation's CPU with the
+/// enqueue that started it, so it runs half an alarm's rows and work, and
+/// one fire.
+pub const IN_TURN_HALVINGS: u32 = 1;
+/// Deliveries one in-turn delivery runs at most: each after the first is
+/// asked for by an enqueue that arrived while the one before ran. Past it,
+/// rows still waiting are left to the alarm (armed for now).
+pub const IN_TURN_RUNS_MAX: u32 = 64;
 /// Largest configurable `park_after_failed_cycles`.
 pub const MAX_PARK_AFTER_FAILED_CYCLES: u32 = 1_000;
 /// Longest configurable coalescing wait (`RELAY_COALESCE_MS`): rows that

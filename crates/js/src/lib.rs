@@ -187,6 +187,14 @@ impl JsSource {
         })
     }
 
+    /// Starts delivering what the outbox holds in this invocation, without
+    /// waiting for it (`RELAY_IN_TURN`): the package runs it once the
+    /// transaction of an `enqueueSync` is over. `enqueue` and `fetch` start
+    /// it themselves.
+    pub fn deliver(&self) {
+        self.source.deliver_in_turn();
+    }
+
     /// Forgets the alarm noted as armed: setting it failed, so the next use
     /// reads it afresh.
     #[wasm_bindgen(js_name = alarmUnknown)]

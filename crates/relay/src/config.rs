@@ -82,6 +82,10 @@ pub struct RelayConfig {
     pub partitions: BTreeMap<Name, PartitionMap>,
     /// Which alarms log their `relay_alarm` line.
     pub alarm_log: AlarmLog,
+    /// Whether an enqueue delivers its rows in its own invocation, after
+    /// its reply (`RELAY_IN_TURN`, `on` by default; see
+    /// [`SourceConfig::in_turn`]).
+    pub in_turn: bool,
 }
 
 /// Which alarms log a `relay_alarm` line (`RELAY_ALARM_LOG`). The warnings
@@ -232,6 +236,7 @@ impl RelayConfig {
             alarm: AlarmOptions { budget: self.budget, max_in_flight: self.max_in_flight },
             settings: self.settings,
             coalesce_ms: self.coalesce_ms,
+            in_turn: self.in_turn,
         }
     }
 
@@ -310,7 +315,20 @@ impl RelayConfig {
             partitions: partitions(&get)?,
             coalesce_ms,
             alarm_log,
+            in_turn: in_turn(&get)?,
         })
+    }
+}
+
+/// `RELAY_IN_TURN`: `on` (the default) or `off`.
+fn in_turn(get: &impl Fn(&str) -> Option<String>) -> Result<bool, ConfigError> {
+    match get("RELAY_IN_TURN").as_deref().map(str::trim) {
+        None | Some("on") => Ok(true),
+        Some("off") => Ok(false),
+        Some(other) => Err(ConfigError {
+            var: "RELAY_IN_TURN",
+            message: format!("must be `on` or `off`, got {other:?}"),
+        }),
     }
 }
 
@@ -431,6 +449,17 @@ mod tests {
         assert_eq!(parse(&[]).unwrap().coalesce_ms, 0);
         assert_eq!(parse(&[("RELAY_COALESCE_MS", "1000")]).unwrap().coalesce_ms, 1_000);
         assert_eq!(parse(&[("RELAY_COALESCE_MS", "1001")]).unwrap_err().var, "RELAY_COALESCE_MS");
+    }
+
+    #[test]
+    fn in_turn_delivery_is_on_by_default_and_refuses_other_words() {
+        assert!(
+            parse(&[]).unwrap().source().in_turn,
+            "an enqueue delivers in its own invocation unless told"
+        );
+        assert!(!parse(&[("RELAY_IN_TURN", "off")]).unwrap().source().in_turn);
+        assert!(parse(&[("RELAY_IN_TURN", " on ")]).unwrap().source().in_turn);
+        assert_eq!(parse(&[("RELAY_IN_TURN", "yes")]).unwrap_err().var, "RELAY_IN_TURN");
     }
 
     #[test]

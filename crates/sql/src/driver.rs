@@ -32,7 +32,7 @@ use crate::core::{
 };
 pub use durable_relay_protocol::wire::AlarmOptions;
 
-use crate::store::outbox::{Commit, Outbox};
+use crate::store::outbox::{Commit, LastRun, Outbox};
 use crate::store::{Sql, StoreError};
 
 /// How the relay reaches a target.
@@ -201,6 +201,11 @@ pub struct AlarmSummary {
     /// Left out of the log line when not.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub host_alarm: bool,
+    /// Whether this was an in-turn delivery (run by an enqueue's
+    /// invocation after its reply) rather than the platform's alarm. Left
+    /// out of the log line when not.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub in_turn: bool,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -210,7 +215,7 @@ fn is_zero(n: &u32) -> bool {
 /// Given a settled fire's report, wake-up and the invocation's CPU gauge,
 /// the alarm's figures as JSON when this is the alarm's last fire (stored
 /// with its checkpoint).
-pub type AlarmFigures<'a> = dyn Fn(&FireReport, Wake, &CpuGauge) -> Option<String> + 'a;
+pub type AlarmFigures<'a> = dyn Fn(&FireReport, Wake, &CpuGauge) -> Option<LastRun> + 'a;
 
 /// Runs one fire with `calls_left` calls and writes its checkpoint.
 /// `last_alarm` (JSON figures) is stored with the checkpoint. Every batch
@@ -242,7 +247,7 @@ pub async fn fire<S: Sql>(
     cpu.cut();
     let settlement = fire.settle();
     let figures = last_alarm.and_then(|f| f(&settlement.report, settlement.wake, &cpu.gauge));
-    let commit = outbox.checkpoint(&settlement.checkpoint, &settlement.report, now(), figures.as_deref())?;
+    let commit = outbox.checkpoint(&settlement.checkpoint, &settlement.report, now(), figures.as_ref())?;
     Ok(FireRecord {
         report: settlement.report,
         wake: settlement.wake,
@@ -303,7 +308,10 @@ fn traces_of<'a>(call: &'a TargetCall, rows: &'a [QueuedRow]) -> impl Iterator<I
 /// summary; the caller arms it). `retry_count` is the platform's count of
 /// this alarm's retries: a retry runs under [`RelayBudget::for_retry`].
 /// `near_limit` is the runtime's CPU signal ([`no_signal`] where it has
-/// none).
+/// none). `counted`: whether this is the platform's alarm, counted in the
+/// source's `alarms`; an in-turn delivery (see
+/// [`Relay::deliver`](crate::Relay::deliver)) runs the same fires
+/// uncounted. Either stores its figures as the last delivery's.
 #[allow(clippy::too_many_arguments, reason = "the alarm's inputs, each from its own owner")]
 pub async fn run_alarm<S: Sql>(
     outbox: &Outbox<S>,
@@ -313,7 +321,7 @@ pub async fn run_alarm<S: Sql>(
     targets: &impl Targets,
     now: &dyn Fn() -> u64,
     observer: &impl FireObserver,
-    retry_count: u32,
+    (retry_count, counted): (u32, bool),
     near_limit: &NearLimit<'_>,
 ) -> Result<AlarmSummary, AlarmError> {
     let started = now();
@@ -333,8 +341,8 @@ pub async fn run_alarm<S: Sql>(
             }
             probe.next_fire().is_none().then(|| {
                 let mut s = summarise(source, &probe, options, started, now(), None);
-                (s.work, s.retry_count) = (gauge.spent(), retry_count);
-                serde_json::to_string(&s).unwrap_or_default()
+                (s.work, s.retry_count, s.in_turn) = (gauge.spent(), retry_count, !counted);
+                LastRun { figures: serde_json::to_string(&s).unwrap_or_default(), alarm: counted }
             })
         };
         let record =

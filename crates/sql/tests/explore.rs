@@ -1,8 +1,11 @@
-//! The sequence explorer over the partition protocol (see
-//! `durable_relay_sql::sim::explore`): every sequence of sends, retries, router
-//! steps, crashes, late calls, deploys and alarms that strays from the plain
-//! schedule in at most the bound's number of choices, over the shipped
-//! router, objects and SQL. `scripts/test` runs the quick bound (2);
+//! The sequence explorers, over the shipped router, objects and SQL: the
+//! partition protocol's (see `durable_relay_sql::sim::explore`: every
+//! sequence of sends, retries, router steps, crashes, late calls, deploys
+//! and alarms) and the deliveries' (see `..::explore::deliveries`: every
+//! interleaving of one source's enqueues, in-turn deliveries, alarm, target
+//! calls answered, lost, timed out or late, and restarts), each straying
+//! from the plain schedule in at most the bound's number of choices
+//! (the deliveries', cheaper, one more). `scripts/test` runs the quick bound (2);
 //! `RELAY_EXPLORE=deep` runs the deep one (3); `RELAY_EXPLORE=N` any other.
 //! A failing sequence prints a `RELAY_EXPLORE_REPLAY=scenario:choices` line;
 //! with it set, the scenario's test runs that sequence alone and prints its
@@ -10,6 +13,9 @@
 
 use std::io::Write;
 
+use durable_relay_sql::sim::explore::deliveries::{
+    delivery_scenarios, explore_deliveries, replay_deliveries,
+};
 use durable_relay_sql::sim::explore::{explore, replay, scenarios, Bounds};
 
 /// Sequences one scenario may run before the test calls the bound too wide.
@@ -26,29 +32,51 @@ fn bounds() -> (Bounds, String) {
     }
 }
 
-/// Explores scenario `name` within the bounds (or replays the sequence
-/// `RELAY_EXPLORE_REPLAY` names, when it names this scenario).
-fn explore_scenario(name: &str) {
-    let scenario = scenarios().into_iter().find(|s| s.name == name).expect("a scenario of that name");
+/// The choices `RELAY_EXPLORE_REPLAY` names for scenario `name`: none when
+/// it is unset, `Some(None)` when it names another scenario (this test then
+/// does nothing).
+fn replay_choices(name: &str) -> Option<Option<Vec<usize>>> {
+    let line = std::env::var("RELAY_EXPLORE_REPLAY").ok()?;
+    let (wanted, choices) = line.split_once(':').expect("RELAY_EXPLORE_REPLAY=scenario:choices");
+    if wanted != name {
+        return Some(None);
+    }
+    Some(Some(choices.split(',').filter(|c| !c.is_empty()).map(|c| c.parse().expect("a choice")).collect()))
+}
+
+/// What one exploration found, whichever explorer ran.
+struct Found {
+    sequences: u64,
+    longest: u64,
+    breach: Option<String>,
+}
+
+/// Explores `name` with `explore` within the bounds (or replays the
+/// sequence `RELAY_EXPLORE_REPLAY` names with `replay`, when it names this
+/// scenario), and fails on a breach or a bound that allows too much or too
+/// little.
+fn explore_with(
+    name: &str,
+    explore: impl Fn(&Bounds) -> Found,
+    replay: impl Fn(&Bounds, &[usize]) -> Result<String, String>,
+) {
     let (bounds, which) = bounds();
-    if let Ok(line) = std::env::var("RELAY_EXPLORE_REPLAY") {
-        let (wanted, choices) = line.split_once(':').expect("RELAY_EXPLORE_REPLAY=scenario:choices");
-        if wanted != name {
+    match replay_choices(name) {
+        Some(None) => return,
+        Some(Some(choices)) => {
+            match replay(&bounds, &choices) {
+                Ok(script) => println!("{script}"),
+                Err(breach) => panic!("{breach}"),
+            }
             return;
         }
-        let choices: Vec<usize> =
-            choices.split(',').filter(|c| !c.is_empty()).map(|c| c.parse().expect("a choice")).collect();
-        match replay(&scenario, &bounds, &choices) {
-            Ok(script) => println!("{script}"),
-            Err(breach) => panic!("{breach}"),
-        }
-        return;
+        None => {}
     }
     let started = std::time::Instant::now();
-    let found = explore(&scenario, &bounds, SEQUENCES_MAX);
+    let found = explore(&bounds);
     let _ = writeln!(
         std::io::stderr(),
-        "explore {name} ({which}): {} sequences, the longest {} actions, {:.1} s",
+        "explore {name} ({which}): {} sequences, the longest {} steps, {:.1} s",
         found.sequences,
         found.longest,
         started.elapsed().as_secs_f64()
@@ -58,6 +86,40 @@ fn explore_scenario(name: &str) {
     }
     assert!(found.sequences < SEQUENCES_MAX, "{name}: the bound allows too many sequences");
     assert!(found.sequences > 100, "{name}: the bound allows almost no deviation");
+}
+
+/// Explores the partition protocol's scenario `name`.
+fn explore_scenario(name: &str) {
+    let scenario = scenarios().into_iter().find(|s| s.name == name).expect("a scenario of that name");
+    explore_with(
+        name,
+        |bounds| {
+            let f = explore(&scenario, bounds, SEQUENCES_MAX);
+            Found { sequences: f.sequences, longest: u64::from(f.longest), breach: f.breach }
+        },
+        |bounds, choices| replay(&scenario, bounds, choices),
+    );
+}
+
+/// The deliveries' bound: one deviation past `bounds`, since a sequence
+/// of one source is short and cheap (the quick bound runs in seconds).
+fn deeper(bounds: &Bounds) -> Bounds {
+    Bounds { deviations: bounds.deviations + 1 }
+}
+
+/// Explores the delivery scenario `name`: one source's enqueues, in-turn
+/// deliveries, alarm, calls and restarts.
+fn explore_deliveries_of(name: &str) {
+    let scenario =
+        delivery_scenarios().into_iter().find(|s| s.name == name).expect("a delivery scenario of that name");
+    explore_with(
+        name,
+        |bounds| {
+            let f = explore_deliveries(&scenario, &deeper(bounds), SEQUENCES_MAX);
+            Found { sequences: f.sequences, longest: f.longest as u64, breach: f.breach }
+        },
+        |bounds, choices| replay_deliveries(&scenario, &deeper(bounds), choices),
+    );
 }
 
 #[test]
@@ -96,4 +158,20 @@ fn every_scenario_has_its_test() {
     ];
     let all: Vec<&str> = scenarios().iter().map(|s| s.name).collect();
     assert_eq!(all, named, "a new scenario needs its test here");
+}
+
+#[test]
+fn every_interleaving_of_in_turn_deliveries_and_the_alarm_on_one_target_keeps_order_and_effect_once() {
+    explore_deliveries_of("one-target-stream");
+}
+
+#[test]
+fn every_interleaving_of_in_turn_deliveries_and_the_alarm_on_two_targets_keeps_order_and_effect_once() {
+    explore_deliveries_of("two-targets");
+}
+
+#[test]
+fn every_delivery_scenario_has_its_test() {
+    let all: Vec<&str> = delivery_scenarios().iter().map(|s| s.name).collect();
+    assert_eq!(all, ["one-target-stream", "two-targets"], "a new scenario needs its test here");
 }

@@ -333,6 +333,8 @@ export class RelaySource {
       queueMicrotask(() => {
         this.#recheck = false;
         this.#raw.recheckAlarm().catch(() => this.#raw.alarmUnknown());
+        // Rows the transaction kept are delivered in this invocation.
+        this.#raw.deliver();
       });
     }
     return camelized(enqueued);

@@ -1,6 +1,7 @@
 //! The per-alarm log lines an embedding writes: the `relay_alarm` line
-//! with the alarm's figures (and any of your own), and the warnings for a
-//! parked target or a row past the lag bound.
+//! with the alarm's figures (and any of your own; `relay_delivery` for an
+//! in-turn delivery, which an enqueue's invocation ran), and the warnings
+//! for a parked target or a row past the lag bound.
 
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
 #![deny(clippy::unreachable, clippy::todo, clippy::unimplemented)]
@@ -46,14 +47,15 @@ pub fn log_alarm_as(
         log_warnings(summary);
         return;
     }
+    let event = if summary.in_turn { "relay_delivery" } else { "relay_alarm" };
     if figures.is_empty() {
-        work::log_json(Level::Info, &serde_json::json!({"event": "relay_alarm", "alarm": summary}));
+        work::log_json(Level::Info, &serde_json::json!({"event": event, "alarm": summary}));
     } else {
         let mut alarm = serde_json::to_value(summary).unwrap_or(serde_json::Value::Null);
         if let Some(fields) = alarm.as_object_mut() {
             fields.extend(figures);
         }
-        work::log_json(Level::Info, &serde_json::json!({"event": "relay_alarm", "alarm": alarm}));
+        work::log_json(Level::Info, &serde_json::json!({"event": event, "alarm": alarm}));
     }
     log_warnings(summary);
 }

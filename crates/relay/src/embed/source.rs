@@ -7,6 +7,7 @@
 
 use std::borrow::Cow;
 use std::cell::OnceCell;
+use std::rc::Rc;
 
 use worker::{Env, Request, Response, State};
 
@@ -17,6 +18,7 @@ use crate::core::{EnqueueRow, ErrorCode, Traceparent};
 use crate::driver::{AlarmSummary, NoObserver};
 use crate::durable::{now_ms, open_error, source_id, source_name, DoAlarm, DoSql, DoTargets, HostAlarm};
 use crate::http::{respond, HttpError};
+use crate::routes::SourceOp;
 use crate::source::Relay;
 use crate::store::outbox::Enqueued;
 use crate::store::{schema, Sql, StoreError};
@@ -58,7 +60,9 @@ pub struct RelaySource<S: Sql = DoSql> {
     /// The host's scheduler the relay keeps its alarm with, or none: the
     /// object's own alarm.
     scheduler: Option<HostAlarm>,
-    relay: OnceCell<Relay<S, DoAlarm>>,
+    /// Shared with the in-turn deliveries this object starts, which outlive
+    /// the call that started them.
+    relay: OnceCell<Rc<Relay<S, DoAlarm>>>,
     /// Which retry of a failed alarm the next alarm is (`alarmInfo.retryCount`),
     /// until the alarm consumes it.
     retried: std::cell::Cell<u32>,
@@ -72,7 +76,7 @@ impl RelaySource {
     }
 }
 
-impl<S: Sql> RelaySource<S> {
+impl<S: Sql + 'static> RelaySource<S> {
     /// [`RelaySource::new`], writing through `store(the object's SQLite)`.
     pub fn with_store(state: State, env: Env, store: fn(DoSql) -> S) -> RelaySource<S> {
         let targets = Cow::Borrowed(DEFAULT_TARGET_BINDING);
@@ -148,12 +152,12 @@ impl<S: Sql> RelaySource<S> {
         if let Some((component, migrations)) = self.tables {
             schema::migrate(relay.sql(), component, migrations)?;
         }
-        Ok(self.relay.get_or_init(|| relay))
+        Ok(self.relay.get_or_init(|| Rc::new(relay)))
     }
 
     /// The relay if something has opened it, without opening it.
     pub fn opened(&self) -> Option<&Relay<S, DoAlarm>> {
-        self.relay.get()
+        self.relay.get().map(|r| &**r)
     }
 
     /// The object's database, for your own tables.
@@ -191,7 +195,57 @@ impl<S: Sql> RelaySource<S> {
                 write(sql, done).map(Some)
             })
             .await?;
+        if !done.duplicate {
+            self.deliver_in_turn();
+        }
         Ok((written, done))
+    }
+
+    /// Starts delivering what the outbox holds in this invocation, without
+    /// waiting for it: the enqueue that called it answers at once, and its
+    /// rows need no alarm of their own (see
+    /// [`Relay::deliver`](crate::source::Relay::deliver)). The enqueue
+    /// methods here and [`fetch`](RelaySource::fetch) call it after a
+    /// commit; an object that enqueues through [`relay`](RelaySource::relay)
+    /// directly calls it itself. Does nothing when `RELAY_IN_TURN=off`, when
+    /// nothing opened the relay, or when the configuration cannot be read
+    /// (the alarm delivers, and reports that error).
+    pub fn deliver_in_turn(&self) {
+        self.deliver_in_turn_with(|_, _| serde_json::Map::new());
+    }
+
+    /// [`deliver_in_turn`](RelaySource::deliver_in_turn), calling `on_run`
+    /// with the relay and what each run did, for an object that keeps its
+    /// own figures of its deliveries; the figures it answers join the run's
+    /// log line, as an alarm's do with [`log_alarm_as`].
+    pub fn deliver_in_turn_with(
+        &self,
+        on_run: impl Fn(&Relay<S, DoAlarm>, &AlarmSummary) -> serde_json::Map<String, serde_json::Value> + 'static,
+    ) {
+        let Some(relay) = self.relay.get().cloned() else { return };
+        if !relay.config().in_turn {
+            return;
+        }
+        let Ok(targets) = self.do_targets() else { return };
+        let mode = self.alarm_log();
+        relay.set_near_cpu_limit(Rc::new(|_| worker::signal::is_near_cpu_limit()));
+        self.state.wait_until(async move {
+            match relay.deliver(&targets, &now_ms, &NoObserver).await {
+                Ok(runs) => runs.iter().for_each(|run| log_alarm_as(run, on_run(&relay, run), mode)),
+                Err(f) => work::log_json(
+                    Level::Error,
+                    &serde_json::json!({"event": "relay_delivery_error", "error": f.error.to_string(),
+                        "retry_at_ms": f.retry_at_ms}),
+                ),
+            }
+        });
+    }
+
+    /// The targets' namespace, with the configured call timeout.
+    fn do_targets(&self) -> Result<DoTargets, HttpError> {
+        let config = config(&self.env)?;
+        let namespace = target_namespace(&self.env, &self.targets)?;
+        Ok(DoTargets { namespace, timeout_ms: config.call_timeout_ms })
     }
 
     /// Runs one alarm: the relay delivers to the targets' binding with the
@@ -268,9 +322,7 @@ impl<S: Sql> RelaySource<S> {
         let relay = self.relay().map_err(|e| e.message)?;
         relay.alarm_retried(self.retried.replace(0));
         relay.set_near_cpu_limit(std::rc::Rc::new(|_| worker::signal::is_near_cpu_limit()));
-        let config = config(&self.env).map_err(|e| e.message)?;
-        let namespace = target_namespace(&self.env, &self.targets).map_err(|e| e.message)?;
-        let targets = DoTargets { namespace, timeout_ms: config.call_timeout_ms };
+        let targets = self.do_targets().map_err(|e| e.message)?;
         match relay.alarm(&targets, &now_ms, &NoObserver).await {
             Ok(summary) => Ok(summary),
             Err(f) => {
@@ -295,6 +347,16 @@ impl<S: Sql> RelaySource<S> {
             Ok(relay) => crate::durable::source::handle(relay, &mut req).await,
             Err(e) => Err(e),
         };
+        if served.as_ref().is_ok_and(|r| r.status_code() == 200) && is_enqueue(&req) {
+            self.deliver_in_turn();
+        }
         respond(served)
     }
+}
+
+/// Whether `req` is the source protocol's `POST /enqueue` (direct, or
+/// through a partition router).
+fn is_enqueue(req: &Request) -> bool {
+    let op = req.url().ok().and_then(|url| SourceOp::from_url(req.method().as_ref(), &url).ok());
+    op == Some(SourceOp::Enqueue)
 }

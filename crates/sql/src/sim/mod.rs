@@ -284,7 +284,7 @@ impl Sim {
             world: self.world.clone(),
             source: source.clone(),
             src,
-            options: source_config(budget, settings, 0).alarm,
+            options: source_config(budget, settings, 0, false).alarm,
             log: RefCell::default(),
             nested: false,
         })
@@ -305,7 +305,7 @@ impl Sim {
         let src = self.world.source(&s);
         let settings = self.world.settings.borrow().get(&s).copied().unwrap_or_default();
         let coalesce = self.world.coalesce.borrow().get(&s).copied().unwrap_or(0);
-        src.relay.set_config(source_config(budget, settings, coalesce))?;
+        src.relay.set_config(source_config(budget, settings, coalesce, self.world.in_turn.get()))?;
         src.alarm.set(None);
         let targets = self.targets(&s, budget);
         let observer =

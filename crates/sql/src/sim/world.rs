@@ -137,6 +137,8 @@ pub(crate) struct World {
     pub(crate) settings: RefCell<BTreeMap<Name, OutboxSettings>>,
     /// Coalescing waits per source, ms.
     pub(crate) coalesce: RefCell<BTreeMap<Name, u64>>,
+    /// Whether every source delivers in turn (see `SourceConfig::in_turn`).
+    pub(crate) in_turn: Cell<bool>,
     /// Whether every fire ends with the audit, panicking on a breach.
     pub(crate) audit_every_fire: Cell<bool>,
     /// Target calls made in all.
@@ -185,6 +187,7 @@ impl World {
             discarded: RefCell::new(BTreeSet::new()),
             settings: RefCell::new(BTreeMap::new()),
             coalesce: RefCell::new(BTreeMap::new()),
+            in_turn: Cell::new(false),
             audit_every_fire: Cell::new(false),
             total_calls: Cell::new(0),
             not_before: RefCell::new(BTreeMap::new()),
@@ -248,7 +251,7 @@ impl World {
         let settings = self.settings.borrow().get(name).copied().unwrap_or_default();
         let alarm = Rc::new(Cell::new(None));
         let coalesce = self.coalesce.borrow().get(name).copied().unwrap_or(0);
-        let config = source_config(RelayBudget::default(), settings, coalesce);
+        let config = source_config(RelayBudget::default(), settings, coalesce, self.in_turn.get());
         let (object, id) = self.identity(name);
         let alarm_store = SimAlarm::sharing(alarm.clone());
         let relay = Relay::open(object, id, FaultySql::new(sql), alarm_store.clone(), config)?;
@@ -352,10 +355,16 @@ impl World {
 }
 
 /// A source's configuration for `budget` and `settings`.
-pub(crate) fn source_config(budget: RelayBudget, settings: OutboxSettings, coalesce_ms: u64) -> SourceConfig {
+pub(crate) fn source_config(
+    budget: RelayBudget,
+    settings: OutboxSettings,
+    coalesce_ms: u64,
+    in_turn: bool,
+) -> SourceConfig {
     SourceConfig {
         alarm: AlarmOptions { budget, max_in_flight: DEFAULT_MAX_IN_FLIGHT },
         settings,
         coalesce_ms,
+        in_turn,
     }
 }

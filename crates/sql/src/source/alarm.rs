@@ -20,70 +20,8 @@ impl<S: Sql, A: AlarmStore> Relay<S, A> {
     ) -> Result<AlarmSummary, AlarmFailure> {
         // The platform consumed the alarm that woke us.
         self.known.set(AlarmKnown::None);
-        let _firing = Firing::start(&self.firing);
-        let started = now();
         let retry_count = self.retried.replace(0);
-        let near_limit = self.near_limit.borrow().clone();
-        let signal = |work: u64| near_limit.as_ref().is_some_and(|f| f(work));
-        let mut options = self.config.get().alarm;
-        // A retry halves by its count; what a fitted retry kept, beyond that.
-        let kept = self.kept.get().halvings.saturating_sub(retry_count);
-        options.budget = options.budget.for_retry(kept);
-        match run_alarm(
-            &self.outbox,
-            &self.name,
-            &self.id,
-            &options,
-            targets,
-            now,
-            observer,
-            retry_count,
-            &signal,
-        )
-        .await
-        {
-            Ok(mut summary) => {
-                self.alarm_failures.set(0);
-                self.kept.set(self.kept.get().after(retry_count, summary.cpu_cut));
-                let config = self.config.get();
-                if summary.rows_delivered > 0 {
-                    self.last_delivery_ms.set(Some(now()));
-                }
-                summary.next_in_ms = coalesced(
-                    summary.next_in_ms,
-                    summary.queued_rows,
-                    config.alarm.budget.rows_per_fire,
-                    config.coalesce_ms,
-                );
-                summary.host_alarm = self.take_host_alarm(now());
-                let relay_due = summary.next_in_ms.map(|delay| now().saturating_add(delay));
-                let armed = self.arm(relay_due, 0).await;
-                armed.map_err(|e| AlarmFailure { error: AlarmError::Store(e), retry_at_ms: None })?;
-                // Counts waiting too long are written now (one row); if that
-                // fails they wait for the next chance, and the alarm stands.
-                let _ = self.outbox.write_counts(now(), UNWRITTEN_COUNTS_MAX_AGE_MS);
-                Ok(summary)
-            }
-            // Writes come back with the next UTC day, not sooner.
-            Err(AlarmError::Store(e)) if e.is_write_limit() => {
-                let at = next_utc_day_ms(now());
-                let host_alarm = self.take_host_alarm(now());
-                match self.arm_at(at).await {
-                    Ok(()) => Ok(AlarmSummary { host_alarm, ..self.write_limited(started, at, now()) }),
-                    Err(_) => Err(AlarmFailure { error: AlarmError::Store(e), retry_at_ms: None }),
-                }
-            }
-            Err(error) => {
-                // Do not rely on the platform's few retries: back off ourselves.
-                let failures = self.alarm_failures.get().saturating_add(1);
-                self.alarm_failures.set(failures);
-                let at = now().saturating_add(retry_backoff_ms(failures));
-                // A host time already due waits with the back-off: the
-                // next alarm that succeeds reports it.
-                let retry_at_ms = self.arm(Some(at), at).await.ok().map(|()| at);
-                Err(AlarmFailure { error, retry_at_ms })
-            }
-        }
+        self.run(Run::Alarm { retry_count }, targets, now, observer).await
     }
 
     /// The summary of an alarm that started at `started` and that the daily

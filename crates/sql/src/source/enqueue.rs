@@ -4,6 +4,7 @@
 //! alarm in the same turn as its rows.
 
 use super::*;
+use crate::core::IN_TURN_ALARM_GRACE_MS;
 use crate::store::outbox::Entry;
 
 impl<S: Sql, A: AlarmStore> Relay<S, A> {
@@ -127,9 +128,17 @@ impl<S: Sql, A: AlarmStore> Relay<S, A> {
 
     /// When the rows an enqueue wrote need the alarm. A delayed row needs
     /// none before it is due; one already set earlier (for other rows) is
-    /// kept.
+    /// kept. Rows due now at a source that delivers in turn need it only
+    /// as the safety net, [`IN_TURN_ALARM_GRACE_MS`] later: they ask for
+    /// an in-turn delivery instead (see [`Relay::deliver`]).
     pub(super) fn due_for(&self, done: &Enqueued, now_ms: u64) -> u64 {
-        enqueue_due(now_ms, self.last_delivery_ms.get(), self.config.get().coalesce_ms)
-            .max(done.first_due_ms())
+        let config = self.config.get();
+        let due =
+            enqueue_due(now_ms, self.last_delivery_ms.get(), config.coalesce_ms).max(done.first_due_ms());
+        if config.in_turn && config.coalesce_ms == 0 && due <= now_ms {
+            self.asked.set(true);
+            return now_ms.saturating_add(IN_TURN_ALARM_GRACE_MS);
+        }
+        due
     }
 }

@@ -57,7 +57,10 @@ use crate::store::outbox::{
 use crate::store::{int, Sql, StoreError};
 
 mod alarm;
+mod deliver;
 mod enqueue;
+
+use deliver::Run;
 mod parked;
 mod partitioned;
 mod status;
@@ -92,18 +95,18 @@ pub struct AlarmFailure {
     pub retry_at_ms: Option<u64>,
 }
 
-/// Marks an alarm as running for as long as it lives, whichever way the
-/// alarm ends.
-struct Firing<'a>(&'a Cell<bool>);
+/// Marks a run (an alarm's, or an in-turn delivery) as going on for as
+/// long as it lives, whichever way it ends.
+struct Running<'a>(&'a Cell<bool>);
 
-impl<'a> Firing<'a> {
+impl<'a> Running<'a> {
     fn start(flag: &'a Cell<bool>) -> Self {
         flag.set(true);
-        Firing(flag)
+        Running(flag)
     }
 }
 
-impl Drop for Firing<'_> {
+impl Drop for Running<'_> {
     fn drop(&mut self) {
         self.0.set(false);
     }
@@ -131,8 +134,16 @@ pub struct Relay<S, A> {
     /// an alarm when it wakes the object, so a status read or a sweep
     /// during the fire finds none stored while rows wait; arming one then
     /// would wake the object again for nothing, since the fire arms its own
-    /// next wake-up when it ends.
+    /// next wake-up when it ends. An in-turn delivery consumes no alarm:
+    /// while one runs, the stored alarm is checked as at any other time.
     firing: Cell<bool>,
+    /// Whether an enqueue committed rows due now since the last in-turn
+    /// delivery began: they ask for one. Asked while one runs, it runs
+    /// once more when it ends, instead of a second running beside it; not
+    /// asked (the rows wait for a later time), none runs.
+    asked: Cell<bool>,
+    /// Whether an in-turn delivery of this instance is running.
+    delivering: Cell<bool>,
     /// A `Cell` so a running source can be reconfigured without exclusive
     /// access. Invariant: its budget is valid.
     config: Cell<SourceConfig>,
@@ -211,6 +222,8 @@ impl<S: Sql, A: AlarmStore> Relay<S, A> {
             alarm_failures: Cell::new(0),
             last_delivery_ms: Cell::new(None),
             firing: Cell::new(false),
+            asked: Cell::new(false),
+            delivering: Cell::new(false),
             config: Cell::new(config),
             retried: Cell::new(0),
             kept: Cell::new(KeptHalvings::default()),

@@ -155,6 +155,14 @@ pub struct SourceConfig {
     /// [`MAX_COALESCE_MS`](crate::core::MAX_COALESCE_MS).
     #[serde(default)]
     pub coalesce_ms: u64,
+    /// Whether an enqueue starts delivering its rows in its own invocation,
+    /// after its reply (see `Relay::deliver`), instead of waiting for an
+    /// alarm. The alarm stays armed as the safety net, but
+    /// [`IN_TURN_ALARM_GRACE_MS`](crate::core::IN_TURN_ALARM_GRACE_MS) later,
+    /// so it does not wake the object again for rows already delivered.
+    /// Off where `coalesce_ms` asks rows to wait.
+    #[serde(default)]
+    pub in_turn: bool,
 }
 
 /// The limits one alarm runs under.

@@ -32,8 +32,10 @@
 //! choices, which [`replay`] runs again.
 
 pub(crate) mod check;
+pub mod deliveries;
 pub(crate) mod net;
 mod scenario;
+mod wire;
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -50,9 +52,9 @@ use net::{Network, Outcome, Router, RouterId};
 pub(crate) type Applied = Rc<RefCell<BTreeMap<String, Vec<(u64, String, u64)>>>>;
 
 /// Records the value of key `v` of every row a target applies.
-struct Recorder {
-    target: String,
-    applied: Applied,
+pub(crate) struct Recorder {
+    pub(crate) target: String,
+    pub(crate) applied: Applied,
 }
 
 impl RelayHook for Recorder {

@@ -48,22 +48,34 @@ struct Moved {
 /// A guard failure inside the checkpoint's transaction.
 const CONFLICT: StoreError = StoreError::Guard("rs changed since the fire read it");
 
+/// What a delivery's last fire stores with its checkpoint: the delivery's
+/// figures, and whether it was the platform's alarm (counted in `alarms`)
+/// or an in-turn delivery (not counted: it ran in an enqueue's invocation).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LastRun {
+    /// The delivery's figures, as JSON.
+    pub figures: String,
+    /// Whether it was the platform's alarm.
+    pub alarm: bool,
+}
+
 impl<S: Sql> Outbox<S> {
     /// Applies a settled fire's checkpoint and target changes atomically if
-    /// its guards hold. `last_alarm` (the alarm's JSON figures, on the
-    /// alarm's last fire) is stored with it at no extra row write.
+    /// its guards hold. `last_run` (on a delivery's last fire) is stored
+    /// with it at no extra row write.
     pub fn checkpoint(
         &self,
         cp: &Checkpoint,
         report: &FireReport,
         now_ms: u64,
-        last_alarm: Option<&str>,
+        last_run: Option<&LastRun>,
     ) -> Result<Commit, StoreError> {
+        let last_alarm = last_run.map(|r| r.figures.as_str());
         self.note_time(now_ms);
         self.add_pending(Pending {
             fires: 1,
             calls: u64::from(report.calls),
-            alarms: u64::from(last_alarm.is_some()),
+            alarms: u64::from(last_run.is_some_and(|r| r.alarm)),
             lag_breaches: u64::from(report.lag_exceeded),
             ..Pending::default()
         });

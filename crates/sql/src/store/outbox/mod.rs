@@ -61,7 +61,7 @@ use std::cell::Cell;
 
 use serde::Serialize;
 
-pub use checkpoint::{Commit, CHECKPOINT_GUARD_SQL};
+pub use checkpoint::{Commit, LastRun, CHECKPOINT_GUARD_SQL};
 pub use durable_relay_protocol::wire::{
     ActionOutcome, Enqueued, OutboxSettings, ParkedPage, ParkedRow, RoutedKey, Sealed, Settling, TargetPage,
     TargetReport,

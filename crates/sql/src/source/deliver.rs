@@ -1,0 +1,191 @@
+//! The source's deliveries: the run an alarm and an in-turn delivery share
+//! (the driver's fires, then the next wake-up, the back-off, the daily
+//! write limit's sleep), and the in-turn delivery itself.
+//!
+//! An in-turn delivery runs in the invocation of the enqueue that asked for
+//! it, after the enqueue's reply, so a row reaches its target without an
+//! alarm of its own. The alarm stays the safety net: the enqueue armed it
+//! in its own turn (so a crash loses nothing), but
+//! [`IN_TURN_ALARM_GRACE_MS`] later, and the delivery leaves it there when
+//! it took every row. One in-turn delivery runs at a time per instance; an
+//! enqueue that asks while one runs makes it run once more. The platform's
+//! alarm may still come while one runs: both then deliver, and the
+//! checkpoint's guard and the targets' watermarks keep that effect-once
+//! and in order (the sequence explorer runs every such interleaving).
+
+use super::*;
+use crate::core::RelayBudget;
+use crate::core::{IN_TURN_HALVINGS, IN_TURN_RUNS_MAX};
+use crate::driver::AlarmOptions;
+
+/// Which delivery runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Run {
+    /// The platform's alarm, its `retry_count`th retry (0: not a retry).
+    Alarm { retry_count: u32 },
+    /// An in-turn delivery, after an enqueue's reply.
+    InTurn,
+}
+
+impl Run {
+    /// The limits this run goes with, from the source's `options` and the
+    /// halvings a fitted retry `kept`: an alarm's retry halves by its count
+    /// and what was kept beyond it; an in-turn delivery runs
+    /// [`IN_TURN_HALVINGS`] more than an alarm, in one fire.
+    fn options(self, mut options: AlarmOptions, kept: KeptHalvings) -> AlarmOptions {
+        options.budget = match self {
+            Run::Alarm { retry_count } => options.budget.for_retry(kept.halvings.saturating_sub(retry_count)),
+            Run::InTurn => RelayBudget {
+                fires_per_alarm: 1,
+                ..options.budget.for_retry(kept.halvings.saturating_add(IN_TURN_HALVINGS))
+            },
+        };
+        options
+    }
+}
+
+impl<S: Sql, A: AlarmStore> Relay<S, A> {
+    /// Delivers what the outbox holds in the caller's invocation: call it
+    /// after an enqueue's reply (not before: the reply must not wait for the
+    /// targets). Runs one fire at half an alarm's budget, arms the alarm as
+    /// the fire decided (sooner for rows left, never later than it is), and
+    /// answers what each run did. Runs only when an enqueue since the last
+    /// one committed rows due now (a delayed row waits for the alarm); while
+    /// another in-turn delivery of this instance runs, that one runs again
+    /// when it ends, and this answers none. An alarm of this instance
+    /// running beside it does not stop it. Without
+    /// [`SourceConfig::in_turn`] it does nothing: the alarm delivers.
+    pub async fn deliver(
+        &self,
+        targets: &impl Targets,
+        now: &dyn Fn() -> u64,
+        observer: &impl FireObserver,
+    ) -> Result<Vec<AlarmSummary>, AlarmFailure> {
+        if !self.config.get().in_turn || !self.asked.get() || self.delivering.get() {
+            return Ok(Vec::new());
+        }
+        let _one = Running::start(&self.delivering);
+        let mut runs = Vec::new();
+        for n in 1..=IN_TURN_RUNS_MAX {
+            self.asked.set(false);
+            let summary = self.run(Run::InTurn, targets, now, observer).await?;
+            let again = self.runs_again(&summary);
+            runs.push(summary);
+            if !again {
+                break;
+            }
+            if n == IN_TURN_RUNS_MAX {
+                // The last run left its rows to a run that will not come.
+                let armed = self.arm_at(now()).await;
+                armed.map_err(|e| AlarmFailure { error: AlarmError::Store(e), retry_at_ms: None })?;
+            }
+        }
+        // What asked during the last run it took, or the alarm it armed takes.
+        self.asked.set(false);
+        Ok(runs)
+    }
+
+    /// Runs one delivery: the driver's fires against `targets`, then arms
+    /// the next wake-up. On a storage error it arms a back-off first and
+    /// then fails, so the caller may throw; but when the platform refused a
+    /// write for the account's daily allowance it arms the alarm at 00:00
+    /// UTC and answers a summary with `write_limited` set (and no figures
+    /// of the fires it lost), since the platform's own retries, seconds
+    /// apart, would only meet the same refusal and then drop the alarm.
+    pub(super) async fn run(
+        &self,
+        run: Run,
+        targets: &impl Targets,
+        now: &dyn Fn() -> u64,
+        observer: &impl FireObserver,
+    ) -> Result<AlarmSummary, AlarmFailure> {
+        let _alarm = matches!(run, Run::Alarm { .. }).then(|| Running::start(&self.firing));
+        let started = now();
+        let near_limit = self.near_limit.borrow().clone();
+        let signal = |work: u64| near_limit.as_ref().is_some_and(|f| f(work));
+        let options = run.options(self.config.get().alarm, self.kept.get());
+        let (retry_count, counted) = match run {
+            Run::Alarm { retry_count } => (retry_count, true),
+            Run::InTurn => (0, false),
+        };
+        let ran = run_alarm(
+            &self.outbox,
+            &self.name,
+            &self.id,
+            &options,
+            targets,
+            now,
+            observer,
+            (retry_count, counted),
+            &signal,
+        )
+        .await;
+        match ran {
+            Ok(summary) => self.settled(run, summary, now).await,
+            // Writes come back with the next UTC day, not sooner.
+            Err(AlarmError::Store(e)) if e.is_write_limit() => {
+                let at = next_utc_day_ms(now());
+                let host_alarm = counted && self.take_host_alarm(now());
+                match self.arm_at(at).await {
+                    Ok(()) => Ok(AlarmSummary { host_alarm, ..self.write_limited(started, at, now()) }),
+                    Err(_) => Err(AlarmFailure { error: AlarmError::Store(e), retry_at_ms: None }),
+                }
+            }
+            Err(error) => {
+                // Do not rely on the platform's few retries: back off ourselves.
+                let failures = self.alarm_failures.get().saturating_add(1);
+                self.alarm_failures.set(failures);
+                let at = now().saturating_add(retry_backoff_ms(failures));
+                // A host time already due waits with the back-off: the
+                // next alarm that succeeds reports it.
+                let retry_at_ms = self.arm(Some(at), at).await.ok().map(|()| at);
+                Err(AlarmFailure { error, retry_at_ms })
+            }
+        }
+    }
+
+    /// After a run's fires: the figures it keeps, the next wake-up armed,
+    /// the host's time reported (by an alarm only), counts written.
+    async fn settled(
+        &self,
+        run: Run,
+        mut summary: AlarmSummary,
+        now: &dyn Fn() -> u64,
+    ) -> Result<AlarmSummary, AlarmFailure> {
+        self.alarm_failures.set(0);
+        if let Run::Alarm { retry_count } = run {
+            self.kept.set(self.kept.get().after(retry_count, summary.cpu_cut));
+        }
+        let config = self.config.get();
+        if summary.rows_delivered > 0 {
+            self.last_delivery_ms.set(Some(now()));
+        }
+        summary.next_in_ms = coalesced(
+            summary.next_in_ms,
+            summary.queued_rows,
+            config.alarm.budget.rows_per_fire,
+            config.coalesce_ms,
+        );
+        summary.in_turn = run == Run::InTurn;
+        summary.host_alarm = matches!(run, Run::Alarm { .. }) && self.take_host_alarm(now());
+        // Rows an in-turn delivery that runs again will take need no alarm
+        // of their own: the enqueues that asked for it armed the safety net.
+        let follows = run == Run::InTurn && self.runs_again(&summary);
+        let relay_due = summary.next_in_ms.filter(|_| !follows).map(|delay| now().saturating_add(delay));
+        let armed = self.arm(relay_due, 0).await;
+        armed.map_err(|e| AlarmFailure { error: AlarmError::Store(e), retry_at_ms: None })?;
+        // Counts waiting too long are written now (one row); if that
+        // fails they wait for the next chance, and the alarm stands.
+        let _ = self.outbox.write_counts(now(), UNWRITTEN_COUNTS_MAX_AGE_MS);
+        Ok(summary)
+    }
+}
+
+impl<S: Sql, A: AlarmStore> Relay<S, A> {
+    /// Whether an in-turn delivery that ended as `summary` says runs again:
+    /// an enqueue asked while it ran, rows wait, and it was not cut short
+    /// for CPU (then the alarm, armed for now, takes the rest).
+    fn runs_again(&self, summary: &AlarmSummary) -> bool {
+        self.asked.get() && !summary.cpu_cut && summary.queued_rows > 0
+    }
+}
