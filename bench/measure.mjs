@@ -90,11 +90,14 @@ function curve(arrivals, total, t0) {
 /** Counts what the Worker logs for `sources` while a run lasts (alarms, consumer batches). */
 export function watch(worker, system, sources) {
   const own = new Set(sources);
-  const seen = { alarmBusyMs: 0, firstAlarmAt: null, applied: 0, alarms: 0, maxAlarmCalls: 0, alarmErrors: 0, batches: 0, batchCalls: 0, maxBatchCalls: 0, batchFailedCalls: 0, batchErrors: 0 };
+  const seen = { alarmBusyMs: 0, firstAlarmAt: null, applied: 0, alarms: 0, deliveries: 0, maxAlarmCalls: 0, alarmErrors: 0, batches: 0, batchCalls: 0, maxBatchCalls: 0, batchFailedCalls: 0, batchErrors: 0 };
   worker.listener = (ev) => {
-    if (system.kind === "relay" && ev.kind === "alarm" && own.has(ev.source)) {
+    if (system.kind === "relay" && (ev.kind === "alarm" || ev.kind === "delivery") && own.has(ev.source)) {
+      // An in-turn delivery keeps the object busy as an alarm does (its
+      // duration is billed), inside the enqueue's invocation.
       seen.applied += ev.rows_delivered;
-      seen.alarms += 1;
+      if (ev.kind === "alarm") seen.alarms += 1;
+      else seen.deliveries += 1;
       seen.maxAlarmCalls = Math.max(seen.maxAlarmCalls, ev.subrequests);
       seen.alarmBusyMs += ev.duration_ms;
       seen.firstAlarmAt ??= ev.started_at_ms;
@@ -185,6 +188,7 @@ export async function readFigures({ worker, system, workload, sources, targets, 
     m.target_calls = st.reduce((a, s) => a + s.subrequests, 0);
     m.max_calls_per_invocation = seen.maxAlarmCalls;
     m.alarms_logged = seen.alarms;
+    m.in_turn_logged = seen.deliveries;
     m.alarm_busy_ms = seen.alarmBusyMs;
     m.first_alarm_ms = seen.firstAlarmAt === null ? null : seen.firstAlarmAt - t0;
     m.alarm_errors = seen.alarmErrors;

@@ -3,7 +3,7 @@
 // Markdown report. Absolute times stay in the JSON; the report's headline
 // figures are ratios and per-row counts.
 
-import { costTable, priceNote, profileSection, workTable } from "./cost.mjs";
+import { billable, costPerMillion, costTable, priceNote, profileSection, workTable } from "./cost.mjs";
 import { totalRows } from "./workloads.mjs";
 
 const fmt = (v, digits = 2) => (v === null || v === undefined || Number.isNaN(v) ? "—" : Number(v).toFixed(digits));
@@ -88,8 +88,59 @@ export function evaluateAims(bySystem, healthy, backlog = []) {
   return aims;
 }
 
+/**
+ * The aims of delivering in the enqueue's own invocation, each a ratio in
+ * the same run, for the relay's presets (in-turn delivery on).
+ */
+function inTurnAims(bySystem, add) {
+  const queues = bySystem.queues ?? {};
+  const direct = bySystem.direct ?? {};
+  const cost = (m) => costPerMillion(billable(m)).total;
+  for (const system of ["relay-free", "relay-paid"].filter((s) => bySystem[s])) {
+    const w = bySystem[system];
+    for (const id of ["W5-own-8", "W5-own-32"]) {
+      const m = w[id];
+      if (!m) continue;
+      const q = queues[id];
+      const d = direct[id];
+      if (q) {
+        const rate = m.accepted_per_s / q.accepted_per_s;
+        add("one source per producer: accepted req/s at least Queues'", system, id, rate, 1, rate >= 1, "req/s ÷ Queues' req/s");
+        if (m.cpu_ms_per_row && q.cpu_ms_per_row) {
+          const cpu = m.cpu_ms_per_row / q.cpu_ms_per_row;
+          add("one source per producer: worker CPU per row at most Queues'", system, id, cpu, 1, cpu <= 1, "CPU ms per row ÷ Queues'");
+        }
+        const c = cost(m) / cost(q);
+        add("one source per producer: cost per million rows on Paid at most 1.2x Queues'", system, id, c, 1.2, c <= 1.2, "USD per million ÷ Queues'");
+      }
+      if (d) {
+        const rate = m.accepted_per_s / d.accepted_per_s;
+        add("one source per producer: accepted req/s at least 0.9x direct writes", system, id, rate, 0.9, rate >= 0.9, "req/s ÷ direct's req/s");
+      }
+      add("one source per producer: at most 1.1 source invocations per row", system, id, m.all_invocations_per_row, 1.1, m.all_invocations_per_row <= 1.1, "(enqueue requests + alarms) ÷ rows");
+    }
+    for (const id of ["W5-shared-8-hot", "W5-shared-32-hot"]) {
+      const m = w[id];
+      const q = queues[id];
+      if (!m || !q) continue;
+      const c = cost(m) / cost(q);
+      add("shared source, hot targets: cost per million rows on Paid below Queues'", system, id, c, 1, c < 1, "USD per million ÷ Queues'");
+    }
+    const lone = w["W5-lone"];
+    if (lone) {
+      add("a lone row: at most 2 source SQLite rows written (setAlarm included)", system, "W5-lone", lone.source_sql_rows_per_row, 2, lone.source_sql_rows_per_row <= 2, "rows written ÷ rows");
+      const q = queues["W5-lone"];
+      if (q) {
+        const p50 = lone.e2e_p50_ms / Math.max(1, q.e2e_p50_ms);
+        add("a lone row: end-to-end p50 at most Queues'", system, "W5-lone", p50, 1, p50 <= 1, "e2e p50 ÷ Queues' (Queues' floored at 1 ms)");
+      }
+    }
+  }
+}
+
 /** The aims on W5 (workloads absent from the run are skipped). */
 function streamAims(bySystem, add) {
+  inTurnAims(bySystem, add);
   const relays = Object.keys(bySystem).filter((s) => s.startsWith("relay") && s !== "relay-coalesce");
   const queues = bySystem.queues ?? {};
   const ownIds = ["W5-own-8", "W5-own-32"];
@@ -136,8 +187,8 @@ function streamAims(bySystem, add) {
 /** W5's table: throughput, latency and cost per row for every system. */
 function streamTable(bySystem, workloads) {
   const lines = [
-    "| workload | system | accepted req/s | ÷ Queues | enqueue p50 / p99 ms | end-to-end p50 / p99 ms | target calls per row | alarms / batches / requests per row | source SQLite rows per row | target SQLite rows per row | worker CPU ms per row | out of order / twice / lost |",
-    "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    "| workload | system | accepted req/s | ÷ Queues | enqueue p50 / p99 ms | end-to-end p50 / p99 ms | target calls per row | alarms / batches / requests per row | invocations per row, all | source SQLite rows per row | target SQLite rows per row | worker CPU ms per row | USD per million (Paid) | out of order / twice / lost |",
+    "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
   ];
   for (const w of workloads.filter((w) => w.stream)) {
     const q = bySystem.queues?.[w.id];
@@ -146,7 +197,7 @@ function streamTable(bySystem, workloads) {
       if (!m) continue;
       const vsQ = q ? fmt(m.accepted_per_s / q.accepted_per_s) : "—";
       lines.push(
-        `| ${w.id} | ${system} | ${fmt(m.accepted_per_s, 0)} | ${vsQ} | ${int(m.enqueue_p50_ms)} / ${int(m.enqueue_p99_ms)} | ${int(m.e2e_p50_ms)} / ${int(m.e2e_p99_ms)} | ${fmt(m.target_calls_per_row, 3)} | ${fmt(m.invocations_per_row, 3)} | ${fmt(m.source_sql_rows_per_row, 2)} | ${fmt(m.target_sql_rows_per_row, 2)} | ${fmt(m.cpu_ms_per_row, 2)} | ${int(m.out_of_order)} / ${int(m.applied_twice)} / ${int(m.lost_rows)} |`,
+        `| ${w.id} | ${system} | ${fmt(m.accepted_per_s, 0)} | ${vsQ} | ${int(m.enqueue_p50_ms)} / ${int(m.enqueue_p99_ms)} | ${int(m.e2e_p50_ms)} / ${int(m.e2e_p99_ms)} | ${fmt(m.target_calls_per_row, 3)} | ${fmt(m.invocations_per_row, 3)} | ${fmt(m.all_invocations_per_row, 3)} | ${fmt(m.source_sql_rows_per_row, 2)} | ${fmt(m.target_sql_rows_per_row, 2)} | ${fmt(m.cpu_ms_per_row, 2)} | ${fmt(costPerMillion(billable(m)).total, 2)} | ${int(m.out_of_order)} / ${int(m.applied_twice)} / ${int(m.lost_rows)} |`,
       );
     }
   }

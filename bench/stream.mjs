@@ -131,6 +131,9 @@ export async function runStream({ worker, system, workload, progress }) {
   m.requests = total;
   Object.assign(m, latencies(replies, stats));
   m.invocations_per_row = m.invocations / total;
+  // Every invocation a row costs: its enqueue request, and the alarms or
+  // consumer batches (a direct write is its request alone).
+  m.all_invocations_per_row = (m.requests + (system.kind === "direct" ? 0 : m.invocations)) / total;
   m.worker_cpu_ms = cpuMs;
   m.cpu_ms_per_row = cpuMs === null ? null : cpuMs / total;
   progress.done(

@@ -1,8 +1,9 @@
 // Starts the Worker in local workerd (`wrangler dev`) with the benchmark
 // configuration (bench/wrangler.toml: the BenchSource class, the bench
 // queue, RELAY_BENCH=on) and hands each JSON event the Worker logs on
-// stdout to a listener: the relay's per-alarm summaries
-// (`{"event":"relay_alarm",...}`) and the queue consumer's per-batch lines
+// stdout to a listener: the relay's per-alarm and per in-turn delivery
+// summaries (`{"event":"relay_alarm",...}`, `"relay_delivery"`) and the
+// queue consumer's per-batch lines
 // (`{"event":"bench_queue_batch",...}`).
 //
 // It starts the process with the end-to-end harness's `startWrangler`
@@ -24,6 +25,7 @@ function events(text) {
     try {
       const parsed = JSON.parse(line.slice(at));
       if (parsed.event === "relay_alarm") out.push({ kind: "alarm", ...parsed.alarm });
+      else if (parsed.event === "relay_delivery") out.push({ kind: "delivery", ...parsed.alarm });
       else if (parsed.event === "bench_queue_batch") out.push({ kind: "queue_batch", ...parsed });
       else if (typeof parsed.event === "string") out.push({ kind: parsed.event, ...parsed });
     } catch {}

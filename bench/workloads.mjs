@@ -35,17 +35,19 @@ export const QUICK = [
  * requests are accepted (each producer waits for its reply); a number
  * paces the producers to that total rate. `slowTargetMs` delays every
  * target call (test fault switch) to see whether enqueues wait behind
- * delivery. `systems` restricts the run to those systems.
+ * delivery. `systems` restricts the run to those systems. `alarmOnly` adds
+ * the relay with in-turn delivery off (`relay-free-alarm`), so the same run
+ * compares delivery in the enqueue's invocation with delivery by alarm.
  */
 export const STREAM_FULL = [
-  { id: "W5-own-8", stream: true, shape: "own", producers: 8, targets: 64, rows: 2_000, ratePerS: null, short: "8 producers, own sources, 64 targets", title: "W5: 8 producers, one source each, 64 targets, as fast as accepted" },
-  { id: "W5-own-32", stream: true, shape: "own", producers: 32, targets: 64, rows: 2_016, ratePerS: null, short: "32 producers, own sources, 64 targets", title: "W5: 32 producers, one source each, 64 targets, as fast as accepted" },
+  { id: "W5-own-8", stream: true, alarmOnly: true, shape: "own", producers: 8, targets: 64, rows: 2_000, ratePerS: null, short: "8 producers, own sources, 64 targets", title: "W5: 8 producers, one source each, 64 targets, as fast as accepted" },
+  { id: "W5-own-32", stream: true, alarmOnly: true, shape: "own", producers: 32, targets: 64, rows: 2_016, ratePerS: null, short: "32 producers, own sources, 64 targets", title: "W5: 32 producers, one source each, 64 targets, as fast as accepted" },
   { id: "W5-shared-8-hot", stream: true, shape: "shared", producers: 8, targets: 4, rows: 2_000, ratePerS: null, coalesce: true, short: "8 producers, 1 source, 4 hot targets", title: "W5: 8 producers into one source, 4 hot targets, as fast as accepted" },
-  { id: "W5-shared-32-hot", stream: true, shape: "shared", producers: 32, targets: 4, rows: 2_016, ratePerS: null, coalesce: true, short: "32 producers, 1 source, 4 hot targets", title: "W5: 32 producers into one source, 4 hot targets, as fast as accepted" },
+  { id: "W5-shared-32-hot", stream: true, alarmOnly: true, shape: "shared", producers: 32, targets: 4, rows: 2_016, ratePerS: null, coalesce: true, short: "32 producers, 1 source, 4 hot targets", title: "W5: 32 producers into one source, 4 hot targets, as fast as accepted" },
   { id: "W5-shared-32-wide", stream: true, shape: "shared", producers: 32, targets: 64, rows: 2_016, ratePerS: null, short: "32 producers, 1 source, 64 targets", title: "W5: 32 producers into one source, 64 targets, as fast as accepted" },
   { id: "W5-shared-32-100", stream: true, shape: "shared", producers: 32, targets: 64, rows: 2_016, ratePerS: 100, short: "32 producers, 1 source, 64 targets, 100 rows/s", title: "W5: 32 producers into one source, 64 targets, steady 100 rows/s" },
-  { id: "W5-lone", stream: true, shape: "own", producers: 1, targets: 1, rows: 40, ratePerS: 4, coalesce: true, short: "a lone row every 250 ms", title: "W5: one row every 250 ms into an idle source (latency of a lone row)" },
-  { id: "W5-slow", stream: true, shape: "shared", producers: 8, targets: 4, rows: 2_000, ratePerS: null, slowTargetMs: 100, systems: ["relay-free", "relay-paid"], short: "W5-shared-8-hot, targets answer after 100 ms", title: "W5: 8 producers into one source, 4 targets that answer after 100 ms (does enqueue wait for delivery?)" },
+  { id: "W5-lone", stream: true, alarmOnly: true, shape: "own", producers: 1, targets: 1, rows: 40, ratePerS: 4, coalesce: true, short: "a lone row every 250 ms", title: "W5: one row every 250 ms into an idle source (latency of a lone row)" },
+  { id: "W5-slow", stream: true, shape: "shared", producers: 8, targets: 4, rows: 2_000, ratePerS: null, slowTargetMs: 100, systems: ["relay-free", "relay-paid", "relay-free-alarm"], short: "W5-shared-8-hot, targets answer after 100 ms", title: "W5: 8 producers into one source, 4 targets that answer after 100 ms (does enqueue wait for delivery?)" },
 ];
 
 /** W5 small enough for the test command. */
@@ -73,6 +75,7 @@ export const SYSTEMS = [
   { id: "relay-free", code: "rf", kind: "relay", label: "relay, Free preset (8x2x2, cap 50)", vars: { RELAY_PLAN: "free" }, plans: ["free"] },
   { id: "relay-free-50", code: "r50", kind: "relay", label: "relay, Free at 50 (25x2x2, cap 50)", vars: FREE_50, plans: ["free"] },
   { id: "relay-paid", code: "rp", kind: "relay", label: "relay, Paid preset (32x8x2)", vars: { RELAY_PLAN: "paid" }, plans: ["paid"] },
+  { id: "relay-free-alarm", code: "ra", kind: "relay", label: "relay, Free preset, RELAY_IN_TURN=off (the alarm delivers every row)", vars: { RELAY_PLAN: "free", RELAY_IN_TURN: "off" }, plans: ["free"], optIn: "alarmOnly" },
   { id: "relay-coalesce", code: "rc", kind: "relay", label: "relay, Free preset, RELAY_COALESCE_MS=50", vars: { RELAY_PLAN: "free", RELAY_COALESCE_MS: "50" }, plans: ["free"], optIn: "coalesce" },
 ];
 
