@@ -141,6 +141,13 @@ export function priceNote() {
 }
 
 /** The profile's full Free alarm, as the report states it. */
+/** The lone row's sampled CPU by object: the source's one invocation (enqueue and in-turn delivery) is what Free bounds. */
+function invocationNote(by) {
+  if (!by) return "";
+  const over = by.source > FREE_CPU_MS;
+  return `By object, per row: the source's invocation (the enqueue with the in-turn delivery it starts) **${fmt(by.source, 2)} ms**, the target's apply ${fmt(by.target, 2)} ms, other runtime work ${fmt(by.other, 2)} ms; Free allows ${FREE_CPU_MS} ms per invocation${over ? ": **warning: the source's invocation is over it**" : ", and the source's invocation is under it"}.`;
+}
+
 function freeAlarmNote(a) {
   if (!a) return "";
   const s = a.sampled_ms;
@@ -180,6 +187,7 @@ export function profileSection(profile) {
     .join(", ");
   const cpu = profile.cpu;
   const shares = Object.entries(cpu.ms_per_row).map(([k, v]) => `${k} ${fmt(v, 2)} ms`).join(", ");
+  const byObject = invocationNote(cpu.invocation_ms_per_row);
   const top = cpu.top_functions.map((f) => `| ${f.name.replaceAll("|", "\\|")} | ${fmt(f.ms_per_row, 3)} |`);
   return `${profile.rows} lone rows on a warm source (Free preset): the enqueue is counted apart from its delivery by delaying each row ${profile.split_delay_ms} ms; \`cycle\` is the same row undelayed. Counts are per row and include the front door, the source and the target in one isolate; the statements each phase ran are in \`results.json\` (\`profile.counts\`).
 
@@ -187,7 +195,7 @@ ${counts.join("\n")}
 
 The most frequent boundary calls of a cycle, by name: ${calls || "—"}.
 
-CPU, sampled by V8 through the inspector over ${cpu.rows} undelayed rows (sampling inflates the absolute figures; read them as shares): ${shares}; wasm ${fmt(100 * cpu.wasm_share, 0)}% of the busy time. JS time is mostly the runtime's work inside the imports the wasm calls (the SQL \`exec\` above all), which the profiler charges to the JS function that made the call.
+CPU, sampled by V8 through the inspector over ${cpu.rows} undelayed rows (sampling inflates the absolute figures; read them as shares): ${shares}; wasm ${fmt(100 * cpu.wasm_share, 0)}% of the busy time. ${byObject} JS time is mostly the runtime's work inside the imports the wasm calls (the SQL \`exec\` above all), which the profiler charges to the JS function that made the call.
 
 | function (self time) | ms per row |
 | --- | ---: |

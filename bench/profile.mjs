@@ -201,11 +201,14 @@ async function cpuPass(worker, rows) {
     const { profile } = await session.call("Profiler.stop");
     const { us, top } = splitProfile(profile, sources);
     const perRow = (x) => x / 1000 / rows;
+    const by = sampledByInvocation(profile);
     const busy = us.wasm + us.js + us.runtime + us.gc + us.program;
     return {
       rows,
       ms_per_row: Object.fromEntries(Object.entries(us).filter(([k]) => k !== "idle").map(([k, v]) => [k, perRow(v)])),
       wasm_share: busy ? us.wasm / busy : null,
+      // The source's frames cover its one invocation per row: the enqueue and the in-turn delivery it starts.
+      invocation_ms_per_row: { source: by.alarm / rows, target: by.target / rows, other: by.other / rows },
       top_functions: top.map(([name, v]) => ({ name: shortName(name), ms_per_row: perRow(v) })),
     };
   } finally {
