@@ -33,7 +33,8 @@ pub async fn serve(
     route: SourceRoute,
 ) -> Result<Response, HttpError> {
     let client = RelayClient::from_env(env, SOURCE_BINDING)?;
-    let routed = client.partitioned(logical, map.clone())?;
+    let endpoints = crate::config(env)?.endpoints.into_keys().collect();
+    let routed = client.partitioned(logical, map.clone())?.with_endpoints(endpoints);
     let SourceRoute::Relay(op) = route else {
         return Err(per_partition(logical, &route.path()));
     };

@@ -329,6 +329,7 @@ export type ErrorCode =
   | "target_moved"
   | "invalid_partition"
   | "partitioned_source"
+  | "unknown_endpoint"
   | "partition_enqueue"
   | "delay_too_long"
   | "no_directory"

@@ -95,13 +95,15 @@ export class Relay {
    * Workers to run in the same session ahead of the relay (the first one is
    * served on the port), so they can bind the relay by `script_name`;
    * `ready` is the path that answers 200 once the session is up;
-   * `firstVars` are `--var`s for the first Worker of such a session.
+   * `firstVars` are `--var`s for the first Worker of such a session;
+   * `readyStatus` is the status `ready` answers once up (200, or the 500 of
+   * a configuration the Worker refuses).
    */
-  static async start({ vars = {}, persistDir, extraToml = "", bindings = [], build = "test", before = [], ready, firstVars = {} } = {}) {
+  static async start({ vars = {}, persistDir, extraToml = "", bindings = [], build = "test", before = [], ready, firstVars = {}, readyStatus } = {}) {
     persistDir ??= mkdtempSync(join(tmpdir(), "relay-e2e-"));
     const config = writeRelayConfig({ vars, extraToml, bindings, build });
     const configs = [...before, config];
-    const relay = await startWrangler({ configs, persistDir, ready, vars: firstVars }).catch((e) => {
+    const relay = await startWrangler({ configs, persistDir, ready, vars: firstVars, readyStatus }).catch((e) => {
       rmSync(config, { force: true });
       throw e;
     });
@@ -167,7 +169,8 @@ export class Relay {
     const m = String(path).match(/^\/v1\/(sources|targets)\/([^/?]+)/);
     if (m && valid(m[2])) this.seen[m[1]].add(m[2]);
     for (const row of (body && typeof body === "object" && Array.isArray(body.rows) ? body.rows : [])) {
-      if (row && typeof row.target === "string" && valid(row.target)) this.seen.targets.add(row.target);
+      // An endpoint is no object: the receiver checks what it was sent.
+      if (row && typeof row.target === "string" && valid(row.target) && !row.target.startsWith("endpoint:")) this.seen.targets.add(row.target);
     }
   }
 
@@ -318,17 +321,17 @@ export function writeRelayConfig({ vars = {}, extraToml = "", bindings = [], bui
  * starts again on others. `cwd` is where wrangler runs (and so a config's
  * `[build]` command): the repository unless a test's project lives elsewhere.
  */
-export async function startWrangler({ configs, persistDir, ready = "/v1/health", vars = {}, cwd = ROOT }) {
+export async function startWrangler({ configs, persistDir, ready = "/v1/health", vars = {}, cwd = ROOT, readyStatus = 200 }) {
   for (let attempt = 1; ; attempt++) {
     try {
-      return await startOnce({ configs, persistDir, ready, vars, cwd });
+      return await startOnce({ configs, persistDir, ready, vars, cwd, readyStatus });
     } catch (e) {
       if (attempt >= PORT_ATTEMPTS || !/Address already in use/.test(String(e.message))) throw e;
     }
   }
 }
 
-async function startOnce({ configs, persistDir, ready, vars, cwd }) {
+async function startOnce({ configs, persistDir, ready, vars, cwd, readyStatus }) {
   const port = await freePort();
   const inspector = await freePort();
   const args = [
@@ -357,7 +360,7 @@ async function startOnce({ configs, persistDir, ready, vars, cwd }) {
     if (child.exitCode !== null) throw new Error(`wrangler exited:\n${relay.output}`);
     try {
       const r = await relay.api("GET", ready);
-      if (r.status === 200) return relay;
+      if (r.status === readyStatus) return relay;
     } catch {}
     await sleep(250);
   }

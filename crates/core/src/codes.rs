@@ -112,6 +112,7 @@ codes! {
     TargetMoved => "target_moved": "A moving target's old partition released it (409; routers send it to the new one).",
     InvalidPartition => "invalid_partition": "A partition header, count or index out of range (400).",
     PartitionedSource => "partitioned_source": "A per-partition read at a partitioned logical source (400; address the partition, logical:index).",
+    UnknownEndpoint => "unknown_endpoint": "A row addressed to an endpoint (endpoint:NAME) that RELAY_ENDPOINTS does not configure (400).",
     PartitionEnqueue => "partition_enqueue": "An enqueue addressed to one partition of a partitioned source (400; enqueue at the logical source).",
     DelayTooLong => "delay_too_long": "A row asked to wait longer than MAX_DELAY_MS (400).",
     NoDirectory => "no_directory": "The Worker has no source directory bound (RELAY_DIRECTORY) (501).",

@@ -530,6 +530,17 @@ fn batches_are_cut_at_the_row_limit_and_the_second_call_continues() {
 }
 
 #[test]
+fn an_endpoint_gets_one_row_per_call_in_order_while_an_object_gets_batches() {
+    let rows: Vec<_> = (1..=6).map(|s| stored(s, if s % 2 == 0 { "endpoint:hook" } else { "a" })).collect();
+    let mut f = fire(&rows, budget(4, 2));
+    let calls = drive(&mut f, ok);
+    let got: Vec<(&str, Vec<u64>)> = calls.iter().map(|c| (c.target.as_str(), c.seqs.clone())).collect();
+    assert_eq!(got, vec![("a", vec![1, 3, 5]), ("endpoint:hook", vec![2]), ("endpoint:hook", vec![4])]);
+    let s = f.settle();
+    assert_eq!(deleted(&s), vec![1, 2, 3, 4, 5], "the endpoint's third row waits for its next call");
+}
+
+#[test]
 fn batches_are_cut_at_the_byte_limit_without_splitting_a_row() {
     // Nine 60 KB values: a row just over half a batch.
     let value = format!("{:?}", "x".repeat(60_000));

@@ -54,8 +54,8 @@ pub use daily::{
 pub use dedup::{content_digest, decide, Dedup, DedupRecord, KeyError};
 pub use delay::{Delay, DelayError};
 pub use enqueue::{
-    encode_rows, plan_encoded, plan_enqueue, Capacity, EncodedRows, EnqueueError, EnqueuePlan,
-    EnqueueRefusal, EnqueueRow,
+    encode_rows, plan_encoded, plan_enqueue, unknown_endpoint, Capacity, EncodedRows, EnqueueError,
+    EnqueuePlan, EnqueueRefusal, EnqueueRow,
 };
 pub use fire::{
     begin, classify_thrown, Begun, CallOutcome, Failing, Failure, Fire, FireStart, RelayPolicy, TargetCall,
@@ -66,7 +66,7 @@ pub use keys::{
     decide_key, decide_routed, decide_seal, key_live, KeyRecord, KeyVerdict, RoutedRecord, Taken, Ticket,
 };
 pub use limits::*;
-pub use name::{Name, NameError};
+pub use name::{Name, NameError, ENDPOINT_PREFIX};
 pub use page::{
     cut_page, json_bytes, PageBuilder, MAX_PAGE_BYTES, MAX_WATERMARKS_PER_PAGE, PAGE_ENVELOPE_BYTES,
 };

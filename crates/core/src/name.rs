@@ -13,6 +13,12 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::limits::MAX_NAME_BYTES;
 
+/// The prefix of a target name that addresses an HTTPS endpoint the
+/// operator configured (`endpoint:<name>`) instead of a Durable Object: a
+/// producer names an endpoint, never a URL, so no row can make the relay
+/// fetch an address of its choosing.
+pub const ENDPOINT_PREFIX: &str = "endpoint:";
+
 /// A source or target object name.
 ///
 /// Invariant: 1..=[`MAX_NAME_BYTES`] bytes, each in `[A-Za-z0-9._:-]`, not
@@ -78,6 +84,13 @@ impl Name {
     pub fn as_str(&self) -> &str {
         &self.0
     }
+
+    /// The endpoint this target name addresses (`endpoint:<name>`), if it
+    /// addresses one; a name with an empty rest addresses none and is
+    /// refused as an unknown endpoint where rows are taken.
+    pub fn endpoint(&self) -> Option<&str> {
+        self.0.strip_prefix(ENDPOINT_PREFIX)
+    }
 }
 
 impl fmt::Display for Name {
@@ -128,6 +141,15 @@ mod tests {
         assert_eq!(Name::new("."), Err(NameError::Dots));
         assert_eq!(Name::new(".."), Err(NameError::Dots));
         assert!(Name::new("..a").is_ok());
+    }
+
+    #[test]
+    fn only_the_prefix_makes_an_endpoint_target() {
+        assert_eq!(Name::new("endpoint:orders-hook").unwrap().endpoint(), Some("orders-hook"));
+        assert_eq!(Name::new("endpoint:").unwrap().endpoint(), Some(""));
+        assert_eq!(Name::new("endpoints:x").unwrap().endpoint(), None);
+        assert_eq!(Name::new("x:endpoint:y").unwrap().endpoint(), None);
+        assert_eq!(Name::new("orders").unwrap().endpoint(), None);
     }
 
     #[test]

@@ -240,6 +240,9 @@ pub struct PartitionedClient<'a> {
     client: &'a RelayClient,
     logical: Name,
     map: PartitionMap,
+    /// The endpoints the partitions take rows for, when this Worker knows
+    /// them (see [`with_endpoints`](PartitionedClient::with_endpoints)).
+    endpoints: Option<std::collections::BTreeSet<String>>,
 }
 
 impl RelayClient {
@@ -256,11 +259,20 @@ impl RelayClient {
             message: e.to_string(),
             retry_after_s: None,
         })?;
-        Ok(PartitionedClient { client: self, logical: logical.clone(), map })
+        Ok(PartitionedClient { client: self, logical: logical.clone(), map, endpoints: None })
     }
 }
 
 impl PartitionedClient<'_> {
+    /// Refuses, before anything is sent, a request with a row to an
+    /// endpoint not among `names` (the partitions' `RELAY_ENDPOINTS`), so
+    /// one spanning partitions writes nothing; without it each partition
+    /// refuses its own share.
+    pub fn with_endpoints(mut self, names: std::collections::BTreeSet<String>) -> Self {
+        self.endpoints = Some(names);
+        self
+    }
+
     /// Enqueues `rows`, routed by target; atomic per partition (see
     /// [`crate::partition`]). `trace` travels with every row.
     pub async fn enqueue(
@@ -323,6 +335,10 @@ impl Sink<'_, '_> {
 
 impl Partitions for Sink<'_, '_> {
     type Error = RelayError;
+
+    fn endpoints(&self) -> Option<&std::collections::BTreeSet<String>> {
+        self.client.endpoints.as_ref()
+    }
 
     async fn enqueue(
         &self,

@@ -21,6 +21,7 @@
 //! | `RELAY_DISCARD_HORIZON_MS` | 7 days | how long discarded parked rows are kept |
 //! | `RELAY_ALARM_LOG` | `every` | `every`: one `relay_alarm` line per alarm; `notable`: only alarms that parked, conflicted, saw lag, delivered traced rows or called targets and delivered nothing |
 //! | `RELAY_PARTITIONS` | none | JSON: logical source name to its [`PartitionMap`], e.g. `{"orders":{"partitions":4,"epoch":1}}` |
+//! | `RELAY_ENDPOINTS` | none | JSON: endpoint name to its URL and secret (see [`crate::endpoint`]) |
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -86,6 +87,8 @@ pub struct RelayConfig {
     /// its reply (`RELAY_IN_TURN`, `on` by default; see
     /// [`SourceConfig::in_turn`]).
     pub in_turn: bool,
+    /// The HTTPS endpoints rows may be addressed to (`endpoint:<name>`).
+    pub endpoints: crate::endpoint::Endpoints,
 }
 
 /// Which alarms log a `relay_alarm` line (`RELAY_ALARM_LOG`). The warnings
@@ -316,6 +319,7 @@ impl RelayConfig {
             coalesce_ms,
             alarm_log,
             in_turn: in_turn(&get)?,
+            endpoints: crate::endpoint::endpoints(&get, call_timeout_ms)?,
         })
     }
 }

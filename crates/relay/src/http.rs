@@ -184,6 +184,7 @@ impl From<EnqueueRefusal> for HttpError {
             | EnqueueRefusal::GateTargets
             | EnqueueRefusal::Misrouted { .. }
             | EnqueueRefusal::PartitionEnqueue { .. }
+            | EnqueueRefusal::UnknownEndpoint { .. }
             | EnqueueRefusal::PartitionedSource { plain_at_ms: None, .. } => 400,
             EnqueueRefusal::Conflict { .. }
             | EnqueueRefusal::StaleEpoch { .. }

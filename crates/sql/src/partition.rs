@@ -10,8 +10,9 @@
 //! first step that writes:
 //!
 //! 1. the whole request is checked as a plain source checks it
-//!    ([`check`]): a refusal names the row by its index in the request and
-//!    writes nothing anywhere;
+//!    ([`check`], and [`unknown_endpoint`] when the sink knows the
+//!    endpoints): a refusal names the row (by its index in the request, or
+//!    its target) and writes nothing anywhere;
 //! 2. with an idempotency key: while the map lists the plain layout, the
 //!    plain object answers keys its own plain enqueues recorded; then the
 //!    key's home records this attempt ([`Partitions::record_key`]): other
@@ -41,7 +42,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use futures::future::join_all;
 
 use crate::core::{
-    check, key_home, EnqueueRefusal, EnqueueRow, Fence, KeyVerdict, Name, Part, PartitionMap, Taken, Ticket,
+    check, key_home, unknown_endpoint, EnqueueRefusal, EnqueueRow, Fence, KeyVerdict, Name, Part,
+    PartitionMap, Taken, Ticket,
 };
 use crate::store::outbox::{Enqueued, RoutedKey, Sealed};
 /// A routed enqueue's reply, at the path it had before the protocol crate
@@ -53,6 +55,14 @@ pub use durable_relay_protocol::wire::{Position, RoutedEnqueue};
 pub trait Partitions {
     /// An object's refusal or failure.
     type Error: Clone;
+
+    /// The endpoints the objects take rows for, when the router knows
+    /// them: a row to any other is then refused before anything is sent,
+    /// so a request spanning objects writes nothing. `None` leaves the
+    /// check to each object, which refuses only its own share.
+    fn endpoints(&self) -> Option<&std::collections::BTreeSet<String>> {
+        None
+    }
 
     /// Enqueues `rows` at `part` under `fence` (and, keyed, under attempt
     /// `key`); `Ok(None)` when a gated enqueue found the target moved.
@@ -174,6 +184,9 @@ pub async fn enqueue<P: Partitions>(
     now_ms: u64,
 ) -> Result<RoutedEnqueue, RouteFailure<P::Error>> {
     let checked = check(rows, key, now_ms).map_err(|r| RouteFailure::nothing(sink.refused(r)))?;
+    if let Some(refusal) = sink.endpoints().and_then(|known| unknown_endpoint(rows, known)) {
+        return Err(RouteFailure::nothing(sink.refused(refusal)));
+    }
     let fence = Fence::of(map);
     let calls = plan(map, rows);
     let (routed, found) = match (key, checked.digest.as_deref()) {

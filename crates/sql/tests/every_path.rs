@@ -69,6 +69,7 @@ fn a_request_a_plain_source_refuses_is_refused_whole_at_a_partitioned_one_and_wr
         (r#"{"target":"C1","puts":[["v",1],["v",2]]}"#, "duplicate_key"),
         (r#"{"target":"C1"}"#, "row_without_effects"),
         (r#"{"target":"C1","puts":[["v","\ud800"]]}"#, "lone_surrogate"),
+        (r#"{"target":"endpoint:unconfigured","puts":[["v",1]]}"#, "unknown_endpoint"),
     ];
     let mut sim = Sim::new(1);
     for (bad, code) in bad_rows {

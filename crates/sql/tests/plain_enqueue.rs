@@ -133,3 +133,31 @@ fn a_map_stored_through_another_instance_fences_this_ones_next_plain_enqueue() {
     );
     assert_eq!(first.audit().unwrap(), Ok(()));
 }
+
+/// A row to an endpoint the source does not know is refused at the object
+/// itself, on the plain path and the routed one (a router that does not
+/// know the endpoints leaves the check to each object), before anything is
+/// read or written; once the endpoint is configured the same row is taken.
+#[test]
+fn an_object_refuses_rows_to_endpoints_it_does_not_know_on_every_path() {
+    let sql = Recording::new();
+    let outbox = open(&sql);
+    let name = Name::new("orders:0").unwrap();
+    let seat = Seat { name: &name, part: part_of(&name) };
+    let rows = [row("t", 1), row("endpoint:hook", 2)];
+    let unknown =
+        EnqueueFailure::Refused(EnqueueRefusal::UnknownEndpoint { index: 1, target: "endpoint:hook".into() });
+    sql.take();
+    assert_eq!(outbox.enqueue(Entry::Unrouted(seat), NOW, None, &rows).unwrap_err(), unknown);
+    let fence = durable_relay_sql::core::Fence { epoch: 1, map_id: 7, gate: false };
+    assert_eq!(outbox.enqueue_fenced(seat, NOW, None, &rows, fence).unwrap_err(), unknown);
+    assert_eq!(sql.take(), Vec::<String>::new(), "refused before any statement");
+    outbox.set_endpoints(["hook".to_owned()].into());
+    let done = outbox.enqueue(Entry::Unrouted(seat), NOW, None, &rows).unwrap();
+    assert_eq!(done.seqs.len(), 2, "taken once the endpoint is configured");
+    let routed = outbox.enqueue_fenced(seat, NOW, None, &rows, fence);
+    assert!(
+        !matches!(routed, Err(EnqueueFailure::Refused(EnqueueRefusal::UnknownEndpoint { .. }))),
+        "{routed:?}"
+    );
+}

@@ -193,6 +193,15 @@ pub enum EnqueueRefusal {
         /// The partition.
         source: String,
     },
+    /// A row addressed to an endpoint (`endpoint:<name>`) the operator has
+    /// not configured: it could never be delivered.
+    UnknownEndpoint {
+        /// Position of the row in the request (in the share an object
+        /// received, when it is the object that refuses).
+        index: u32,
+        /// The target as the row named it.
+        target: String,
+    },
     /// An enqueue addressed to a partitioned logical source's own object,
     /// past the router.
     PartitionedSource {
@@ -222,6 +231,7 @@ impl EnqueueRefusal {
             EnqueueRefusal::Superseded { .. } => ErrorCode::Superseded,
             EnqueueRefusal::Misrouted { .. } => ErrorCode::MisroutedRow,
             EnqueueRefusal::PartitionEnqueue { .. } => ErrorCode::PartitionEnqueue,
+            EnqueueRefusal::UnknownEndpoint { .. } => ErrorCode::UnknownEndpoint,
             EnqueueRefusal::PartitionedSource { .. } => ErrorCode::PartitionedSource,
         }
     }
@@ -273,6 +283,10 @@ impl fmt::Display for EnqueueRefusal {
                 f,
                 "{source} is a partition of a partitioned source: enqueue at the logical source, whose router keeps each target's rows at one partition"
             ),
+            EnqueueRefusal::UnknownEndpoint { index, target } => write!(
+                f,
+                "rows[{index}].target: {target} names no configured endpoint; endpoints are named in RELAY_ENDPOINTS"
+            ),
             EnqueueRefusal::PartitionedSource { source, plain_at_ms: None } => write!(
                 f,
                 "{source} is partitioned: enqueue through the front door, RPC or RelayClient::partitioned, which route by target"
@@ -284,6 +298,19 @@ impl fmt::Display for EnqueueRefusal {
             ),
         }
     }
+}
+
+/// The refusal of `rows` if one is addressed to an endpoint (`endpoint:<name>`)
+/// that `known` does not name: it could never be delivered. Checked where
+/// rows are taken (the source) and, when it knows the endpoints, by the
+/// router before it sends anything anywhere.
+pub fn unknown_endpoint(
+    rows: &[crate::enqueue::EnqueueRow],
+    known: &std::collections::BTreeSet<String>,
+) -> Option<EnqueueRefusal> {
+    let (index, row) =
+        (0u32..).zip(rows).find(|(_, r)| r.target.endpoint().is_some_and(|e| !known.contains(e)))?;
+    Some(EnqueueRefusal::UnknownEndpoint { index, target: row.target.to_string() })
 }
 
 impl From<EnqueueError> for EnqueueRefusal {

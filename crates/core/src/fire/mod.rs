@@ -245,10 +245,13 @@ impl Fire {
     }
 
     /// Cuts group `g`'s next batch at the row, byte and effect limits,
-    /// never splitting a row and always taking at least one.
+    /// never splitting a row and always taking at least one. An endpoint
+    /// gets one row per call: each row is one signed request, so a call is
+    /// one subrequest, as the budget counts it.
     fn batch(&mut self, g: usize) -> TargetCall {
-        let batch_rows = self.budget().batch_rows as usize;
         let group = &self.groups[g];
+        let batch_rows =
+            if group.target.endpoint().is_some() { 1 } else { self.budget().batch_rows as usize };
         let (mut bytes, mut effects) = (0u32, 0u32);
         let mut end = group.next;
         while end < group.due_len && end - group.next < batch_rows {

@@ -236,6 +236,7 @@ const ENQUEUE_CODES: &[ErrorCode] = &[
     ErrorCode::ConflictingDelay,
     ErrorCode::DelayTooLong,
     ErrorCode::PartitionEnqueue,
+    ErrorCode::UnknownEndpoint,
     ErrorCode::StaleEpoch,
     ErrorCode::EpochNotAdopted,
     ErrorCode::InvalidGate,

@@ -7,13 +7,15 @@
 //! - [`DoAlarm`]: [`AlarmStore`] over the object's alarm, or over the
 //!   scheduler of a host that owns it ([`HostAlarm`]);
 //! - [`DoTargets`]: [`Targets`] that are Durable Objects in one namespace,
-//!   addressed by name, each call with a timeout;
+//!   addressed by name, each call with a timeout; [`endpoint`]: HTTPS
+//!   endpoints as targets, and the targets of both kinds;
 //! - [`StubCall`]: the one way a request reaches an object's `fetch`
 //!   protocol;
 //! - [`source`] and [`target`]: the objects' `fetch` protocols, served from
 //!   a [`Relay`] and an [`Inbox`](crate::Inbox).
 
 mod call;
+pub mod endpoint;
 pub mod source;
 pub mod target;
 
@@ -456,7 +458,7 @@ impl DoTargets {
 /// A call's exception as the platform describes it (see
 /// [`classify_thrown`](crate::core::classify_thrown)): the error's
 /// `overloaded`, `retryable` and `remote` properties when it is a JS error.
-fn classified(e: &worker::Error) -> Failure {
+pub(crate) fn classified(e: &worker::Error) -> Failure {
     let message = e.to_string();
     let flag = |v: &JsValue, name: &str| {
         worker::js_sys::Reflect::get(v, &JsValue::from_str(name)).is_ok_and(|f| f.is_truthy())

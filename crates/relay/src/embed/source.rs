@@ -16,6 +16,7 @@ use super::{config, log_alarm_as, Migrations, DEFAULT_TARGET_BINDING};
 use crate::config::AlarmLog;
 use crate::core::{EnqueueRow, ErrorCode, Traceparent};
 use crate::driver::{AlarmSummary, NoObserver};
+use crate::durable::endpoint::{EndpointTargets, RelayTargets};
 use crate::durable::{now_ms, open_error, source_id, source_name, DoAlarm, DoSql, DoTargets, HostAlarm};
 use crate::http::{respond, HttpError};
 use crate::routes::SourceOp;
@@ -141,14 +142,16 @@ impl<S: Sql + 'static> RelaySource<S> {
         }
         self.check()?;
         let sql = (self.store)(DoSql::new(&self.state));
+        let config = config(&self.env)?;
         let relay = Relay::open(
             source_name(&self.state)?,
             source_id(&self.state)?,
             sql,
             self.scheduler.clone().map_or_else(|| DoAlarm::new(&self.state), DoAlarm::host),
-            config(&self.env)?.source(),
+            config.source(),
         )
         .map_err(open_error)?;
+        relay.set_endpoints(config.endpoints.into_keys().collect());
         if let Some((component, migrations)) = self.tables {
             schema::migrate(relay.sql(), component, migrations)?;
         }
@@ -226,7 +229,7 @@ impl<S: Sql + 'static> RelaySource<S> {
         if !relay.config().in_turn {
             return;
         }
-        let Ok(targets) = self.do_targets() else { return };
+        let Ok(targets) = self.relay_targets() else { return };
         let mode = self.alarm_log();
         relay.set_near_cpu_limit(Rc::new(|_| worker::signal::is_near_cpu_limit()));
         self.state.wait_until(async move {
@@ -241,11 +244,15 @@ impl<S: Sql + 'static> RelaySource<S> {
         });
     }
 
-    /// The targets' namespace, with the configured call timeout.
-    fn do_targets(&self) -> Result<DoTargets, HttpError> {
+    /// The targets: the targets' namespace, with the configured call
+    /// timeout, and the configured endpoints.
+    fn relay_targets(&self) -> Result<RelayTargets, HttpError> {
         let config = config(&self.env)?;
         let namespace = target_namespace(&self.env, &self.targets)?;
-        Ok(DoTargets { namespace, timeout_ms: config.call_timeout_ms })
+        Ok(RelayTargets {
+            objects: DoTargets { namespace, timeout_ms: config.call_timeout_ms },
+            endpoints: EndpointTargets { endpoints: Rc::new(config.endpoints) },
+        })
     }
 
     /// Runs one alarm: the relay delivers to the targets' binding with the
@@ -322,7 +329,7 @@ impl<S: Sql + 'static> RelaySource<S> {
         let relay = self.relay().map_err(|e| e.message)?;
         relay.alarm_retried(self.retried.replace(0));
         relay.set_near_cpu_limit(std::rc::Rc::new(|_| worker::signal::is_near_cpu_limit()));
-        let targets = self.do_targets().map_err(|e| e.message)?;
+        let targets = self.relay_targets().map_err(|e| e.message)?;
         match relay.alarm(&targets, &now_ms, &NoObserver).await {
             Ok(summary) => Ok(summary),
             Err(f) => {

@@ -35,8 +35,16 @@ fn refusal(name: &Name, failure: EnqueueFailure) -> EnqueueRefusal {
     }
 }
 
+/// The endpoints the simulator's sources take rows for: none, as a source
+/// configured with none.
+static NO_ENDPOINTS: std::collections::BTreeSet<String> = std::collections::BTreeSet::new();
+
 impl Partitions for SimPartitions {
     type Error = EnqueueRefusal;
+
+    fn endpoints(&self) -> Option<&std::collections::BTreeSet<String>> {
+        Some(&NO_ENDPOINTS)
+    }
 
     async fn enqueue(
         &self,

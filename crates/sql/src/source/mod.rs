@@ -282,6 +282,12 @@ impl<S: Sql, A: AlarmStore> Relay<S, A> {
         Ok(())
     }
 
+    /// Replaces the endpoints rows may be addressed to (`endpoint:<name>`);
+    /// a row to any other is refused as `unknown_endpoint`. None by default.
+    pub fn set_endpoints(&self, names: std::collections::BTreeSet<String>) {
+        self.outbox.set_endpoints(names);
+    }
+
     /// Where this source stands in its logical source: its name and which
     /// part its name spells (`logical:index`, or the plain object).
     fn seat(&self) -> Seat<'_> {

@@ -113,6 +113,7 @@ impl<S: Sql> Outbox<S> {
         key: Option<&str>,
         rows: &[EnqueueRow],
     ) -> Result<Enqueued, EnqueueFailure> {
+        self.check_endpoints(rows)?;
         self.note_time(now_ms);
         let (state, map_stored) = self.state_and_map_stored()?;
         if let (Entry::Unrouted(seat), true) = (entry, map_stored) {
@@ -248,9 +249,15 @@ impl<S: Sql> Outbox<S> {
         )
     }
 
-    /// Targets with a live hold (see `core::delay::hold_live`), with the
-    /// latest due time of each (an enqueue with no delayed rows about reads
-    /// an empty set).
+    /// Refuses rows addressed to an endpoint that is not configured, before
+    /// anything is read or written: they could never be delivered.
+    pub(crate) fn check_endpoints(&self, rows: &[EnqueueRow]) -> Result<(), EnqueueFailure> {
+        match crate::core::unknown_endpoint(rows, &self.endpoints.borrow()) {
+            Some(refusal) => Err(EnqueueFailure::Refused(refusal)),
+            None => Ok(()),
+        }
+    }
+
     /// Which of the rows' targets are parked, and the live delay holds of
     /// the rows' targets: one statement that looks up each distinct target
     /// by key, so an enqueue reads rows in proportion to its own targets,

@@ -295,6 +295,9 @@ pub struct Outbox<S> {
     clock_ms: Cell<u64>,
     /// The last alarm's figures when its checkpoint wrote no state row.
     last_alarm: std::cell::RefCell<Option<String>>,
+    /// The endpoints rows may be addressed to (`endpoint:<name>`), as the
+    /// operator configured them; a row to any other is refused. Not stored.
+    endpoints: std::cell::RefCell<std::collections::BTreeSet<String>>,
 }
 
 impl<S: Sql> Outbox<S> {
@@ -308,6 +311,7 @@ impl<S: Sql> Outbox<S> {
             pending_since_ms: Cell::new(None),
             clock_ms: Cell::new(0),
             last_alarm: std::cell::RefCell::new(None),
+            endpoints: std::cell::RefCell::new(std::collections::BTreeSet::new()),
         })
     }
 
@@ -325,6 +329,11 @@ impl<S: Sql> Outbox<S> {
     /// Replaces the operating settings (they are not stored).
     pub fn set_settings(&self, settings: OutboxSettings) {
         self.settings.set(settings);
+    }
+
+    /// Replaces the endpoints rows may be addressed to (not stored).
+    pub fn set_endpoints(&self, names: std::collections::BTreeSet<String>) {
+        *self.endpoints.borrow_mut() = names;
     }
 
     /// The source's state: the state row with the tail folded in, the

@@ -105,6 +105,7 @@ impl<S: Sql> Outbox<S> {
         if fence.epoch == 0 {
             return self.enqueue(Entry::Unrouted(seat), now_ms, None, rows).map(Some);
         }
+        self.check_endpoints(rows)?;
         self.note_time(now_ms);
         self.check_fence(seat, fence, rows, now_ms)?;
         let record = match routed {

@@ -1,0 +1,190 @@
+//! Sending a row to an HTTPS endpoint: [`EndpointTargets`] POSTs the one
+//! row of a call, signed as Standard Webhooks has it, and reads the answer
+//! as [`outcome_of`] says; [`RelayTargets`] sends each call to an endpoint
+//! or to a Durable Object by its target's name.
+//!
+//! The core gives an endpoint one row per call, so one call is one fetch:
+//! the subrequests the fire counts are the ones the platform counts.
+
+use std::rc::Rc;
+use std::time::Duration;
+
+use futures::future::{select, Either};
+use futures::StreamExt;
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use worker::{AbortController, Fetch, Headers, Method, Request, RequestInit, RequestRedirect};
+
+use super::{classified, now_ms, DoTargets};
+use crate::core::{CallOutcome, Effects, Failure, Name};
+use crate::driver::Targets;
+use crate::endpoint::{message_id, outcome_of, signature, Endpoint, Endpoints};
+
+/// Most bytes of an endpoint's refusal kept in the failure it records (and
+/// the source's status shows): enough to read why, never the whole body.
+pub const ENDPOINT_EXCERPT_BYTES: u32 = 256;
+
+/// What every request says it is from.
+const USER_AGENT: &str = concat!("durable-relay/", env!("CARGO_PKG_VERSION"));
+
+/// Targets of both kinds: `endpoint:<name>` goes to the endpoint of that
+/// name, any other name to a Durable Object.
+pub struct RelayTargets {
+    /// The Durable Object targets.
+    pub objects: DoTargets,
+    /// The endpoint targets.
+    pub endpoints: EndpointTargets,
+}
+
+impl Targets for RelayTargets {
+    async fn apply(&self, target: &Name, body: String) -> CallOutcome {
+        match target.endpoint() {
+            Some(name) => self.endpoints.apply(name, body).await,
+            None => self.objects.apply(target, body).await,
+        }
+    }
+}
+
+/// The configured endpoints, as targets.
+pub struct EndpointTargets {
+    /// The endpoints by name.
+    pub endpoints: Rc<Endpoints>,
+}
+
+/// A batch as the core encodes it, its row's body left as the text stored.
+#[derive(Deserialize)]
+struct Batch<'a> {
+    #[serde(borrow)]
+    source: &'a str,
+    #[serde(borrow, default)]
+    source_id: Option<&'a str>,
+    #[serde(borrow)]
+    rows: Vec<BatchRow<'a>>,
+}
+
+/// One row of a [`Batch`].
+#[derive(Deserialize)]
+struct BatchRow<'a> {
+    seq: u64,
+    #[serde(borrow)]
+    effects: &'a RawValue,
+}
+
+/// One row ready to send: its id, sequence, payload and trace context.
+struct Signed {
+    id: String,
+    seq: u64,
+    payload: String,
+    trace: Option<String>,
+}
+
+impl EndpointTargets {
+    /// Sends the call's one row to endpoint `name`. A name no longer
+    /// configured, or a call that is not one row, parks the endpoint: the
+    /// rows wait, in order, for the operator to fix it and redrive them.
+    pub async fn apply(&self, name: &str, body: String) -> CallOutcome {
+        let Some(endpoint) = self.endpoints.get(name) else {
+            return permanent(format!("no endpoint named {name} is configured in RELAY_ENDPOINTS"));
+        };
+        let row = match signed_row(&body) {
+            Ok(row) => row,
+            Err(message) => return permanent(message),
+        };
+        let controller = AbortController::default();
+        let send = std::pin::pin!(send(endpoint, &row, controller.signal()));
+        let timeout = std::pin::pin!(worker::Delay::from(Duration::from_millis(endpoint.timeout_ms)));
+        match select(send, timeout).await {
+            Either::Left((Ok(outcome), _)) => outcome,
+            Either::Left((Err(e), _)) => CallOutcome::Failed(classified(&e)),
+            Either::Right(_) => {
+                // Frees the connection: one of the few a Worker may hold open.
+                controller.abort();
+                CallOutcome::Failed(Failure::Transient(format!(
+                    "no answer within {} ms",
+                    endpoint.timeout_ms
+                )))
+            }
+        }
+    }
+}
+
+fn permanent(message: String) -> CallOutcome {
+    CallOutcome::Failed(Failure::Permanent(message))
+}
+
+/// The call's one row, with what its request carries: the payload is the
+/// source, the sequence and the row's effects, as one JSON object.
+fn signed_row(body: &str) -> Result<Signed, String> {
+    let batch: Batch<'_> =
+        serde_json::from_str(body).map_err(|e| format!("a batch the relay cannot read: {e}"))?;
+    let [row] = batch.rows.as_slice() else {
+        return Err(format!("an endpoint takes one row per call, got {}", batch.rows.len()));
+    };
+    let source_id = batch.source_id.ok_or("a batch without its source's id")?;
+    let stored = row.effects.get();
+    let effects = Effects::untraced(stored);
+    let fields = effects.strip_prefix('{').ok_or("a row body that is not an object")?;
+    let source = serde_json::to_string(batch.source).map_err(|e| e.to_string())?;
+    Ok(Signed {
+        id: message_id(source_id, row.seq),
+        seq: row.seq,
+        payload: format!(r#"{{"source":{source},"seq":{},{fields}"#, row.seq),
+        trace: Effects::trace_of(stored).map(str::to_string),
+    })
+}
+
+/// POSTs `row`, signed for this attempt, and reads the answer.
+async fn send(endpoint: &Endpoint, row: &Signed, signal: worker::AbortSignal) -> worker::Result<CallOutcome> {
+    let timestamp_s = now_ms() / 1_000;
+    let headers = Headers::new();
+    headers.set("content-type", "application/json")?;
+    headers.set("user-agent", USER_AGENT)?;
+    headers.set("webhook-id", &row.id)?;
+    headers.set("webhook-timestamp", &timestamp_s.to_string())?;
+    headers.set("webhook-signature", &signature(&endpoint.key, &row.id, timestamp_s, &row.payload))?;
+    if let Some(trace) = &row.trace {
+        headers.set("traceparent", trace)?;
+    }
+    for (name, value) in &endpoint.headers {
+        headers.set(name, value)?;
+    }
+    let mut init = RequestInit::new();
+    init.with_method(Method::Post)
+        .with_headers(headers)
+        .with_body(Some(row.payload.as_str().into()))
+        .with_redirect(RequestRedirect::Manual);
+    let request = Request::new_with_init(&endpoint.url, &init)?;
+    let mut response = Fetch::Request(request).send_with_signal(&signal).await?;
+    let status = response.status_code();
+    Ok(match outcome_of(status, row.seq) {
+        CallOutcome::Failed(failure) => CallOutcome::Failed(with_excerpt(failure, &mut response).await),
+        delivered => delivered,
+    })
+}
+
+/// The failure, with the first [`ENDPOINT_EXCERPT_BYTES`] of the answer's
+/// body appended: read only that far, so a large answer costs nothing.
+async fn with_excerpt(failure: Failure, response: &mut worker::Response) -> Failure {
+    let mut bytes = Vec::new();
+    if let Ok(mut stream) = response.stream() {
+        while let Some(Ok(chunk)) = stream.next().await {
+            bytes.extend_from_slice(&chunk);
+            if bytes.len() >= ENDPOINT_EXCERPT_BYTES as usize {
+                break;
+            }
+        }
+    }
+    bytes.truncate(ENDPOINT_EXCERPT_BYTES as usize);
+    let excerpt = String::from_utf8_lossy(&bytes);
+    let excerpt = excerpt.trim();
+    if excerpt.is_empty() {
+        return failure;
+    }
+    let message = format!("{}: {excerpt}", failure.message());
+    match failure {
+        Failure::Interrupted(_) => Failure::Interrupted(message),
+        Failure::Overloaded(_) => Failure::Overloaded(message),
+        Failure::Transient(_) => Failure::Transient(message),
+        Failure::Permanent(_) => Failure::Permanent(message),
+    }
+}
