@@ -78,6 +78,26 @@ test("a failing, stalling, throttling or disconnecting endpoint gets the row aga
   }, { timeout_ms: 1_000 });
 });
 
+test("an endpoint's Retry-After holds its rows until the pause is over, through later enqueues' deliveries", async () => {
+  await withReceiver(async (relay, rx) => {
+    const src = "ep-pause";
+    rx.next({ status: 429, headers: { "retry-after": "4" } });
+    const first = await relay.enqueue(src, [hooked(1)]);
+    await until(async () => rx.requests.length === 1, "the first attempt");
+    const refusedAt = rx.requests[0].at;
+    const record = (await relay.ok(`/v1/sources/${src}/parked?limit=10`)).targets.find((t) => t.target === "endpoint:hook");
+    assert.ok(record.retry_at_ms >= refusedAt + 3_000, `the record says when: ${record.retry_at_ms - refusedAt} ms after the 429`);
+    // A later enqueue's own delivery must pass the paused endpoint over.
+    await new Promise((ok) => setTimeout(ok, 1_000));
+    const second = await relay.enqueue(src, [hooked(2)]);
+    await relay.drained(src, 30_000);
+    const gap = rx.requests[1].at - refusedAt;
+    assert.ok(gap >= 3_900, `called again ${gap} ms after the 429 asked for 4 s (the back-off alone is 1 s)`);
+    assert.equal(rx.requests.length, 3, "one attempt refused, then each row once");
+    assert.deepEqual(rx.payloads().map((p) => p.seq), [...first.seqs, ...second.seqs], "in order");
+  });
+});
+
 test("an endpoint that refuses a row with a 4xx is parked for the source, and a redrive delivers its rows in order", async () => {
   await withReceiver(async (relay, rx) => {
     const src = "ep-park";

@@ -292,7 +292,7 @@ fn failing_targets_whose_back_off_has_not_passed_are_passed_over_without_a_call(
     let mut rows: Vec<_> = (1..=1_000).map(|s| stored(s, &format!("f{s:04}"))).collect();
     rows.push(stored(1_001, "healthy"));
     let names: Vec<String> = (1..=1_000).map(|s| format!("f{s:04}")).collect();
-    let just_failed = Failing { cycles: 1, last_failure_ms: NOW };
+    let just_failed = Failing { cycles: 1, last_failure_ms: NOW, retry_after_ms: 0 };
     let failing: Vec<(&str, Failing)> = names.iter().map(|t| (t.as_str(), just_failed)).collect();
     let mut f = fire_knowing(&rows, RelayBudget::FREE, &failing, None);
     let calls = drive(&mut f, ok);
@@ -308,7 +308,7 @@ fn a_cycle_that_passed_over_a_failing_row_in_an_earlier_fire_never_ends_idle() {
     let rows = [stored(1, "bad"), stored(2, "good"), stored(3, "good")];
     let b = RelayBudget { rows_per_fire: 1, ..RelayBudget::default() };
     let mut st = start(3, None, b);
-    st.failing.insert(n("bad"), Failing { cycles: 1, last_failure_ms: NOW });
+    st.failing.insert(n("bad"), Failing { cycles: 1, last_failure_ms: NOW, retry_after_ms: 0 });
     let mut f = Fire::new(begin(st).unwrap(), &rows[..1], false);
     drive(&mut f, ok);
     let first = f.settle();
@@ -337,7 +337,7 @@ fn ten_failing_then_healthy() -> (Vec<StoredRow>, Vec<String>) {
 #[test]
 fn a_cycle_retries_its_share_of_due_failing_targets_and_the_next_one_the_most_overdue() {
     let (rows, names) = ten_failing_then_healthy();
-    let due = Failing { cycles: 1, last_failure_ms: NOW - 1_000 };
+    let due = Failing { cycles: 1, last_failure_ms: NOW - 1_000, retry_after_ms: 0 };
     let mut failing: Vec<(&str, Failing)> = names.iter().map(|t| (t.as_str(), due)).collect();
     let mut f = fire_knowing(&rows, RelayBudget::FREE, &failing, None);
     let calls = drive(&mut f, |c| if c.target.as_str() == "healthy" { ok(c) } else { failed() });
@@ -353,7 +353,7 @@ fn a_cycle_retries_its_share_of_due_failing_targets_and_the_next_one_the_most_ov
     assert_eq!(s.scan.waiting_retry_ms, Some(NOW), "f05 on were passed over for want of retries");
     assert!(s.scan.is_complete(), "no retry is left to give back: the cursor need not wait");
     // The four retried failed again: the next cycle goes to the ones left waiting.
-    let again = Failing { cycles: 2, last_failure_ms: NOW - 1_000 };
+    let again = Failing { cycles: 2, last_failure_ms: NOW - 1_000, retry_after_ms: 0 };
     for (_, f) in failing.iter_mut().take(4) {
         *f = again;
     }
@@ -370,9 +370,9 @@ fn a_cycle_retries_its_share_of_due_failing_targets_and_the_next_one_the_most_ov
 fn targets_passed_over_for_more_overdue_ones_wait_their_turn_and_go_next() {
     let (rows, names) = ten_failing_then_healthy();
     // f05..f08 have waited longest; f01..f04 and f09, f10 are due too.
-    let oldest = Failing { cycles: 5, last_failure_ms: NOW - 40_000 };
-    let older = Failing { cycles: 5, last_failure_ms: NOW - 30_000 };
-    let recent = Failing { cycles: 5, last_failure_ms: NOW - 20_000 };
+    let oldest = Failing { cycles: 5, last_failure_ms: NOW - 40_000, retry_after_ms: 0 };
+    let older = Failing { cycles: 5, last_failure_ms: NOW - 30_000, retry_after_ms: 0 };
+    let recent = Failing { cycles: 5, last_failure_ms: NOW - 20_000, retry_after_ms: 0 };
     let record = |i: usize| match i {
         4..=7 => oldest,
         8 | 9 => older,
@@ -399,7 +399,7 @@ fn targets_passed_over_for_more_overdue_ones_wait_their_turn_and_go_next() {
 #[test]
 fn retries_that_answer_cost_nothing_and_the_next_fire_retries_the_deferred() {
     let (rows, names) = ten_failing_then_healthy();
-    let due = Failing { cycles: 3, last_failure_ms: NOW - 4_000 };
+    let due = Failing { cycles: 3, last_failure_ms: NOW - 4_000, retry_after_ms: 0 };
     let failing: Vec<(&str, Failing)> = names.iter().map(|t| (t.as_str(), due)).collect();
     // Every failing target came back. One fire may retry four.
     let mut f = fire_knowing(&rows, RelayBudget::FREE, &failing, None);
@@ -425,7 +425,7 @@ fn retries_that_answer_cost_nothing_and_the_next_fire_retries_the_deferred() {
 #[test]
 fn a_deferred_target_is_passed_over_once_its_fires_retries_all_failed() {
     let (rows, names) = ten_failing_then_healthy();
-    let due = Failing { cycles: 3, last_failure_ms: NOW - 4_000 };
+    let due = Failing { cycles: 3, last_failure_ms: NOW - 4_000, retry_after_ms: 0 };
     let failing: Vec<(&str, Failing)> = names.iter().map(|t| (t.as_str(), due)).collect();
     // f01 answers, f02..f04 fail: one retry comes back for the next fire.
     let mut f = fire_knowing(&rows, RelayBudget::FREE, &failing, None);
@@ -445,9 +445,9 @@ fn a_deferred_target_is_passed_over_once_its_fires_retries_all_failed() {
 #[test]
 fn a_cycle_that_left_targets_waiting_backs_off_when_its_retries_all_failed() {
     let rows = [stored(1, "a"), stored(2, "b")];
-    let due = Failing { cycles: 1, last_failure_ms: NOW - 1_000 };
+    let due = Failing { cycles: 1, last_failure_ms: NOW - 1_000, retry_after_ms: 0 };
     // Due now, and 8 s after failing again.
-    let a = Failing { cycles: 3, last_failure_ms: NOW - 4_000 };
+    let a = Failing { cycles: 3, last_failure_ms: NOW - 4_000, retry_after_ms: 0 };
     let one = RelayBudget { targets_per_fire: 2, ..RelayBudget::FREE };
     assert_eq!(one.retries_per_cycle(), 1);
     let mut rs = ScanState::new_cycle(0, None);
@@ -466,7 +466,7 @@ fn a_cycle_that_left_targets_waiting_backs_off_when_its_retries_all_failed() {
     drive(&mut f, |_| failed());
     assert_eq!(f.settle().wake, Wake::After { delay_ms: RETRY_BACKOFF_MS });
     // b's back-off has 3 s to run and nothing waits for a retry: wake for b.
-    let later = Failing { cycles: 3, last_failure_ms: NOW - 1_000 };
+    let later = Failing { cycles: 3, last_failure_ms: NOW - 1_000, retry_after_ms: 0 };
     let mut f = fire_knowing(&rows, one, &[("a", a), ("b", later)], Some(&rs));
     drive(&mut f, |_| failed());
     let s = f.settle();
@@ -487,7 +487,7 @@ fn a_cycle_that_left_targets_waiting_backs_off_when_its_retries_all_failed() {
 #[test]
 fn a_cycle_that_left_targets_waiting_after_one_answered_comes_round_within_a_targets_back_off() {
     let rows = [stored(1, "back"), stored(2, "a"), stored(3, "b")];
-    let due = Failing { cycles: 1, last_failure_ms: NOW - 1_000 };
+    let due = Failing { cycles: 1, last_failure_ms: NOW - 1_000, retry_after_ms: 0 };
     let failing = [("back", due), ("a", due), ("b", due)];
     let one = RelayBudget { targets_per_fire: 2, ..RelayBudget::FREE };
     // The first fire of the cycle retries `back`, which answers: its retry
@@ -622,7 +622,7 @@ fn park_case(failure: Failure, failed_before: u32, policy: RelayPolicy) -> Settl
     let mut st = start(3, None, RelayBudget::default());
     st.policy = policy;
     if failed_before > 0 {
-        st.failing.insert(n("bad"), Failing { cycles: failed_before, last_failure_ms: 0 });
+        st.failing.insert(n("bad"), Failing { cycles: failed_before, last_failure_ms: 0, retry_after_ms: 0 });
     }
     let mut f = Fire::new(begin(st).unwrap(), &rows, true);
     drive(&mut f, |c| if c.target.as_str() == "bad" { CallOutcome::Failed(failure.clone()) } else { ok(c) });
@@ -661,7 +661,7 @@ fn transient_failures_park_only_after_the_policy_run_of_failed_cycles() {
 fn a_target_that_takes_a_batch_again_is_reported_recovered() {
     let rows = [stored(1, "was-bad")];
     let mut st = start(1, None, RelayBudget::default());
-    st.failing.insert(n("was-bad"), Failing { cycles: 2, last_failure_ms: 0 });
+    st.failing.insert(n("was-bad"), Failing { cycles: 2, last_failure_ms: 0, retry_after_ms: 0 });
     let mut f = Fire::new(begin(st).unwrap(), &rows, true);
     drive(&mut f, ok);
     assert_eq!(f.settle().report.recovered, vec![n("was-bad")]);
@@ -699,7 +699,7 @@ fn a_fire_that_delivers_nothing_backs_off_and_the_streak_doubles_but_never_past_
     for _ in 0..4 {
         // "bad" is passed over (its record says it failed just now), "held" waits far ahead.
         let mut st = start(2, rs.as_ref(), RelayBudget::default());
-        st.failing.insert(n("bad"), Failing { cycles: 5, last_failure_ms: NOW + 100_000 });
+        st.failing.insert(n("bad"), Failing { cycles: 5, last_failure_ms: NOW + 100_000, retry_after_ms: 0 });
         let begun = begin(st).unwrap();
         let mut f = Fire::new(begun, &rows, true);
         assert!(drive(&mut f, ok).is_empty());
@@ -710,7 +710,7 @@ fn a_fire_that_delivers_nothing_backs_off_and_the_streak_doubles_but_never_past_
     }
     assert_eq!(delays, vec![1_000, 2_000, 4_000, 8_000], "the idle streak doubles");
     let mut st = start(2, rs.as_ref(), RelayBudget::default());
-    st.failing.insert(n("bad"), Failing { cycles: 5, last_failure_ms: NOW - 6_000 });
+    st.failing.insert(n("bad"), Failing { cycles: 5, last_failure_ms: NOW - 6_000, retry_after_ms: 0 });
     let mut f = Fire::new(begin(st).unwrap(), &rows, true);
     assert!(drive(&mut f, ok).is_empty(), "not due yet: passed over");
     let s = f.settle();
@@ -965,4 +965,36 @@ fn an_overloaded_target_gets_no_second_call_in_the_fire() {
         }
     });
     assert_eq!(calls.iter().filter(|c| c.target.as_str() == "busy").count(), 1);
+}
+
+#[test]
+fn a_target_that_asks_for_a_pause_is_recorded_with_it_and_not_called_before_it_ends() {
+    let rows = [stored(1, "hook"), stored(2, "other")];
+    let mut f = fire(&rows, RelayBudget::default());
+    drive(&mut f, |c| match c.target.as_str() {
+        "hook" => CallOutcome::Throttled {
+            failure: Failure::Overloaded("429".into()),
+            retry_after_ms: crate::limits::MAX_RETRY_AFTER_MS + 1,
+        },
+        _ => ok(c),
+    });
+    let s = f.settle();
+    assert_eq!(deleted(&s), vec![2], "the other target is not held up");
+    let pause = crate::limits::MAX_RETRY_AFTER_MS;
+    assert_eq!(s.report.throttled, vec![(n("hook"), pause)], "the pause, cut to the bound");
+    let changes = s.report.target_changes();
+    assert_eq!(changes.failed.iter().map(|(t, _)| t.as_str()).collect::<Vec<_>>(), vec!["hook"]);
+    assert_eq!(changes.throttled, vec![(n("hook"), pause)]);
+    // Its record keeps it from calls until the pause, long past the back-off, is over.
+    let asked = |ago: u64| Failing { cycles: 1, last_failure_ms: NOW - ago, retry_after_ms: 30_000 };
+    assert_eq!(asked(0).retry_at_ms(), NOW + 30_000);
+    let calls = |ago| {
+        let mut f = fire_knowing(&rows[..1], RelayBudget::default(), &[("hook", asked(ago))], None);
+        drive(&mut f, ok).len()
+    };
+    assert_eq!(calls(20_000), 0, "20 s into a 30 s pause: passed over, though the 1 s back-off is long over");
+    assert_eq!(calls(30_000), 1, "called once the pause is over");
+    // A pause shorter than the back-off leaves the back-off in force.
+    let short = Failing { cycles: 4, last_failure_ms: NOW, retry_after_ms: 1_000 };
+    assert_eq!(short.retry_at_ms(), NOW + crate::limits::target_retry_backoff_ms(4));
 }

@@ -297,6 +297,11 @@ pub use budget::{BudgetError, RelayBudget};
 /// enough that a target that comes back is reached within seconds.
 pub const TARGET_RETRY_BACKOFF_MAX_MS: u64 = 10_000;
 
+/// Longest pause a target may ask for (an endpoint's `Retry-After`): a
+/// longer one is cut to this, so no answer can hold a target's rows back
+/// for longer than an hour at a time.
+pub const MAX_RETRY_AFTER_MS: u64 = 3_600_000;
+
 /// How long a target that failed `failed_cycles` consecutive cycles (1 for
 /// the first) is passed over before a cycle calls it again: doubles from
 /// [`RETRY_BACKOFF_MS`] up to [`TARGET_RETRY_BACKOFF_MAX_MS`].

@@ -108,6 +108,9 @@ pub struct FireReport {
     /// Targets that took a batch while they had a failed-cycle count:
     /// their count resets.
     pub recovered: Vec<Name>,
+    /// Failed targets that asked not to be called for a while, with the
+    /// pause, ms (see [`CallOutcome::Throttled`](crate::fire::CallOutcome)).
+    pub throttled: Vec<(Name, u64)>,
     /// Window rows that leave with the parked targets.
     pub rows_parked: u32,
     /// Whether the fire started a new cycle.
@@ -137,6 +140,9 @@ pub struct TargetChanges {
     /// Targets that took a batch while they had failed cycles: their
     /// record is forgotten.
     pub recovered: Vec<Name>,
+    /// Of `failed`, those that asked not to be called for a while, with
+    /// the pause, ms; a failed target not listed asked for none.
+    pub throttled: Vec<(Name, u64)>,
 }
 
 impl FireReport {
@@ -152,6 +158,7 @@ impl FireReport {
                 .collect(),
             parked: self.parked.clone(),
             recovered: self.recovered.clone(),
+            throttled: self.throttled.iter().filter(|(t, _)| !parked(t)).cloned().collect(),
         }
     }
 }
@@ -417,7 +424,9 @@ impl Fire {
         match state {
             GroupState::Failed(_) => {
                 let cycles = known.map_or(0, |f| f.cycles).saturating_add(1);
-                Some(start.now_ms.saturating_add(crate::limits::target_retry_backoff_ms(cycles)))
+                let group = self.groups.iter().find(|g| &g.target == target);
+                let pause = group.map_or(0, |g| g.retry_after_ms);
+                Some(start.now_ms.saturating_add(crate::limits::target_retry_backoff_ms(cycles).max(pause)))
             }
             _ => known.map(crate::fire::Failing::retry_at_ms),
         }
@@ -466,6 +475,12 @@ impl Fire {
             failed,
             parked,
             recovered,
+            throttled: self
+                .groups
+                .iter()
+                .filter(|g| g.retry_after_ms > 0 && matches!(g.state, GroupState::Failed(_)))
+                .map(|g| (g.target.clone(), g.retry_after_ms))
+                .collect(),
             rows_parked: 0,
             new_cycle: self.begun.new_cycle,
             cycle_complete: complete,

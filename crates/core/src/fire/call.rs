@@ -16,6 +16,16 @@ pub enum CallOutcome {
     },
     /// The call failed; nothing can be assumed about the target.
     Failed(Failure),
+    /// The call failed and the target said when to call again (an
+    /// endpoint's `Retry-After`): it is not called before `retry_after_ms`
+    /// from now, nor before its back-off, whichever is later.
+    Throttled {
+        /// Why, as for [`CallOutcome::Failed`].
+        failure: Failure,
+        /// How long to wait, ms; at most
+        /// [`MAX_RETRY_AFTER_MS`](crate::limits::MAX_RETRY_AFTER_MS) is kept.
+        retry_after_ms: u64,
+    },
 }
 
 /// Why a target call failed, which decides what the fire does next.

@@ -66,6 +66,10 @@ pub(crate) struct Group {
     /// Whether it is a failing target due for a retry: selected only while
     /// the cycle has retries left.
     pub(crate) retry: bool,
+    /// How long the target asked not to be called after its failure in
+    /// this fire, ms (0: it did not ask). Invariant: at most
+    /// [`MAX_RETRY_AFTER_MS`](crate::limits::MAX_RETRY_AFTER_MS).
+    pub(crate) retry_after_ms: u64,
 }
 
 pub(crate) fn group_rows(
@@ -98,6 +102,7 @@ pub(crate) fn group_rows(
                 in_flight: None,
                 applied_once: false,
                 retry: standing == Standing::Retry,
+                retry_after_ms: 0,
             });
             groups.len() - 1
         });

@@ -307,6 +307,10 @@ impl Fire {
                 self.groups[g].interrupted = true;
             }
             CallOutcome::Failed(f) => self.groups[g].state = self.failed_state(g, f),
+            CallOutcome::Throttled { failure, retry_after_ms } => {
+                self.groups[g].retry_after_ms = retry_after_ms.min(crate::limits::MAX_RETRY_AFTER_MS);
+                self.groups[g].state = self.failed_state(g, failure);
+            }
         }
         if self.groups[g].calls > 0 && matches!(self.groups[g].state, GroupState::Active) {
             self.groups[g].applied_once = true;

@@ -54,13 +54,17 @@ pub struct Failing {
     pub cycles: u32,
     /// When its delivery last failed, ms since the epoch.
     pub last_failure_ms: u64,
+    /// How long it asked not to be called after that failure, ms (0: it
+    /// did not ask).
+    pub retry_after_ms: u64,
 }
 
 impl Failing {
     /// When it may be called again: its last failure plus the back-off its
-    /// run of failed cycles has earned.
+    /// run of failed cycles has earned, or the pause it asked for if that
+    /// is longer.
     pub fn retry_at_ms(&self) -> u64 {
-        self.last_failure_ms.saturating_add(target_retry_backoff_ms(self.cycles))
+        self.last_failure_ms.saturating_add(target_retry_backoff_ms(self.cycles).max(self.retry_after_ms))
     }
 }
 
@@ -208,9 +212,9 @@ mod tests {
         let mut scan = ScanState::new_cycle(10, None);
         scan.clock_ms = 10_000;
         let failing: BTreeMap<Name, Failing> = [
-            (n("fresh"), Failing { cycles: 1, last_failure_ms: 9_500 }),
-            (n("due"), Failing { cycles: 1, last_failure_ms: 9_000 }),
-            (n("long"), Failing { cycles: 3, last_failure_ms: 7_000 }),
+            (n("fresh"), Failing { cycles: 1, last_failure_ms: 9_500, retry_after_ms: 0 }),
+            (n("due"), Failing { cycles: 1, last_failure_ms: 9_000, retry_after_ms: 0 }),
+            (n("long"), Failing { cycles: 3, last_failure_ms: 7_000, retry_after_ms: 0 }),
         ]
         .into();
         assert_eq!(standing(&scan, &failing, &n("ok")), Standing::Healthy);
@@ -226,9 +230,9 @@ mod tests {
         let mut scan = ScanState::new_cycle(10, None);
         scan.clock_ms = 10_000;
         let failing: BTreeMap<Name, Failing> = [
-            (n("old"), Failing { cycles: 1, last_failure_ms: 2_000 }),
-            (n("tied"), Failing { cycles: 2, last_failure_ms: 1_000 }),
-            (n("recent"), Failing { cycles: 1, last_failure_ms: 8_000 }),
+            (n("old"), Failing { cycles: 1, last_failure_ms: 2_000, retry_after_ms: 0 }),
+            (n("tied"), Failing { cycles: 2, last_failure_ms: 1_000, retry_after_ms: 0 }),
+            (n("recent"), Failing { cycles: 1, last_failure_ms: 8_000, retry_after_ms: 0 }),
         ]
         .into();
         let retried = |scan: &ScanState| -> Vec<&str> {

@@ -18,7 +18,7 @@ use worker::{AbortController, Fetch, Headers, Method, Request, RequestInit, Requ
 use super::{classified, now_ms, DoTargets};
 use crate::core::{CallOutcome, Effects, Failure, Name};
 use crate::driver::Targets;
-use crate::endpoint::{message_id, outcome_of, signature, Endpoint, Endpoints};
+use crate::endpoint::{message_id, outcome_of, retry_after_ms, signature, Endpoint, Endpoints};
 
 /// Most bytes of an endpoint's refusal kept in the failure it records (and
 /// the source's status shows): enough to read why, never the whole body.
@@ -156,10 +156,20 @@ async fn send(endpoint: &Endpoint, row: &Signed, signal: worker::AbortSignal) ->
     let request = Request::new_with_init(&endpoint.url, &init)?;
     let mut response = Fetch::Request(request).send_with_signal(&signal).await?;
     let status = response.status_code();
-    Ok(match outcome_of(status, row.seq) {
+    let pause_ms = response.headers().get("retry-after")?.and_then(|v| retry_after_ms(&v, now_ms(), date_ms));
+    Ok(match outcome_of(status, row.seq, pause_ms) {
         CallOutcome::Failed(failure) => CallOutcome::Failed(with_excerpt(failure, &mut response).await),
+        CallOutcome::Throttled { failure, retry_after_ms } => {
+            CallOutcome::Throttled { failure: with_excerpt(failure, &mut response).await, retry_after_ms }
+        }
         delivered => delivered,
     })
+}
+
+/// An HTTP date as the runtime reads it, ms since the epoch.
+fn date_ms(text: &str) -> Option<u64> {
+    let ms = worker::js_sys::Date::parse(text);
+    (ms.is_finite() && ms >= 0.0).then_some(ms as u64)
 }
 
 /// The failure, with the first [`ENDPOINT_EXCERPT_BYTES`] of the answer's

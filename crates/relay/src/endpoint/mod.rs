@@ -15,7 +15,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::Deserialize;
 
 use crate::config::ConfigError;
-use crate::core::{CallOutcome, Failure, Name, ENDPOINT_PREFIX, MAX_CALL_TIMEOUT_MS, MIN_CALL_TIMEOUT_MS};
+use crate::core::{
+    CallOutcome, Failure, Name, ENDPOINT_PREFIX, MAX_CALL_TIMEOUT_MS, MAX_RETRY_AFTER_MS, MIN_CALL_TIMEOUT_MS,
+};
 pub use sign::{message_id, parse_secret, signature, SecretError, SigningKey};
 
 /// The variable that holds the endpoint table.
@@ -183,7 +185,22 @@ fn checked_headers(headers: BTreeMap<String, String>) -> Result<Vec<(String, Str
         .collect()
 }
 
-/// What an endpoint's answer to the row `seq` means to the fire.
+/// The pause a `Retry-After` value asks for, ms, at most
+/// [`MAX_RETRY_AFTER_MS`]: whole seconds, or an HTTP date less `now_ms`
+/// (read by `date_ms`, the runtime's date parser, ms since the epoch);
+/// `None` for a value that is neither.
+pub fn retry_after_ms(value: &str, now_ms: u64, date_ms: impl Fn(&str) -> Option<u64>) -> Option<u64> {
+    let value = value.trim();
+    if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) {
+        // Digits past u64 are a pause past any bound.
+        let seconds = value.parse::<u64>().unwrap_or(u64::MAX);
+        return Some(seconds.saturating_mul(1_000).min(MAX_RETRY_AFTER_MS));
+    }
+    date_ms(value).map(|at| at.saturating_sub(now_ms).min(MAX_RETRY_AFTER_MS))
+}
+
+/// What an endpoint's answer to the row `seq` means to the fire, with the
+/// pause its `Retry-After` asked for, if any (see [`retry_after_ms`]).
 ///
 /// | answer | outcome |
 /// | --- | --- |
@@ -192,7 +209,20 @@ fn checked_headers(headers: BTreeMap<String, String>) -> Result<Vec<(String, Str
 /// | 408, other 5xx | `Transient`: back off, counts toward parking |
 /// | 3xx | `Permanent`: redirects are not followed; fix the URL |
 /// | other 4xx, 1xx | `Permanent`: park the endpoint for this source |
-pub fn outcome_of(status: u16, seq: u64) -> CallOutcome {
+///
+/// A 429, 408 or 5xx with a pause is `Throttled`: not called again before
+/// the pause, nor before the back-off.
+pub fn outcome_of(status: u16, seq: u64, pause_ms: Option<u64>) -> CallOutcome {
+    match (kind_of(status, seq), pause_ms) {
+        (CallOutcome::Failed(failure), Some(retry_after_ms)) if !matches!(failure, Failure::Permanent(_)) => {
+            CallOutcome::Throttled { failure, retry_after_ms }
+        }
+        (outcome, _) => outcome,
+    }
+}
+
+/// [`outcome_of`] without the pause.
+fn kind_of(status: u16, seq: u64) -> CallOutcome {
     match status {
         200..=299 => CallOutcome::Applied { watermark: seq, applied: 1 },
         429 | 503 => CallOutcome::Failed(Failure::Overloaded(format!("the endpoint answered {status}"))),

@@ -121,14 +121,15 @@ fn the_table_is_bounded_and_its_names_are_target_names() {
 
 #[test]
 fn answers_map_to_outcomes() {
-    assert_eq!(outcome_of(200, 7), CallOutcome::Applied { watermark: 7, applied: 1 });
-    assert_eq!(outcome_of(204, 7), CallOutcome::Applied { watermark: 7, applied: 1 });
-    let kind = |status| match outcome_of(status, 1) {
+    assert_eq!(outcome_of(200, 7, None), CallOutcome::Applied { watermark: 7, applied: 1 });
+    assert_eq!(outcome_of(204, 7, Some(5)), CallOutcome::Applied { watermark: 7, applied: 1 });
+    let kind = |status| match outcome_of(status, 1, None) {
         CallOutcome::Applied { .. } => "delivered",
         CallOutcome::Failed(Failure::Overloaded(_)) => "overloaded",
         CallOutcome::Failed(Failure::Transient(_)) => "transient",
         CallOutcome::Failed(Failure::Permanent(_)) => "permanent",
         CallOutcome::Failed(Failure::Interrupted(_)) => "interrupted",
+        CallOutcome::Throttled { .. } => "throttled",
     };
     for (status, want) in [
         (299, "delivered"),
@@ -146,4 +147,45 @@ fn answers_map_to_outcomes() {
     ] {
         assert_eq!(kind(status), want, "{status}");
     }
+}
+
+#[test]
+fn a_pause_asked_for_throttles_retryable_answers_only() {
+    let throttled = |status| {
+        matches!(outcome_of(status, 1, Some(3_000)), CallOutcome::Throttled { retry_after_ms: 3_000, .. })
+    };
+    for status in [429, 503, 500, 502, 408] {
+        assert!(throttled(status), "{status}");
+    }
+    for status in [400, 404, 301] {
+        assert!(
+            matches!(outcome_of(status, 1, Some(3_000)), CallOutcome::Failed(Failure::Permanent(_))),
+            "{status}"
+        );
+    }
+}
+
+#[test]
+fn retry_after_is_read_as_seconds_or_a_date_and_bounded() {
+    let never = |_: &str| None;
+    assert_eq!(retry_after_ms("3", 0, never), Some(3_000));
+    assert_eq!(retry_after_ms(" 0 ", 0, never), Some(0));
+    let max_s = crate::core::MAX_RETRY_AFTER_MS / 1_000;
+    assert_eq!(retry_after_ms(&max_s.to_string(), 0, never), Some(crate::core::MAX_RETRY_AFTER_MS));
+    assert_eq!(retry_after_ms(&(max_s + 1).to_string(), 0, never), Some(crate::core::MAX_RETRY_AFTER_MS));
+    assert_eq!(retry_after_ms("99999999999999999999999", 0, never), Some(crate::core::MAX_RETRY_AFTER_MS));
+    assert_eq!(retry_after_ms("-1", 0, never), None);
+    assert_eq!(retry_after_ms("soon", 0, never), None);
+    assert_eq!(retry_after_ms("", 0, never), None);
+    let date = |v: &str| (v == "Wed, 21 Oct 2015 07:28:00 GMT").then_some(1_445_412_480_000);
+    assert_eq!(retry_after_ms("Wed, 21 Oct 2015 07:28:00 GMT", 1_445_412_470_000, date), Some(10_000));
+    assert_eq!(
+        retry_after_ms("Wed, 21 Oct 2015 07:28:00 GMT", 1_445_412_490_000, date),
+        Some(0),
+        "a date past"
+    );
+    assert_eq!(
+        retry_after_ms("Wed, 21 Oct 2015 07:28:00 GMT", 0, date),
+        Some(crate::core::MAX_RETRY_AFTER_MS)
+    );
 }

@@ -353,6 +353,9 @@ fn outcome_text(o: &CallOutcome) -> String {
     match o {
         CallOutcome::Applied { watermark, applied } => format!("applied {applied}, watermark {watermark}"),
         CallOutcome::Failed(f) => format!("failed: {f:?}"),
+        CallOutcome::Throttled { failure, retry_after_ms } => {
+            format!("throttled {retry_after_ms} ms: {failure:?}")
+        }
     }
 }
 

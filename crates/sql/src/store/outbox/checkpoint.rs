@@ -222,12 +222,13 @@ impl<S: Sql> Outbox<S> {
     fn count_failures(&self, changes: &TargetChanges, now_ms: u64) -> Result<u64, StoreError> {
         let mut written = 0u64;
         for (target, error) in &changes.failed {
+            let pause = changes.throttled.iter().find(|(t, _)| t == target).map_or(0, |(_, ms)| *ms);
             written += u64::from(self.sql.run(
                 "INSERT INTO relay_targets (target, failed_cycles, parked, first_failure_ms, last_failure_ms, \
-                 last_error) VALUES (?, 1, 0, ?, ?, ?) ON CONFLICT(target) DO UPDATE SET \
+                 last_error, retry_after_ms) VALUES (?, 1, 0, ?, ?, ?, ?) ON CONFLICT(target) DO UPDATE SET \
                  failed_cycles = failed_cycles + 1, last_failure_ms = excluded.last_failure_ms, \
-                 last_error = excluded.last_error",
-                vec![target.as_str().into(), int(now_ms), int(now_ms), error.as_str().into()],
+                 last_error = excluded.last_error, retry_after_ms = excluded.retry_after_ms",
+                vec![target.as_str().into(), int(now_ms), int(now_ms), error.as_str().into(), int(pause)],
             )?);
         }
         for target in &changes.recovered {

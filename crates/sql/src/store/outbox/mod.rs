@@ -29,7 +29,8 @@
 //! relay_keys    (key PRIMARY KEY, digest, gen_ms, attempt, reach) -- keys at their home
 //! relay_routed  (key PRIMARY KEY, digest, gen_ms, attempt, taken, at_ms) -- what an object
 //!                took for a routed key, by target
-//! relay_targets (target PRIMARY KEY, failed_cycles, parked, reason, first/last_failure_ms, last_error)
+//! relay_targets (target PRIMARY KEY, failed_cycles, parked, reason, first/last_failure_ms, last_error,
+//!                retry_after_ms) -- version 12: the pause the target asked for
 //! relay_dedup   (key PRIMARY KEY, digest, first_seq, rows, at_ms, due_ms)
 //! relay_host_alarm (id = 1, at_ms) -- version 10: the host's own alarm time
 //! ```
@@ -206,6 +207,10 @@ const MIGRATIONS: &[&[&str]] = &[
         "ALTER TABLE relay_state ADD COLUMN map_stored INTEGER NOT NULL DEFAULT 0",
         "UPDATE relay_state SET map_stored = EXISTS (SELECT 1 FROM relay_partition)",
     ],
+    // Version 12: the pause a failing target asked for with its last
+    // failure (an endpoint's Retry-After), so that it is not called again
+    // before it, across restarts (0: it asked for none).
+    &["ALTER TABLE relay_targets ADD COLUMN retry_after_ms INTEGER NOT NULL DEFAULT 0"],
 ];
 
 /// The outbox's stored name and migrations, for upgrade tests.

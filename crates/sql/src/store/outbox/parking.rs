@@ -21,9 +21,10 @@ pub enum TargetFilter {
 /// A `relay_targets` row (with its parked-row count) as a report.
 fn report(r: &crate::store::Row) -> Result<TargetReport, StoreError> {
     let (failed_cycles, parked, last_failure_ms) = (r.u32(1)?, r.u64(2)? != 0, r.opt_u64(5)?);
+    let retry_after_ms = r.opt_u64(8)?.unwrap_or(0);
     let retry_at_ms = match (parked, last_failure_ms) {
         (false, Some(last)) if failed_cycles > 0 => {
-            Some(Failing { cycles: failed_cycles, last_failure_ms: last }.retry_at_ms())
+            Some(Failing { cycles: failed_cycles, last_failure_ms: last, retry_after_ms }.retry_at_ms())
         }
         _ => None,
     };
@@ -69,7 +70,7 @@ impl<S: Sql> Outbox<S> {
             &format!(
                 "SELECT t.target, t.failed_cycles, t.parked, t.reason, t.first_failure_ms, t.last_failure_ms, \
                  t.last_error, (SELECT COUNT(*) FROM relay_parked p WHERE p.target = t.target \
-                 AND p.discarded_at_ms IS NULL) FROM relay_targets t WHERE {filter} t.target > ? \
+                 AND p.discarded_at_ms IS NULL), t.retry_after_ms FROM relay_targets t WHERE {filter} t.target > ? \
                  ORDER BY t.target LIMIT ?"
             ),
             vec![after.into(), int(u64::from(limit) + 1)],

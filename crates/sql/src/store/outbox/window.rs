@@ -54,7 +54,7 @@ impl<S: Sql> Outbox<S> {
     pub fn read_window(&self, begun: &mut Begun) -> Result<(Vec<StoredRow>, bool), StoreError> {
         let w = begun.window;
         let rows = self.sql.rows(
-            "SELECT o.seq, o.target, o.at_ms, o.bytes, o.due_ms, t.failed_cycles, t.last_failure_ms \
+            "SELECT o.seq, o.target, o.at_ms, o.bytes, o.due_ms, t.failed_cycles, t.last_failure_ms, t.retry_after_ms \
              FROM relay_outbox o LEFT JOIN relay_targets t \
              ON t.target = o.target AND t.parked = 0 AND t.failed_cycles > 0 \
              WHERE o.seq > ? AND o.seq <= ? AND o.target != '' ORDER BY o.seq LIMIT ?",
@@ -67,6 +67,7 @@ impl<S: Sql> Outbox<S> {
                     (Some(cycles), last) => Some(Failing {
                         cycles: u32::try_from(cycles).unwrap_or(u32::MAX),
                         last_failure_ms: last.unwrap_or(0),
+                        retry_after_ms: r.opt_u64(7)?.unwrap_or(0),
                     }),
                     (None, _) => None,
                 };
