@@ -171,7 +171,16 @@ fn every_interleaving_of_in_turn_deliveries_and_the_alarm_on_two_targets_keeps_o
 }
 
 #[test]
+fn every_interleaving_of_deliveries_to_an_endpoint_beside_an_object_keeps_first_arrivals_in_order() {
+    explore_deliveries_of("endpoint-beside-an-object");
+}
+
+#[test]
 fn every_delivery_scenario_has_its_test() {
     let all: Vec<&str> = delivery_scenarios().iter().map(|s| s.name).collect();
-    assert_eq!(all, ["one-target-stream", "two-targets"], "a new scenario needs its test here");
+    assert_eq!(
+        all,
+        ["one-target-stream", "two-targets", "endpoint-beside-an-object"],
+        "a new scenario needs its test here"
+    );
 }

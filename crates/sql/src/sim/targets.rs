@@ -186,9 +186,34 @@ pub(crate) fn call(world: &World, target: &Name, body: &str) -> CallOutcome {
     if let Some(f) = platform {
         return failed(f);
     }
+    let outcome = match outcome {
+        CallOutcome::Applied { applied, .. } if target.endpoint().is_some() => endpoint_reply(body, applied),
+        other => other,
+    };
     if t.lose_replies > 0 && matches!(outcome, CallOutcome::Applied { .. }) {
         t.lose_replies -= 1;
         return CallOutcome::Failed(Failure::Transient("injected lost reply".into()));
     }
     outcome
+}
+
+/// What the relay hears from an endpoint that took the call: it was sent
+/// exactly one row (an endpoint gets one per call), and its 2xx says that
+/// row is taken and nothing of what the receiver holds beyond it, unlike a
+/// Durable Object target's watermark. A call of more rows is a relay bug:
+/// it is refused, so the rows park and the check fails.
+fn endpoint_reply(body: &str, applied: u32) -> CallOutcome {
+    let seqs: Vec<u64> = serde_json::from_str::<serde_json::Value>(body)
+        .ok()
+        .and_then(|b| b.get("rows").and_then(|r| r.as_array().cloned()))
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|r| r.get("seq").and_then(serde_json::Value::as_u64))
+        .collect();
+    match seqs.as_slice() {
+        [seq] => CallOutcome::Applied { watermark: *seq, applied },
+        _ => {
+            CallOutcome::Failed(Failure::Permanent(format!("an endpoint was sent rows {seqs:?} in one call")))
+        }
+    }
 }

@@ -22,7 +22,11 @@
 //!   flight, and an alarm handler it was running is retried.
 //!
 //! At each leaf the world settles (late calls are lost, live deliveries end
-//! on the plain schedule, alarms drain) and the promises are checked.
+//! on the plain schedule, alarms drain) and the promises are checked. An
+//! endpoint target (`endpoint:e1`) is a receiver that keeps the highest
+//! sequence it took per source; its answer names the one row it was sent
+//! and nothing more, so what holds for it is the endpoint promise: every
+//! row arrives, the first arrivals in order, duplicates harmless.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -38,9 +42,13 @@ use crate::sim::{name, targets::call, Sim};
 
 /// The source every scenario enqueues at.
 const SOURCE: &str = "s";
-/// The budget every delivery runs under: one row per call, so a delivery
-/// makes several calls and each can be interleaved.
-const BUDGET: RelayBudget = RelayBudget { batch_rows: 1, ..RelayBudget::FREE };
+/// The budget every delivery runs under, but for its rows per call (the
+/// scenario's).
+const BUDGET: RelayBudget = RelayBudget::FREE;
+/// The endpoint target of the endpoint scenario: its receiver keeps the
+/// highest sequence it took per source, and its answer tells the relay of
+/// the one row it was sent and nothing more (see `sim::targets::call`).
+const ENDPOINT: &str = "endpoint:e1";
 /// Alarms the world may run while it settles.
 const SETTLE_ALARMS_MAX: u32 = 100;
 
@@ -51,13 +59,30 @@ pub struct DeliveryScenario {
     pub name: &'static str,
     /// Each enqueue's rows, by target name.
     pub enqueues: Vec<Vec<&'static str>>,
+    /// Rows per target call: 1, so a delivery makes several calls and each
+    /// can be interleaved; more where the scenario checks that an endpoint
+    /// still gets one per call.
+    pub batch_rows: u32,
 }
 
 /// The scenarios the tests explore.
 pub fn delivery_scenarios() -> Vec<DeliveryScenario> {
     vec![
-        DeliveryScenario { name: "one-target-stream", enqueues: vec![vec!["t1"], vec!["t1"], vec!["t1"]] },
-        DeliveryScenario { name: "two-targets", enqueues: vec![vec!["t1", "t2"], vec!["t2"], vec!["t1"]] },
+        DeliveryScenario {
+            name: "one-target-stream",
+            enqueues: vec![vec!["t1"], vec!["t1"], vec!["t1"]],
+            batch_rows: 1,
+        },
+        DeliveryScenario {
+            name: "two-targets",
+            enqueues: vec![vec!["t1", "t2"], vec!["t2"], vec!["t1"]],
+            batch_rows: 1,
+        },
+        DeliveryScenario {
+            name: "endpoint-beside-an-object",
+            enqueues: vec![vec![ENDPOINT, ENDPOINT], vec![ENDPOINT, "t1", "t1"], vec![ENDPOINT]],
+            batch_rows: 2,
+        },
     ]
 }
 
@@ -111,7 +136,7 @@ impl<'a> Run<'a> {
         sim.world.recycle.set(true);
         sim.world.in_turn.set(true);
         let applied: Applied = Rc::default();
-        for t in ["t1", "t2"] {
+        for t in ["t1", "t2", ENDPOINT] {
             sim.set_hook(t, Box::new(Recorder { target: t.into(), applied: applied.clone() }));
         }
         let run = Run {
@@ -131,6 +156,11 @@ impl<'a> Run<'a> {
         run
     }
 
+    /// The scenario's budget.
+    fn budget(&self) -> RelayBudget {
+        RelayBudget { batch_rows: self.scenario.batch_rows, ..BUDGET }
+    }
+
     fn source(&self) -> Rc<SimSource> {
         self.sim.world.source(&name(SOURCE))
     }
@@ -138,8 +168,9 @@ impl<'a> Run<'a> {
     /// Gives the (new) instance the explored budget, delivering in turn.
     #[allow(clippy::expect_used, reason = "the budget is a valid constant")]
     fn configure(&self) {
-        let config = source_config(BUDGET, Default::default(), 0, true);
+        let config = source_config(self.budget(), Default::default(), 0, true);
         self.source().relay.set_config(config).expect("a valid budget");
+        self.source().relay.set_endpoints([ENDPOINT.trim_start_matches("endpoint:").to_owned()].into());
     }
 
     fn alarm_running(&self) -> bool {
@@ -328,7 +359,7 @@ impl<'a> Run<'a> {
                 return Err(format!("rows still wait after {alarms} alarms"));
             }
             self.sim.world.clock.set(self.sim.now_ms().max(at));
-            self.sim.run_alarm(SOURCE, BUDGET);
+            self.sim.run_alarm(SOURCE, self.budget());
             alarms += 1;
         }
         self.script.push(format!("     settle: {alarms} alarms"));

@@ -6,7 +6,7 @@ use super::*;
 use crate::core::{IN_TURN_ALARM_GRACE_MS, IN_TURN_RUNS_MAX};
 
 fn stream(enqueues: usize) -> DeliveryScenario {
-    DeliveryScenario { name: "stream", enqueues: vec![vec!["t1"]; enqueues] }
+    DeliveryScenario { name: "stream", enqueues: vec![vec!["t1"]; enqueues], batch_rows: 1 }
 }
 
 /// Enqueues once while the running delivery awaits its call, then
