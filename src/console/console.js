@@ -231,6 +231,12 @@ function renderChart(points) {
     `most delivered in one alarm ${maxD.toLocaleString("en-US")} rows`;
 }
 
+/** A failing target's state: its run of failed cycles, and when it is called next. */
+function failing(t) {
+  const wait = typeof t.retry_at_ms === "number" ? Math.ceil((t.retry_at_ms - Date.now()) / 1000) : 0;
+  return `failing (${t.failed_cycles} cycles${wait > 0 ? `, next try in ${wait} s` : ""})`;
+}
+
 function renderTargets(source, targets) {
   const body = $("targets-table").tBodies[0];
   body.replaceChildren(
@@ -246,7 +252,8 @@ function renderTargets(source, targets) {
         "tr",
         { "data-target": t.target },
         el("td", {}, el("code", {}, t.target)),
-        el("td", { class: t.parked ? "bad" : "warn", "data-field": "state" }, t.parked ? "parked" : `failing (${t.failed_cycles} cycles)`),
+        el("td", { class: "muted", "data-field": "kind" }, t.target.startsWith("endpoint:") ? "HTTPS endpoint" : "object"),
+        el("td", { class: t.parked ? "bad" : "warn", "data-field": "state" }, t.parked ? "parked" : failing(t)),
         el("td", { class: "num", "data-field": "rows" }, num(t.rows)),
         el("td", { class: "muted", "data-field": "reason" }, (t.parked ? t.reason : t.last_error) ?? t.last_error ?? ""),
         el("td", {}, ...(t.parked ? [act("redrive"), " ", act("discard")] : [])),

@@ -147,6 +147,7 @@ test("in a browser: log in, read the figures, see a parked target, redrive it fr
   const parked = page.locator('#targets-table tr[data-target="ui-customer-9"]');
   await parked.waitFor();
   assert.equal(await parked.locator('[data-field="state"]').textContent(), "parked");
+  assert.equal(await parked.locator('[data-field="kind"]').textContent(), "object");
   assert.match(await parked.locator('[data-field="reason"]').textContent(), /permanent error/);
   assert.equal(await parked.locator('[data-field="rows"]').textContent(), "3");
   await page.waitForSelector("#chart rect");
