@@ -15,9 +15,12 @@ import { Receiver } from "./endpoint/receiver.mjs";
 /** A Standard Webhooks test secret (24 random bytes, base64). */
 const SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 
-/** RELAY_ENDPOINTS naming one endpoint, `hook`, at the receiver. */
+/** RELAY_ENDPOINTS naming `hook` at the receiver, and `bulk`, which takes batches, at the same receiver. */
 const endpoints = (url, timeout_ms = 1_000) =>
-  JSON.stringify({ hook: { url, secret: SECRET, timeout_ms, headers: { "x-tenant": "acme" } } });
+  JSON.stringify({
+    hook: { url, secret: SECRET, timeout_ms, headers: { "x-tenant": "acme" } },
+    bulk: { url, secret: SECRET, timeout_ms, batch: true },
+  });
 
 /** One row to the endpoint, its payload numbered `n`. */
 const hooked = (n) => ({ target: "endpoint:hook", puts: [["order", { n }]] });
@@ -58,6 +61,25 @@ test("rows to an endpoint arrive in order, signed, one request at a time, beside
       assert.equal(r.headers["content-type"], "application/json");
     }
     assert.deepEqual(await relay.log("ep-order-t", src), sent.filter((_, i) => i % 2 === 1), "the object's rows too");
+  });
+});
+
+test("an endpoint that takes batches gets a source's rows as arrays, in order, signed, each request one subrequest", async () => {
+  await withReceiver(async (relay, rx) => {
+    const src = "ep-bulk";
+    const rows = Array.from({ length: 30 }, (_, i) => ({ target: "endpoint:bulk", puts: [["order", { n: i }]] }));
+    const { seqs } = await relay.enqueue(src, rows);
+    await relay.drained(src);
+    assert.deepEqual(rx.payloads().map((p) => p.seq), seqs, "every row once, in order");
+    assert.ok(rx.requests.length < seqs.length, `${rx.requests.length} requests for ${seqs.length} rows`);
+    for (const r of rx.requests) {
+      assert.ok(r.valid, "each batch is signed");
+      const batch = JSON.parse(r.body);
+      assert.ok(Array.isArray(batch) && batch.length > 0);
+      assert.equal(r.id, `${r.id.split("_").slice(0, 2).join("_")}_${batch[0].seq}-${batch.at(-1).seq}`, "the id names the batch's rows");
+    }
+    const counted = relay.alarmLogs().filter((a) => a.source === src).reduce((n, a) => n + a.subrequests, 0);
+    assert.equal(counted, rx.requests.length, "one subrequest per request, as the budget counts them");
   });
 });
 

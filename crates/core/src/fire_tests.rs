@@ -33,6 +33,7 @@ fn start(os: u64, rs: Option<&ScanState>, b: RelayBudget) -> FireStart {
         calls_left: b.calls_per_fire(),
         policy: RelayPolicy::default(),
         failing: Default::default(),
+        batched_endpoints: Default::default(),
     }
 }
 
@@ -538,6 +539,13 @@ fn an_endpoint_gets_one_row_per_call_in_order_while_an_object_gets_batches() {
     assert_eq!(got, vec![("a", vec![1, 3, 5]), ("endpoint:hook", vec![2]), ("endpoint:hook", vec![4])]);
     let s = f.settle();
     assert_eq!(deleted(&s), vec![1, 2, 3, 4, 5], "the endpoint's third row waits for its next call");
+    // An endpoint configured to take batches gets them as an object does.
+    let mut st = start(6, None, budget(4, 2));
+    st.batched_endpoints.insert("hook".into());
+    let mut f = Fire::new(begin(st).unwrap(), &rows, true);
+    let calls = drive(&mut f, ok);
+    let got: Vec<(&str, Vec<u64>)> = calls.iter().map(|c| (c.target.as_str(), c.seqs.clone())).collect();
+    assert_eq!(got, vec![("a", vec![1, 3, 5]), ("endpoint:hook", vec![2, 4, 6])]);
 }
 
 #[test]

@@ -205,6 +205,7 @@ fn fire(source: &Name, budget: RelayBudget, rows: &[StoredRow]) -> (u64, u64, u6
         calls_left: budget.calls_per_alarm(),
         policy: RelayPolicy::default(),
         failing: BTreeMap::new(),
+        batched_endpoints: Default::default(),
     })
     .expect("the benchmark's budgets are valid");
     let probe = (begun.window.probe_rows() as usize).min(rows.len());

@@ -152,7 +152,7 @@ fn an_object_refuses_rows_to_endpoints_it_does_not_know_on_every_path() {
     let fence = durable_relay_sql::core::Fence { epoch: 1, map_id: 7, gate: false };
     assert_eq!(outbox.enqueue_fenced(seat, NOW, None, &rows, fence).unwrap_err(), unknown);
     assert_eq!(sql.take(), Vec::<String>::new(), "refused before any statement");
-    outbox.set_endpoints(["hook".to_owned()].into());
+    outbox.set_endpoints(["hook".to_owned()].into(), Default::default());
     let done = outbox.enqueue(Entry::Unrouted(seat), NOW, None, &rows).unwrap();
     assert_eq!(done.seqs.len(), 2, "taken once the endpoint is configured");
     let routed = outbox.enqueue_fenced(seat, NOW, None, &rows, fence);

@@ -56,9 +56,9 @@ export class Receiver {
     this.script.push(...answers);
   }
 
-  /** The payloads applied once each, in the order first received. */
+  /** The payloads applied once each, in the order first received (a batch's rows in its order). */
   payloads() {
-    return [...this.applied.values()].map((body) => JSON.parse(body));
+    return [...this.applied.values()].flatMap((body) => [JSON.parse(body)].flat());
   }
 
   async handle(req, res) {

@@ -30,6 +30,9 @@ pub struct FireStart {
     /// The records of failing (not parked) targets: at least those of every
     /// target in the fire's window, which the shell reads with the window.
     pub failing: BTreeMap<Name, Failing>,
+    /// The endpoints (`endpoint:<name>`, by name) configured to take many
+    /// rows in one request; every other endpoint gets one row per call.
+    pub batched_endpoints: std::collections::BTreeSet<String>,
 }
 
 /// What the relay does with targets that keep failing.

@@ -246,12 +246,12 @@ impl Fire {
 
     /// Cuts group `g`'s next batch at the row, byte and effect limits,
     /// never splitting a row and always taking at least one. An endpoint
-    /// gets one row per call: each row is one signed request, so a call is
-    /// one subrequest, as the budget counts it.
+    /// gets one row per call unless it takes batches: each call is one
+    /// signed request, one subrequest as the budget counts it.
     fn batch(&mut self, g: usize) -> TargetCall {
         let group = &self.groups[g];
-        let batch_rows =
-            if group.target.endpoint().is_some() { 1 } else { self.budget().batch_rows as usize };
+        let single = group.target.endpoint().is_some_and(|e| !self.begun.start.batched_endpoints.contains(e));
+        let batch_rows = if single { 1 } else { self.budget().batch_rows as usize };
         let (mut bytes, mut effects) = (0u32, 0u32);
         let mut end = group.next;
         while end < group.due_len && end - group.next < batch_rows {

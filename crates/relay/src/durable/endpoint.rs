@@ -1,10 +1,12 @@
-//! Sending a row to an HTTPS endpoint: [`EndpointTargets`] POSTs the one
-//! row of a call, signed as Standard Webhooks has it, and reads the answer
-//! as [`outcome_of`] says; [`RelayTargets`] sends each call to an endpoint
-//! or to a Durable Object by its target's name.
+//! Sending rows to an HTTPS endpoint: [`EndpointTargets`] POSTs a call's
+//! row (or, to an endpoint that takes batches, its rows as an array),
+//! signed as Standard Webhooks has it, and reads the answer as
+//! [`outcome_of`] says; [`RelayTargets`] sends each call to an endpoint or
+//! to a Durable Object by its target's name.
 //!
-//! The core gives an endpoint one row per call, so one call is one fetch:
-//! the subrequests the fire counts are the ones the platform counts.
+//! One call is one fetch, so the subrequests the fire counts are the ones
+//! the platform counts; the core gives an endpoint one row per call unless
+//! it takes batches.
 
 use std::rc::Rc;
 use std::time::Duration;
@@ -18,7 +20,7 @@ use worker::{AbortController, Fetch, Headers, Method, Request, RequestInit, Requ
 use super::{classified, now_ms, DoTargets};
 use crate::core::{CallOutcome, Effects, Failure, Name};
 use crate::driver::Targets;
-use crate::endpoint::{message_id, outcome_of, retry_after_ms, signature, Endpoint, Endpoints};
+use crate::endpoint::{batch_id, message_id, outcome_of, retry_after_ms, signature, Endpoint, Endpoints};
 
 /// Most bytes of an endpoint's refusal kept in the failure it records (and
 /// the source's status shows): enough to read why, never the whole body.
@@ -70,28 +72,31 @@ struct BatchRow<'a> {
     effects: &'a RawValue,
 }
 
-/// One row ready to send: its id, sequence, payload and trace context.
+/// A request ready to send: its id, the rows it carries, its payload and
+/// trace context.
 struct Signed {
     id: String,
-    seq: u64,
+    last: u64,
+    rows: u32,
     payload: String,
     trace: Option<String>,
 }
 
 impl EndpointTargets {
-    /// Sends the call's one row to endpoint `name`. A name no longer
-    /// configured, or a call that is not one row, parks the endpoint: the
-    /// rows wait, in order, for the operator to fix it and redrive them.
+    /// Sends the call's row (or rows, to an endpoint that takes batches) to
+    /// endpoint `name`. A name no longer configured, or a call of many rows
+    /// to an endpoint that takes one, parks the endpoint: the rows wait, in
+    /// order, for the operator to fix it and redrive them.
     pub async fn apply(&self, name: &str, body: String) -> CallOutcome {
         let Some(endpoint) = self.endpoints.get(name) else {
             return permanent(format!("no endpoint named {name} is configured in RELAY_ENDPOINTS"));
         };
-        let row = match signed_row(&body) {
-            Ok(row) => row,
+        let call = match signed(&body, endpoint.batch) {
+            Ok(call) => call,
             Err(message) => return permanent(message),
         };
         let controller = AbortController::default();
-        let send = std::pin::pin!(send(endpoint, &row, controller.signal()));
+        let send = std::pin::pin!(send(endpoint, &call, controller.signal()));
         let timeout = std::pin::pin!(worker::Delay::from(Duration::from_millis(endpoint.timeout_ms)));
         match select(send, timeout).await {
             Either::Left((Ok(outcome), _)) => outcome,
@@ -112,37 +117,55 @@ fn permanent(message: String) -> CallOutcome {
     CallOutcome::Failed(Failure::Permanent(message))
 }
 
-/// The call's one row, with what its request carries: the payload is the
-/// source, the sequence and the row's effects, as one JSON object.
-fn signed_row(body: &str) -> Result<Signed, String> {
-    let batch: Batch<'_> =
+/// The call's request: one row as a JSON object (the source, the sequence
+/// and the row's effects), or, for an endpoint that takes batches, its rows
+/// as an array of such objects.
+fn signed(body: &str, batch: bool) -> Result<Signed, String> {
+    let b: Batch<'_> =
         serde_json::from_str(body).map_err(|e| format!("a batch the relay cannot read: {e}"))?;
-    let [row] = batch.rows.as_slice() else {
-        return Err(format!("an endpoint takes one row per call, got {}", batch.rows.len()));
-    };
-    let source_id = batch.source_id.ok_or("a batch without its source's id")?;
-    let stored = row.effects.get();
-    let effects = Effects::untraced(stored);
-    let fields = effects.strip_prefix('{').ok_or("a row body that is not an object")?;
-    let source = serde_json::to_string(batch.source).map_err(|e| e.to_string())?;
-    Ok(Signed {
-        id: message_id(source_id, row.seq),
-        seq: row.seq,
-        payload: format!(r#"{{"source":{source},"seq":{},{fields}"#, row.seq),
-        trace: Effects::trace_of(stored).map(str::to_string),
-    })
+    let source_id = b.source_id.ok_or("a batch without its source's id")?;
+    let source = serde_json::to_string(b.source).map_err(|e| e.to_string())?;
+    let payloads = b.rows.iter().map(|r| payload(&source, r)).collect::<Result<Vec<_>, _>>()?;
+    match (b.rows.as_slice(), payloads.as_slice(), batch) {
+        ([row], [one], false) => Ok(Signed {
+            id: message_id(source_id, row.seq),
+            last: row.seq,
+            rows: 1,
+            payload: one.clone(),
+            trace: Effects::trace_of(row.effects.get()).map(str::to_string),
+        }),
+        ([first, .., last] | [first @ last], _, true) => Ok(Signed {
+            id: batch_id(source_id, first.seq, last.seq),
+            last: last.seq,
+            rows: u32::try_from(payloads.len()).map_err(|e| e.to_string())?,
+            payload: format!("[{}]", payloads.join(",")),
+            trace: None,
+        }),
+        (rows, _, _) => Err(format!("an endpoint takes one row per call, got {}", rows.len())),
+    }
 }
 
-/// POSTs `row`, signed for this attempt, and reads the answer.
-async fn send(endpoint: &Endpoint, row: &Signed, signal: worker::AbortSignal) -> worker::Result<CallOutcome> {
+/// One row's object: the source, the sequence and the row's effects.
+fn payload(source: &str, row: &BatchRow<'_>) -> Result<String, String> {
+    let effects = Effects::untraced(row.effects.get());
+    let fields = effects.strip_prefix('{').ok_or("a row body that is not an object")?;
+    Ok(format!(r#"{{"source":{source},"seq":{},{fields}"#, row.seq))
+}
+
+/// POSTs `call`, signed for this attempt, and reads the answer.
+async fn send(
+    endpoint: &Endpoint,
+    call: &Signed,
+    signal: worker::AbortSignal,
+) -> worker::Result<CallOutcome> {
     let timestamp_s = now_ms() / 1_000;
     let headers = Headers::new();
     headers.set("content-type", "application/json")?;
     headers.set("user-agent", USER_AGENT)?;
-    headers.set("webhook-id", &row.id)?;
+    headers.set("webhook-id", &call.id)?;
     headers.set("webhook-timestamp", &timestamp_s.to_string())?;
-    headers.set("webhook-signature", &signature(&endpoint.key, &row.id, timestamp_s, &row.payload))?;
-    if let Some(trace) = &row.trace {
+    headers.set("webhook-signature", &signature(&endpoint.key, &call.id, timestamp_s, &call.payload))?;
+    if let Some(trace) = &call.trace {
         headers.set("traceparent", trace)?;
     }
     for (name, value) in &endpoint.headers {
@@ -151,13 +174,13 @@ async fn send(endpoint: &Endpoint, row: &Signed, signal: worker::AbortSignal) ->
     let mut init = RequestInit::new();
     init.with_method(Method::Post)
         .with_headers(headers)
-        .with_body(Some(row.payload.as_str().into()))
+        .with_body(Some(call.payload.as_str().into()))
         .with_redirect(RequestRedirect::Manual);
     let request = Request::new_with_init(&endpoint.url, &init)?;
     let mut response = Fetch::Request(request).send_with_signal(&signal).await?;
     let status = response.status_code();
     let pause_ms = response.headers().get("retry-after")?.and_then(|v| retry_after_ms(&v, now_ms(), date_ms));
-    Ok(match outcome_of(status, row.seq, pause_ms) {
+    Ok(match outcome_of(status, call.last, call.rows, pause_ms) {
         CallOutcome::Failed(failure) => CallOutcome::Failed(with_excerpt(failure, &mut response).await),
         CallOutcome::Throttled { failure, retry_after_ms } => {
             CallOutcome::Throttled { failure: with_excerpt(failure, &mut response).await, retry_after_ms }

@@ -151,7 +151,8 @@ impl<S: Sql + 'static> RelaySource<S> {
             config.source(),
         )
         .map_err(open_error)?;
-        relay.set_endpoints(config.endpoints.into_keys().collect());
+        let batched = config.endpoints.iter().filter(|(_, e)| e.batch).map(|(n, _)| n.clone()).collect();
+        relay.set_endpoints(config.endpoints.into_keys().collect(), batched);
         if let Some((component, migrations)) = self.tables {
             schema::migrate(relay.sql(), component, migrations)?;
         }

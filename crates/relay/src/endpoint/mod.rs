@@ -18,7 +18,7 @@ use crate::config::ConfigError;
 use crate::core::{
     CallOutcome, Failure, Name, ENDPOINT_PREFIX, MAX_CALL_TIMEOUT_MS, MAX_RETRY_AFTER_MS, MIN_CALL_TIMEOUT_MS,
 };
-pub use sign::{message_id, parse_secret, signature, SecretError, SigningKey};
+pub use sign::{batch_id, message_id, parse_secret, signature, SecretError, SigningKey};
 
 /// The variable that holds the endpoint table.
 pub const ENDPOINTS_VAR: &str = "RELAY_ENDPOINTS";
@@ -54,6 +54,10 @@ pub struct Endpoint {
     pub timeout_ms: u64,
     /// Extra headers, lower-cased names. Invariant: none reserved.
     pub headers: Vec<(String, String)>,
+    /// Whether a request carries many rows (a JSON array of them, up to the
+    /// relay's rows per call) instead of one: fewer requests for a busy
+    /// endpoint, at the cost of a receiver that deduplicates per row.
+    pub batch: bool,
 }
 
 /// The configured endpoints by name.
@@ -72,6 +76,8 @@ struct Entry {
     timeout_ms: Option<u64>,
     #[serde(default)]
     headers: BTreeMap<String, String>,
+    #[serde(default)]
+    batch: bool,
 }
 
 /// Reads and checks `RELAY_ENDPOINTS` through `get`; `timeout_ms` is the
@@ -121,7 +127,7 @@ fn entry(
             "timeout_ms must be within {MIN_CALL_TIMEOUT_MS}..={MAX_CALL_TIMEOUT_MS}, got {timeout_ms}"
         ));
     }
-    Ok(Endpoint { url, key, timeout_ms, headers: checked_headers(e.headers)? })
+    Ok(Endpoint { url, key, timeout_ms, headers: checked_headers(e.headers)?, batch: e.batch })
 }
 
 /// The URL, if the relay may send to it: `https` (`http` too outside
@@ -199,8 +205,9 @@ pub fn retry_after_ms(value: &str, now_ms: u64, date_ms: impl Fn(&str) -> Option
     date_ms(value).map(|at| at.saturating_sub(now_ms).min(MAX_RETRY_AFTER_MS))
 }
 
-/// What an endpoint's answer to the row `seq` means to the fire, with the
-/// pause its `Retry-After` asked for, if any (see [`retry_after_ms`]).
+/// What an endpoint's answer to a request of `rows` rows ending at `last`
+/// means to the fire, with the pause its `Retry-After` asked for, if any
+/// (see [`retry_after_ms`]).
 ///
 /// | answer | outcome |
 /// | --- | --- |
@@ -212,8 +219,8 @@ pub fn retry_after_ms(value: &str, now_ms: u64, date_ms: impl Fn(&str) -> Option
 ///
 /// A 429, 408 or 5xx with a pause is `Throttled`: not called again before
 /// the pause, nor before the back-off.
-pub fn outcome_of(status: u16, seq: u64, pause_ms: Option<u64>) -> CallOutcome {
-    match (kind_of(status, seq), pause_ms) {
+pub fn outcome_of(status: u16, last: u64, rows: u32, pause_ms: Option<u64>) -> CallOutcome {
+    match (kind_of(status, last, rows), pause_ms) {
         (CallOutcome::Failed(failure), Some(retry_after_ms)) if !matches!(failure, Failure::Permanent(_)) => {
             CallOutcome::Throttled { failure, retry_after_ms }
         }
@@ -222,9 +229,9 @@ pub fn outcome_of(status: u16, seq: u64, pause_ms: Option<u64>) -> CallOutcome {
 }
 
 /// [`outcome_of`] without the pause.
-fn kind_of(status: u16, seq: u64) -> CallOutcome {
+fn kind_of(status: u16, last: u64, rows: u32) -> CallOutcome {
     match status {
-        200..=299 => CallOutcome::Applied { watermark: seq, applied: 1 },
+        200..=299 => CallOutcome::Applied { watermark: last, applied: rows },
         429 | 503 => CallOutcome::Failed(Failure::Overloaded(format!("the endpoint answered {status}"))),
         408 | 500..=599 => CallOutcome::Failed(Failure::Transient(format!("the endpoint answered {status}"))),
         300..=399 => CallOutcome::Failed(Failure::Permanent(format!(

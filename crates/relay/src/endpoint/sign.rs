@@ -84,6 +84,13 @@ pub fn message_id(source_id: &str, seq: u64) -> String {
     format!("msg_{source_id}_{seq}")
 }
 
+/// The `webhook-id` of a batch of a source's rows, `first` to `last`. A
+/// retry may carry more rows than the first attempt, so a receiver of
+/// batches deduplicates on each row's `source` and `seq`, not on this.
+pub fn batch_id(source_id: &str, first: u64, last: u64) -> String {
+    format!("msg_{source_id}_{first}-{last}")
+}
+
 /// The `webhook-signature` of one attempt: `v1,` and the base64 of
 /// HMAC-SHA256 over `id.timestamp.body`, `timestamp` being the attempt's
 /// time in seconds since the epoch.
@@ -154,5 +161,6 @@ mod tests {
         let id = message_id(&"ab".repeat(32), u64::from(u32::MAX) * 4);
         assert!(!id.contains('.'));
         assert_eq!(id, format!("msg_{}_{}", "ab".repeat(32), u64::from(u32::MAX) * 4));
+        assert_eq!(batch_id("ab", 3, 9), "msg_ab_3-9");
     }
 }

@@ -115,15 +115,21 @@ fn the_table_is_bounded_and_its_names_are_target_names() {
     assert!(named("a/b").is_err());
     assert!(named("").is_err());
     assert!(read(&[(ENDPOINTS_VAR, "[1]")]).unwrap_err().message.contains("not an object"));
-    let unknown = format!(r#"{{"hook":{{"url":"https://h.example/","secret":"{SECRET}","batch":true}}}}"#);
-    assert!(read(&[(ENDPOINTS_VAR, &unknown)]).is_err());
+    let unknown = format!(r#"{{"hook":{{"url":"https://h.example/","secret":"{SECRET}","retries":3}}}}"#);
+    assert!(read(&[(ENDPOINTS_VAR, &unknown)]).unwrap_err().message.contains("retries"));
+    let batched = format!(r#"{{"hook":{{"url":"https://h.example/","secret":"{SECRET}","batch":true}}}}"#);
+    assert!(read(&[(ENDPOINTS_VAR, &batched)]).unwrap()["hook"].batch);
+    assert!(
+        !read(&[(ENDPOINTS_VAR, &format!(r#"{{"hook":{entry}}}"#))]).unwrap()["hook"].batch,
+        "off by default"
+    );
 }
 
 #[test]
 fn answers_map_to_outcomes() {
-    assert_eq!(outcome_of(200, 7, None), CallOutcome::Applied { watermark: 7, applied: 1 });
-    assert_eq!(outcome_of(204, 7, Some(5)), CallOutcome::Applied { watermark: 7, applied: 1 });
-    let kind = |status| match outcome_of(status, 1, None) {
+    assert_eq!(outcome_of(200, 7, 1, None), CallOutcome::Applied { watermark: 7, applied: 1 });
+    assert_eq!(outcome_of(204, 7, 1, Some(5)), CallOutcome::Applied { watermark: 7, applied: 1 });
+    let kind = |status| match outcome_of(status, 1, 1, None) {
         CallOutcome::Applied { .. } => "delivered",
         CallOutcome::Failed(Failure::Overloaded(_)) => "overloaded",
         CallOutcome::Failed(Failure::Transient(_)) => "transient",
@@ -150,16 +156,21 @@ fn answers_map_to_outcomes() {
 }
 
 #[test]
+fn a_batch_taken_delivers_all_its_rows() {
+    assert_eq!(outcome_of(200, 12, 5, None), CallOutcome::Applied { watermark: 12, applied: 5 });
+}
+
+#[test]
 fn a_pause_asked_for_throttles_retryable_answers_only() {
     let throttled = |status| {
-        matches!(outcome_of(status, 1, Some(3_000)), CallOutcome::Throttled { retry_after_ms: 3_000, .. })
+        matches!(outcome_of(status, 1, 1, Some(3_000)), CallOutcome::Throttled { retry_after_ms: 3_000, .. })
     };
     for status in [429, 503, 500, 502, 408] {
         assert!(throttled(status), "{status}");
     }
     for status in [400, 404, 301] {
         assert!(
-            matches!(outcome_of(status, 1, Some(3_000)), CallOutcome::Failed(Failure::Permanent(_))),
+            matches!(outcome_of(status, 1, 1, Some(3_000)), CallOutcome::Failed(Failure::Permanent(_))),
             "{status}"
         );
     }

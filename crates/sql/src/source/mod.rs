@@ -282,10 +282,16 @@ impl<S: Sql, A: AlarmStore> Relay<S, A> {
         Ok(())
     }
 
-    /// Replaces the endpoints rows may be addressed to (`endpoint:<name>`);
-    /// a row to any other is refused as `unknown_endpoint`. None by default.
-    pub fn set_endpoints(&self, names: std::collections::BTreeSet<String>) {
-        self.outbox.set_endpoints(names);
+    /// Replaces the endpoints rows may be addressed to (`endpoint:<name>`),
+    /// and those of them that take many rows per request (the rest get one
+    /// per call); a row to any other is refused as `unknown_endpoint`. None
+    /// by default.
+    pub fn set_endpoints(
+        &self,
+        names: std::collections::BTreeSet<String>,
+        batched: std::collections::BTreeSet<String>,
+    ) {
+        self.outbox.set_endpoints(names, batched);
     }
 
     /// Where this source stands in its logical source: its name and which

@@ -170,7 +170,8 @@ impl<'a> Run<'a> {
     fn configure(&self) {
         let config = source_config(self.budget(), Default::default(), 0, true);
         self.source().relay.set_config(config).expect("a valid budget");
-        self.source().relay.set_endpoints([ENDPOINT.trim_start_matches("endpoint:").to_owned()].into());
+        let endpoint = ENDPOINT.trim_start_matches("endpoint:").to_owned();
+        self.source().relay.set_endpoints([endpoint].into(), Default::default());
     }
 
     fn alarm_running(&self) -> bool {

@@ -303,6 +303,8 @@ pub struct Outbox<S> {
     /// The endpoints rows may be addressed to (`endpoint:<name>`), as the
     /// operator configured them; a row to any other is refused. Not stored.
     endpoints: std::cell::RefCell<std::collections::BTreeSet<String>>,
+    /// Of `endpoints`, those that take many rows per request.
+    batched: std::cell::RefCell<std::collections::BTreeSet<String>>,
 }
 
 impl<S: Sql> Outbox<S> {
@@ -317,6 +319,7 @@ impl<S: Sql> Outbox<S> {
             clock_ms: Cell::new(0),
             last_alarm: std::cell::RefCell::new(None),
             endpoints: std::cell::RefCell::new(std::collections::BTreeSet::new()),
+            batched: std::cell::RefCell::new(std::collections::BTreeSet::new()),
         })
     }
 
@@ -336,9 +339,20 @@ impl<S: Sql> Outbox<S> {
         self.settings.set(settings);
     }
 
-    /// Replaces the endpoints rows may be addressed to (not stored).
-    pub fn set_endpoints(&self, names: std::collections::BTreeSet<String>) {
+    /// Replaces the endpoints rows may be addressed to, and those of them
+    /// that take many rows per request (not stored).
+    pub fn set_endpoints(
+        &self,
+        names: std::collections::BTreeSet<String>,
+        batched: std::collections::BTreeSet<String>,
+    ) {
+        *self.batched.borrow_mut() = batched.intersection(&names).cloned().collect();
         *self.endpoints.borrow_mut() = names;
+    }
+
+    /// The endpoints that take many rows per request.
+    pub(crate) fn batched_endpoints(&self) -> std::collections::BTreeSet<String> {
+        self.batched.borrow().clone()
     }
 
     /// The source's state: the state row with the tail folded in, the

@@ -44,6 +44,7 @@ impl<S: Sql> Outbox<S> {
             calls_left,
             policy: self.settings().policy,
             failing: BTreeMap::new(),
+            batched_endpoints: self.batched_endpoints(),
         })
     }
 
