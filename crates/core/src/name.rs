@@ -85,9 +85,9 @@ impl Name {
         &self.0
     }
 
-    /// The endpoint this target name addresses (`endpoint:<name>`), if it
-    /// addresses one; a name with an empty rest addresses none and is
-    /// refused as an unknown endpoint where rows are taken.
+    /// The endpoint name this target name carries after `endpoint:`, if it
+    /// carries the prefix. The rest may be empty (`endpoint:`): no endpoint
+    /// has that name, so such a row is refused as an unknown endpoint.
     pub fn endpoint(&self) -> Option<&str> {
         self.0.strip_prefix(ENDPOINT_PREFIX)
     }

@@ -14,7 +14,7 @@
 //! stop are deleted too: their target's watermark already covers them.
 
 use crate::fire::retry::{turn_through, waits_its_turn};
-use crate::fire::{Failure, Fire, GroupState};
+use crate::fire::{Failure, Fire, Group, GroupState};
 use crate::limits::{retry_backoff_ms, RELAY_LAG_BOUND_MS, RETRY_BACKOFF_MS, TARGET_RETRY_BACKOFF_MAX_MS};
 use crate::name::Name;
 use crate::scan::ScanState;
@@ -281,7 +281,7 @@ impl Fire {
                     GroupState::Parked(_) => {}
                     GroupState::Blocked | GroupState::Failed(_) => {
                         scan.passed_failing = true;
-                        if let Some(at) = self.retry_at(&group.target, &group.state) {
+                        if let Some(at) = self.retry_at(group) {
                             scan.next_retry_ms = Some(scan.next_retry_ms.map_or(at, |r| r.min(at)));
                         }
                     }
@@ -417,16 +417,16 @@ impl Fire {
 
     /// When a passed-over target may be called again: a failing target's
     /// record says; one that failed in this fire waits its next back-off
-    /// from now. `None` for a target an older version listed as blocked.
-    fn retry_at(&self, target: &Name, state: &GroupState) -> Option<u64> {
+    /// from now, or the pause it asked for if longer. `None` for a target
+    /// an older version listed as blocked.
+    fn retry_at(&self, group: &Group) -> Option<u64> {
         let start = &self.begun.start;
-        let known = start.failing.get(target);
-        match state {
+        let known = start.failing.get(&group.target);
+        match group.state {
             GroupState::Failed(_) => {
                 let cycles = known.map_or(0, |f| f.cycles).saturating_add(1);
-                let group = self.groups.iter().find(|g| &g.target == target);
-                let pause = group.map_or(0, |g| g.retry_after_ms);
-                Some(start.now_ms.saturating_add(crate::limits::target_retry_backoff_ms(cycles).max(pause)))
+                let wait = crate::limits::target_retry_backoff_ms(cycles).max(group.retry_after_ms);
+                Some(start.now_ms.saturating_add(wait))
             }
             _ => known.map(crate::fire::Failing::retry_at_ms),
         }
