@@ -104,6 +104,9 @@ impl FrontRoute {
             }
             ["v1", "targets", t, rest @ ..] if !rest.is_empty() => {
                 let target = name(t, ErrorCode::InvalidName)?;
+                if target.endpoint().is_some() {
+                    return Err(endpoint_is_no_object(&target));
+                }
                 match TargetRoute::parse(method, rest, url)? {
                     // A source's apply: reachable only through the DO binding.
                     TargetRoute::Relay(op) if op.operation().reach != Reach::Public => {
@@ -115,6 +118,19 @@ impl FrontRoute {
             _ => Err(no_route(method, url)),
         }
     }
+}
+
+/// The answer to a target route naming an HTTPS endpoint: no object holds
+/// its state, each source's status does.
+fn endpoint_is_no_object(target: &Name) -> Refusal {
+    Refusal::new(
+        404,
+        ErrorCode::NoRoute,
+        format!(
+            "{target} is an HTTPS endpoint, not a target object: what each source sent it is in \
+             that source's status (GET /v1/sources/{{source}}/status)"
+        ),
+    )
 }
 
 #[cfg(test)]

@@ -204,6 +204,10 @@ fn bad_request_lines_get_their_codes() {
     assert_eq!(code("POST", "/v1/sources/a/faults?x=1"), "invalid_query");
     assert_eq!(code("GET", "/v1/targets/t/log"), "invalid_query", "the log needs its source");
     assert_eq!(code("GET", "/v1/targets/t/log?source=a%2Fb"), "invalid_name");
+    let endpoint = front("GET", "/v1/targets/endpoint%3Ahook/watermarks").unwrap_err();
+    assert_eq!((endpoint.status, endpoint.code), (404, ErrorCode::NoRoute), "an endpoint is no object");
+    assert!(endpoint.message.contains("endpoint:hook is an HTTPS endpoint"), "{}", endpoint.message);
+    assert_eq!(code("POST", "/v1/targets/endpoint:hook/faults"), "no_route");
     assert_eq!(
         front("GET", "/v1/sources/x%3A1/status").unwrap(),
         FrontRoute::Source(s("x:1"), relay(SourceOp::Status))
