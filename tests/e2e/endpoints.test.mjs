@@ -64,6 +64,31 @@ test("rows to an endpoint arrive in order, signed, one request at a time, beside
   });
 });
 
+test("a busy source never has two requests open at its endpoint, when its in-turn deliveries hand over to the alarm", async () => {
+  await withReceiver(async (relay, rx) => {
+    const src = "ep-busy";
+    rx.otherwise = { status: 200, delay_ms: 20 };
+    // Eight producers into one source keep its in-turn delivery running
+    // past its bound of runs in a row, so the alarm takes over while
+    // enqueues go on: the alarm and an in-turn delivery must not overlap.
+    const producers = 8;
+    const each = 50;
+    await Promise.all(
+      Array.from({ length: producers }, async (_, p) => {
+        for (let i = 0; i < each; i++) await relay.enqueue(src, [hooked(p * 1000 + i)]);
+      }),
+    );
+    await relay.drained(src);
+    const status = await relay.status(src);
+    const seqs = rx.payloads().map((p) => p.seq);
+    assert.deepEqual(seqs, [...seqs].sort((a, b) => a - b), "first arrivals in sequence order");
+    assert.equal(seqs.length, producers * each, "every row");
+    assert.equal(rx.maxInFlight, 1, "one request open at a time");
+    assert.equal(rx.requests.length, producers * each, "none sent twice");
+    console.log(`# ${rx.requests.length} requests, at most ${rx.maxInFlight} open; the source ran ${status.alarms} alarms`);
+  });
+});
+
 test("an endpoint that takes batches gets a source's rows as arrays, in order, signed, each request one subrequest", async () => {
   await withReceiver(async (relay, rx) => {
     const src = "ep-bulk";

@@ -264,6 +264,16 @@ pub const MAX_CALL_TIMEOUT_MS: u64 = 120_000;
 /// delivery ends well within it, and an alarm that does overlap a slow one
 /// is safe (see the sequence explorer).
 pub const IN_TURN_ALARM_GRACE_MS: u64 = DEFAULT_CALL_TIMEOUT_MS;
+/// How long an alarm defers to a running in-turn delivery of its object,
+/// counted from the start of that delivery's latest run, ms. Within it the
+/// alarm delivers nothing, so a target never has two of the source's
+/// requests awaited at once. Past it the delivery is taken for stuck (its
+/// invocation's promises never settle) and the alarm delivers beside it:
+/// rows keep moving, and the targets' watermarks and an endpoint's
+/// deduplication make the overlap harmless. Two calls of the longest
+/// timeout: what one run's calls to one target take at most on the Free
+/// preset.
+pub const IN_TURN_DEFER_MAX_MS: u64 = 2 * MAX_CALL_TIMEOUT_MS;
 /// Halvings of the source's budget for an in-turn delivery (see
 /// [`RelayBudget::for_retry`]): it shares its invocation's CPU with the
 /// enqueue that started it, so it runs half an alarm's rows and work, and

@@ -27,12 +27,14 @@ export function verify(secret, id, timestamp, body, signatures) {
 export class Receiver {
   constructor(secret) {
     this.secret = secret;
-    /** Every request as it arrived: id, timestamp, body, whether its signature held, headers. */
+    /** Every request as it arrived: id, timestamp, body, whether its signature held, headers; when it began, was read (`at`) and ended. */
     this.requests = [];
     /** Each webhook-id's payload, first arrival only, in arrival order: what a deduplicating receiver applied. */
     this.applied = new Map();
-    /** How to answer the next requests, one entry each (then 200). */
+    /** How to answer the next requests, one entry each (then `otherwise`). */
     this.script = [];
+    /** How to answer once the script is used up. */
+    this.otherwise = 200;
     /** Requests being answered now, and the most ever at once. */
     this.inFlight = 0;
     this.maxInFlight = 0;
@@ -62,6 +64,7 @@ export class Receiver {
   }
 
   async handle(req, res) {
+    const started = Date.now();
     this.inFlight++;
     this.maxInFlight = Math.max(this.maxInFlight, this.inFlight);
     const chunks = [];
@@ -71,9 +74,13 @@ export class Receiver {
     const timestamp = req.headers["webhook-timestamp"];
     const fresh = Math.abs(Date.now() / 1000 - Number(timestamp)) <= TOLERANCE_S;
     const valid = fresh && verify(this.secret, id, timestamp, body, req.headers["webhook-signature"]);
-    const answer = this.script.shift() ?? 200;
-    this.requests.push({ id, timestamp, body, valid, answer, headers: req.headers, at: Date.now() });
-    const done = () => this.inFlight--;
+    const answer = this.script.shift() ?? this.otherwise;
+    const request = { id, timestamp, body, valid, answer, headers: req.headers, started, at: Date.now(), ended: null };
+    this.requests.push(request);
+    const done = () => {
+      this.inFlight--;
+      request.ended = Date.now();
+    };
     if (answer === "stall") {
       req.socket.on("close", done);
       return;

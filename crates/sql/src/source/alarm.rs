@@ -3,6 +3,7 @@
 //! right (load, arm, re-check, re-arm, drop) and sharing it with the host.
 
 use super::*;
+use crate::core::{IN_TURN_ALARM_GRACE_MS, IN_TURN_DEFER_MAX_MS};
 
 impl<S: Sql, A: AlarmStore> Relay<S, A> {
     /// Runs one alarm: the driver's fires against `targets`, then arms the
@@ -21,17 +22,44 @@ impl<S: Sql, A: AlarmStore> Relay<S, A> {
         // The platform consumed the alarm that woke us.
         self.known.set(AlarmKnown::None);
         let retry_count = self.retried.replace(0);
+        if self.delivering.get() && now().saturating_sub(self.run_started_ms.get()) < IN_TURN_DEFER_MAX_MS {
+            return self.defer_to_delivery(now).await;
+        }
         self.run(Run::Alarm { retry_count }, targets, now, observer).await
+    }
+
+    /// An alarm that comes while an in-turn delivery of this instance runs
+    /// delivers nothing, so that a target never has two of the source's
+    /// requests in flight at once (an endpoint has no watermark to make the
+    /// second harmless, and would see it). It makes that delivery run once
+    /// more for whatever waits, and arms the safety net again, as an
+    /// enqueue does; the delivery arms sooner if it leaves rows. A delivery
+    /// whose latest run started [`IN_TURN_DEFER_MAX_MS`] ago or more is
+    /// taken for stuck, and the alarm delivers.
+    async fn defer_to_delivery(&self, now: &dyn Fn() -> u64) -> Result<AlarmSummary, AlarmFailure> {
+        let started = now();
+        self.asked.set(true);
+        let host_alarm = self.take_host_alarm(started);
+        let at = started.saturating_add(IN_TURN_ALARM_GRACE_MS);
+        let armed = self.arm_at(at).await;
+        armed.map_err(|e| AlarmFailure { error: AlarmError::Store(e), retry_at_ms: None })?;
+        Ok(AlarmSummary { host_alarm, ..self.idle(started, at, now()) })
     }
 
     /// The summary of an alarm that started at `started` and that the daily
     /// write refusal stopped at `ended`; it sleeps until `next_at_ms`. Its
     /// queue as it stands (reads still work).
     pub(super) fn write_limited(&self, started: u64, next_at_ms: u64, ended: u64) -> AlarmSummary {
+        AlarmSummary { write_limited: true, ..self.idle(started, next_at_ms, ended) }
+    }
+
+    /// The summary of an alarm that started at `started`, ran no fire and
+    /// ended at `ended`, the next armed for `next_at_ms`: its queue as it
+    /// stands (reads still work).
+    fn idle(&self, started: u64, next_at_ms: u64, ended: u64) -> AlarmSummary {
         let state = self.outbox.state().unwrap_or_default();
         AlarmSummary {
             source: self.name.to_string(),
-            write_limited: true,
             next_in_ms: Some(next_at_ms.saturating_sub(ended)),
             subrequest_cap: self.config.get().alarm.budget.calls_per_alarm(),
             started_at_ms: started,

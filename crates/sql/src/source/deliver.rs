@@ -7,11 +7,19 @@
 //! alarm of its own. The alarm stays the safety net: the enqueue armed it
 //! in its own turn (so a crash loses nothing), but
 //! [`IN_TURN_ALARM_GRACE_MS`] later, and the delivery leaves it there when
-//! it took every row. One in-turn delivery runs at a time per instance; an
-//! enqueue that asks while one runs makes it run once more. The platform's
-//! alarm may still come while one runs: both then deliver, and the
-//! checkpoint's guard and the targets' watermarks keep that effect-once
-//! and in order (the sequence explorer runs every such interleaving).
+//! it took every row.
+//!
+//! One delivery runs at a time per instance, so a target never has two of
+//! the source's requests awaited at once: an enqueue that asks while an
+//! in-turn delivery runs makes it run once more; one that comes while the
+//! alarm runs asks for none and arms the next alarm for now; an alarm that
+//! comes while an in-turn delivery runs defers to it (see [`Relay::alarm`];
+//! past [`IN_TURN_DEFER_MAX_MS`](crate::core::IN_TURN_DEFER_MAX_MS) it
+//! takes that delivery for stuck and delivers). What one instance cannot
+//! order, a request still in flight after its timeout or its object's
+//! restart, the checkpoint's guard and the targets' watermarks keep
+//! effect-once and in order (the sequence explorer runs every such
+//! interleaving and checks all three).
 
 use super::*;
 use crate::core::RelayBudget;
@@ -52,22 +60,28 @@ impl<S: Sql, A: AlarmStore> Relay<S, A> {
     /// answers what each run did. Runs only when an enqueue since the last
     /// one committed rows due now (a delayed row waits for the alarm); while
     /// another in-turn delivery of this instance runs, that one runs again
-    /// when it ends, and this answers none. An alarm of this instance
-    /// running beside it does not stop it. Without
-    /// [`SourceConfig::in_turn`] it does nothing: the alarm delivers.
+    /// when it ends, and this answers none; while this instance's alarm
+    /// runs, this answers none (the enqueue armed the next alarm for now).
+    /// Without [`SourceConfig::in_turn`] it does nothing: the alarm
+    /// delivers.
     pub async fn deliver(
         &self,
         targets: &impl Targets,
         now: &dyn Fn() -> u64,
         observer: &impl FireObserver,
     ) -> Result<Vec<AlarmSummary>, AlarmFailure> {
-        if !self.config.get().in_turn || !self.asked.get() || self.delivering.get() {
+        if !self.config.get().in_turn || !self.asked.get() || self.delivering.get() || self.firing.get() {
             return Ok(Vec::new());
         }
         let _one = Running::start(&self.delivering);
         let mut runs = Vec::new();
         for n in 1..=IN_TURN_RUNS_MAX {
+            if self.firing.get() {
+                // An alarm took this delivery for stuck: the rest is its.
+                break;
+            }
             self.asked.set(false);
+            self.run_started_ms.set(now());
             let summary = self.run(Run::InTurn, targets, now, observer).await?;
             let again = self.runs_again(&summary);
             runs.push(summary);
@@ -99,6 +113,7 @@ impl<S: Sql, A: AlarmStore> Relay<S, A> {
         now: &dyn Fn() -> u64,
         observer: &impl FireObserver,
     ) -> Result<AlarmSummary, AlarmFailure> {
+        assert!(run != Run::InTurn || !self.firing.get(), "an in-turn run never starts beside an alarm");
         let _alarm = matches!(run, Run::Alarm { .. }).then(|| Running::start(&self.firing));
         let started = now();
         let near_limit = self.near_limit.borrow().clone();

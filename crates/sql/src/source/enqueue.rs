@@ -130,12 +130,19 @@ impl<S: Sql, A: AlarmStore> Relay<S, A> {
     /// none before it is due; one already set earlier (for other rows) is
     /// kept. Rows due now at a source that delivers in turn need it only
     /// as the safety net, [`IN_TURN_ALARM_GRACE_MS`] later: they ask for
-    /// an in-turn delivery instead (see [`Relay::deliver`]).
+    /// an in-turn delivery instead (see [`Relay::deliver`]). While this
+    /// instance's alarm runs they ask for none (one delivery at a time) and
+    /// need the next alarm now.
     pub(super) fn due_for(&self, done: &Enqueued, now_ms: u64) -> u64 {
         let config = self.config.get();
         let due =
             enqueue_due(now_ms, self.last_delivery_ms.get(), config.coalesce_ms).max(done.first_due_ms());
         if config.in_turn && config.coalesce_ms == 0 && due <= now_ms {
+            if self.firing.get() {
+                // One delivery at a time: the alarm running now may have
+                // read the outbox before these rows; the next takes them.
+                return now_ms;
+            }
             self.asked.set(true);
             return now_ms.saturating_add(IN_TURN_ALARM_GRACE_MS);
         }

@@ -136,14 +136,22 @@ pub struct Relay<S, A> {
     /// would wake the object again for nothing, since the fire arms its own
     /// next wake-up when it ends. An in-turn delivery consumes no alarm:
     /// while one runs, the stored alarm is checked as at any other time.
+    /// See `delivering` for how the two exclude each other.
     firing: Cell<bool>,
     /// Whether an enqueue committed rows due now since the last in-turn
     /// delivery began: they ask for one. Asked while one runs, it runs
-    /// once more when it ends, instead of a second running beside it; not
-    /// asked (the rows wait for a later time), none runs.
+    /// once more when it ends, instead of a second running beside it. Not
+    /// asked while the alarm runs (the enqueue arms the next alarm for
+    /// now) nor for rows due later: then none runs.
     asked: Cell<bool>,
-    /// Whether an in-turn delivery of this instance is running.
+    /// Whether an in-turn delivery of this instance is running. Invariant:
+    /// an in-turn run never starts while `firing` is set, and an alarm runs
+    /// while this is set only once the delivery's latest run started
+    /// [`IN_TURN_DEFER_MAX_MS`](crate::core::IN_TURN_DEFER_MAX_MS) ago or
+    /// more (taken for stuck).
     delivering: Cell<bool>,
+    /// When the running in-turn delivery started its latest run, ms.
+    run_started_ms: Cell<u64>,
     /// A `Cell` so a running source can be reconfigured without exclusive
     /// access. Invariant: its budget is valid.
     config: Cell<SourceConfig>,
@@ -224,6 +232,7 @@ impl<S: Sql, A: AlarmStore> Relay<S, A> {
             firing: Cell::new(false),
             asked: Cell::new(false),
             delivering: Cell::new(false),
+            run_started_ms: Cell::new(0),
             config: Cell::new(config),
             retried: Cell::new(0),
             kept: Cell::new(KeptHalvings::default()),

@@ -22,7 +22,11 @@
 //!   flight, and an alarm handler it was running is retried.
 //!
 //! At each leaf the world settles (late calls are lost, live deliveries end
-//! on the plain schedule, alarms drain) and the promises are checked. An
+//! on the plain schedule, alarms drain) and the promises are checked,
+//! with one more checked as the sequence runs: no call goes to a target
+//! while a live delivery of the source still awaits another call to it
+//! (one request in flight per source and target; a call given up on by
+//! timeout or by a restart no longer counts, since nothing awaits it). An
 //! endpoint target (`endpoint:e1`) is a receiver that keeps the highest
 //! sequence it took per source; its answer names the one row it was sent
 //! and nothing more, so what holds for it is the endpoint promise: every
@@ -367,8 +371,12 @@ impl<'a> Run<'a> {
         self.check()
     }
 
-    /// Every row applied once, in order, none lost.
+    /// Every row applied once, in order, none lost; never two calls to one
+    /// target awaited at once.
     fn check(&self) -> Result<(), String> {
+        if let Some(overlap) = self.wire.overlap.borrow().as_ref() {
+            return Err(overlap.clone());
+        }
         let applied = self.applied.borrow();
         for (target, want) in &self.expected {
             let got: Vec<u64> =

@@ -53,6 +53,10 @@ pub(crate) struct Wire {
     pub(crate) calls: RefCell<Vec<Call>>,
     /// The next call's number.
     pub(crate) next: Cell<u64>,
+    /// The first call made to a target while a live delivery of the same
+    /// source still waited on another call to it: a breach of one request
+    /// in flight per source and target (what an endpoint is promised).
+    pub(crate) overlap: RefCell<Option<String>>,
 }
 
 impl Wire {
@@ -64,6 +68,22 @@ impl Wire {
     /// Late calls: still in flight, no delivery waiting for them.
     pub(crate) fn late(&self) -> Vec<u64> {
         self.calls.borrow().iter().filter(|c| c.delivery.is_none()).map(|c| c.id).collect()
+    }
+
+    /// Puts `call` on the wire, noting the first call made to a target
+    /// while a live delivery still waits on another to it.
+    fn post(&self, call: Call) {
+        let mut calls = self.calls.borrow_mut();
+        let open = calls.iter().find(|c| c.target == call.target && c.delivery.is_some());
+        let first = self.overlap.borrow().is_none();
+        if let Some(open) = open.filter(|_| first) {
+            let text = format!(
+                "call {} to {} was made while call {} (delivery {:?}) still waited for its answer",
+                call.id, call.target, open.id, open.delivery
+            );
+            *self.overlap.borrow_mut() = Some(text);
+        }
+        calls.push(call);
     }
 
     /// Takes call `id` off the wire.
@@ -89,7 +109,7 @@ impl Targets for WireTargets {
         self.wire.next.set(id + 1);
         let call =
             Call { id, delivery: Some(self.delivery), target: target.clone(), body, slot: slot.clone() };
-        self.wire.calls.borrow_mut().push(call);
+        self.wire.post(call);
         Answer(slot).await
     }
 }

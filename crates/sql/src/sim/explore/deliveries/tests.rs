@@ -1,9 +1,10 @@
 //! The in-turn delivery's own rules, on the explorer's world: a second
 //! run for an enqueue that came while one ran, the bound on runs in a row,
-//! and no run for rows not yet due.
+//! no run for rows not yet due, and one delivery at a time beside the
+//! alarm.
 
 use super::*;
-use crate::core::{IN_TURN_ALARM_GRACE_MS, IN_TURN_RUNS_MAX};
+use crate::core::{IN_TURN_ALARM_GRACE_MS, IN_TURN_DEFER_MAX_MS, IN_TURN_RUNS_MAX};
 
 fn stream(enqueues: usize) -> DeliveryScenario {
     DeliveryScenario { name: "stream", enqueues: vec![vec!["t1"]; enqueues], batch_rows: 1 }
@@ -67,6 +68,70 @@ fn a_delayed_row_starts_no_delivery() {
     let runs = futures::executor::block_on(src.relay.deliver(&NoTargets, &|| now, &NoObserver)).unwrap();
     assert!(runs.is_empty(), "nothing is due: no run");
     assert_eq!(sim.alarm_at(SOURCE), Some(now + 5_000), "the alarm waits for the row");
+}
+
+#[test]
+fn an_alarm_that_comes_while_a_delivery_runs_defers_to_it_and_rearms_the_safety_net() {
+    let scenario = stream(1);
+    let mut run = Run::new(&scenario);
+    run.apply(&Action::Enqueue, false);
+    assert_eq!(run.wire.live().len(), 1, "the in-turn delivery awaits its call");
+    run.apply(&Action::Alarm, true);
+    assert_eq!(run.wire.live().len(), 1, "the alarm made no call beside it");
+    assert!(run.script.iter().any(|l| l.contains("alarm: 0 rows delivered")), "{}", run.script.join("\n"));
+    let rearmed = run.sim.now_ms() + IN_TURN_ALARM_GRACE_MS;
+    assert_eq!(run.sim.alarm_at(SOURCE), Some(rearmed), "the safety net, armed again");
+    let call = run.wire.live()[0];
+    run.apply(&Action::Answer(call), false);
+    assert!(run.deliveries.is_empty(), "{}", run.script.join("\n"));
+    run.settle().unwrap();
+}
+
+/// An enqueue whose delivery awaits its call, then the alarm, `waited_ms`
+/// after that delivery's run began: how many calls are then awaited.
+fn alarm_after(waited_ms: u64) -> (usize, Run<'static>) {
+    let scenario = Box::leak(Box::new(stream(1)));
+    let mut run = Run::new(scenario);
+    run.apply(&Action::Enqueue, false);
+    // The run began as the enqueue's action ended; the alarm's action adds 1 ms.
+    let began = run.sim.now_ms();
+    run.sim.world.clock.set(began + waited_ms - 1);
+    run.apply(&Action::Alarm, true);
+    (run.wire.live().len(), run)
+}
+
+#[test]
+fn an_alarm_defers_to_a_delivery_until_its_run_has_lasted_the_bound_then_delivers_beside_it() {
+    let (calls, mut run) = alarm_after(IN_TURN_DEFER_MAX_MS - 1);
+    assert_eq!(calls, 1, "just within the bound: the alarm defers\n{}", run.script.join("\n"));
+    run.settle().unwrap();
+    let (calls, mut run) = alarm_after(IN_TURN_DEFER_MAX_MS);
+    assert_eq!(calls, 2, "at the bound: the delivery is taken for stuck\n{}", run.script.join("\n"));
+    let breach = run.settle().unwrap_err();
+    assert!(breach.contains("still waited for its answer"), "the overlap is the price, and seen: {breach}");
+    assert_eq!(run.applied.borrow()["t1"].len(), 1, "the row applied once");
+}
+
+#[test]
+fn an_enqueue_while_the_alarm_runs_leaves_its_rows_to_the_next_alarm_armed_now() {
+    let scenario = stream(2);
+    let mut run = Run::new(&scenario);
+    run.apply(&Action::Enqueue, false);
+    let call = run.wire.live()[0];
+    run.apply(&Action::TimeOut(call), true);
+    // The row waits for its back-off; the alarm comes for it.
+    run.sim.world.clock.set(run.sim.alarm_at(SOURCE).unwrap_or(0).max(run.sim.now_ms() + 60_000));
+    run.apply(&Action::Alarm, true);
+    let alarm_call = *run.wire.live().first().expect("the alarm calls t1");
+    run.apply(&Action::Enqueue, true);
+    assert_eq!(run.wire.live(), vec![alarm_call], "the enqueue started no call beside the alarm's");
+    let enqueued_at = run.sim.now_ms();
+    assert_eq!(run.sim.alarm_at(SOURCE), Some(enqueued_at), "the enqueue armed the next alarm now");
+    run.apply(&Action::Answer(alarm_call), false);
+    assert!(run.deliveries.is_empty(), "{}", run.script.join("\n"));
+    assert_eq!(run.sim.queued(SOURCE).len(), 1, "the second row waits");
+    assert_eq!(run.sim.alarm_at(SOURCE), Some(enqueued_at), "for the next alarm, due already");
+    run.settle().unwrap();
 }
 
 /// Targets no delivery may call.
