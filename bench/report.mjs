@@ -288,6 +288,19 @@ function partitionTable(rows) {
   return ["| partitions | rows | producers | accepted/s | ÷ 1 partition | enqueue p50 ms | p99 ms | drain ms | order violations |", "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |", ...lines].join("\n");
 }
 
+/** W8's table: rows to an HTTPS endpoint, each system against Queues. */
+function endpointTable(entries) {
+  const ratio = (x) => (typeof x === "number" ? `${fmt(x, 2)}x` : "-");
+  const lines = entries.map((e) =>
+    `| ${e.workload} | ${e.system} | ${int(e.rows)} | ${fmt(e.accepted_per_s, 0)} | ${fmt(e.delivered_per_s, 0)} | ${ratio(e.delivered_vs_queues)} | ${int(e.enqueue_p50_ms)} | ${int(e.e2e_p50_ms)} | ${ratio(e.e2e_p50_vs_queues)} | ${int(e.e2e_p99_ms)} | ${int(e.requests)} | ${e.repeats} | ${e.out_of_order} | ${e.max_open_per_source ?? "-"} | ${fmt(e.cpu_ms_per_row, 2)} |`,
+  );
+  return [
+    "| workload | system | rows | accepted/s | delivered/s | ÷ Queues | enqueue p50 ms | e2e p50 ms | ÷ Queues | e2e p99 ms | requests | repeats | out of order | open per source | CPU ms/row |",
+    "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ...lines,
+  ].join("\n");
+}
+
 /** W6's table: lateness per delay. */
 function delayTable(delays) {
   const rows = delays.map((d) => {
@@ -298,7 +311,7 @@ function delayTable(delays) {
 }
 
 export function renderReport(run) {
-  const { meta, workloads, systems, bySystem, healthy, aims, core, upload, startup, delays, partitions, profile } = run;
+  const { meta, workloads, systems, bySystem, healthy, aims, core, upload, startup, delays, partitions, endpoints, profile } = run;
   const sys = systems.map((s) => `- \`${s.id}\`: ${s.label}${s.kind === "relay" ? `; vars ${Object.entries(s.vars).map(([k, v]) => `${k}=${v}`).join(" ")}` : ""}`).join("\n");
   const wl = workloads.map((w) => `- ${w.id}: ${w.title} (${int(totalRows(w))} rows)`).join("\n");
   const missed = aims.filter((a) => !a.met);
@@ -350,6 +363,12 @@ ${partitions ? `### W7: partitioned sources
 Single-row enqueues from concurrent producers to one logical source (\`RELAY_PARTITIONS\`), each configuration on a fresh workerd; \`plain\` is an unpartitioned source for reference. Accepted enqueues/s: rows ÷ (last reply − first request). Order: each target's apply log at its home partition against the order its producer's enqueues were accepted. All partitions run in one local workerd process on this machine, so the ratios show the router's cost and the local contention, not production, where each partition is its own object with its own throughput.
 
 ${partitionTable(partitions)}
+` : ""}
+${endpoints ? `### W8: rows to an HTTPS endpoint
+
+Single-row enqueues addressed to \`endpoint:bench\`, from producers that each own a source, taken by a local webhook receiver that verifies every signature (\`tests/e2e/endpoint/receiver.mjs\`). The relay delivers them as it delivers to any endpoint (one row per request); the Queues system sends each row as a message whose consumer POSTs it through the relay's own endpoint client, so both send the same signed request. Each figure is the median of ${endpoints[0]?.runs ?? 1} run(s) on fresh workerd processes. Delivered/s: rows ÷ (last first arrival at the receiver − first request). End-to-end: the source's commit stamp to the first arrival (one machine, one clock). Repeats: requests for an id the receiver had already taken (worst run). Out of order: first arrivals below a sequence already taken from the same source (worst run); the relay must have none. Open per source: the most requests of one source the receiver was answering at once (worst run); the relay must keep it at 1.
+
+${endpointTable(endpoints)}
 ` : ""}
 ${delays ? `### W6: delay accuracy
 

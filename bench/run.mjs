@@ -5,6 +5,7 @@
 //   npm run bench -- [--quick] [--plan free|paid|all] [--out DIR] [--no-build] [--runs N]
 //                    [--systems a,b] [--workloads W1,W3,W5-lone] (W5: every streaming workload;
 //                    W6: delay accuracy; W7: partitioned sources;
+//                    W8: rows to an HTTPS endpoint, relay vs a Queues consumer;
 //                    profile: where a lone row's work goes)
 //   npm run bench -- --render DIR   (redraw report.md and chart.svg from DIR/results.json)
 //
@@ -27,6 +28,7 @@ import { runWorkload, Progress } from "./measure.mjs";
 import { runStream } from "./stream.mjs";
 import { runDelays } from "./delays.mjs";
 import { runPartitions } from "./partitions.mjs";
+import { endpointFailures, runEndpoints } from "./endpoints.mjs";
 import { runProfile } from "./profile.mjs";
 import { measureStartup } from "./startup.mjs";
 import { FULL, QUICK, STREAM_FULL, STREAM_QUICK, SYSTEMS, runsOn, totalRows, varsFor } from "./workloads.mjs";
@@ -216,7 +218,7 @@ async function main() {
   const workloads = (opts.quick ? [...QUICK, ...STREAM_QUICK] : [...FULL, ...STREAM_FULL]).filter(selected);
   const systems = SYSTEMS.filter((s) => (opts.plan === "all" || s.plans.includes(opts.plan)) && (!opts.systems || opts.systems.includes(s.id)));
   const extra = (id) => !opts.workloads || opts.workloads.includes(id);
-  if (!systems.length || (!workloads.length && !extra("W6") && !extra("W7") && !extra("profile"))) throw new Error("nothing selected");
+  if (!systems.length || (!workloads.length && !extra("W6") && !extra("W7") && !extra("W8") && !extra("profile"))) throw new Error("nothing selected");
 
   if (opts.build) {
     say("building the test Worker (scripts/build-worker test: features testing and bench, into build/test)");
@@ -295,6 +297,13 @@ async function main() {
     partitions = await runPartitions({ quick: opts.quick, say });
   }
 
+  let endpoints = null;
+  if (extra("W8")) {
+    say("W8: single-row enqueues to an HTTPS endpoint (a local receiver), the relay against a Queues consumer sending the same request");
+    const runs = opts.quick ? 1 : (opts.runs ?? STREAM_RUNS);
+    endpoints = await runEndpoints({ quick: opts.quick, runs, systems: opts.systems, say });
+  }
+
   let profile = null;
   if (extra("profile")) {
     say("profile: the work and CPU of a lone row (bench/profile.mjs)");
@@ -316,12 +325,12 @@ async function main() {
     wrangler: wranglerVersion(),
     heal_fraction_of_w3: HEAL_FRACTION,
   };
-  const run = { meta, workloads, systems, bySystem, healthy, aims, core, upload, startup, delays, partitions, profile };
+  const run = { meta, workloads, systems, bySystem, healthy, aims, core, upload, startup, delays, partitions, endpoints, profile };
   writeOutputs(run, outDir);
   say(`wrote ${relative(ROOT, outDir)}/{report.md,results.json,chart.svg}`);
   const missed = aims.filter((a) => !a.met);
   if (aims.length) say(`aims: ${aims.length - missed.length} of ${aims.length} met`);
-  const bad = sanity(bySystem);
+  const bad = [...sanity(bySystem), ...endpointFailures(endpoints)];
   for (const p of partitions ?? []) {
     if (p.order_violations) bad.push(`W7 ${p.partitions} partitions: ${p.order_violations} targets out of order or split`);
   }

@@ -9,19 +9,30 @@
 //! [`BENCH_MAX_IN_FLIGHT`] at once, as the relay calls them. Messages of a
 //! target whose call succeeded are acked; the others are retried (the
 //! queue's `retry_delay` and `max_retries` apply; see bench/wrangler.toml).
+//! A message addressed to an HTTPS endpoint (`endpoint:<name>`, configured
+//! in `RELAY_ENDPOINTS` as for the relay) is sent alone, through the
+//! relay's own [`EndpointTargets`]: the same signed request, the same
+//! answer rules, so the endpoint benchmark compares delivery and not two
+//! HTTP clients. Those calls run concurrently like the others; Queues
+//! promises no order, and the benchmark counts what arrives out of order.
+//!
 //! Each invocation logs one JSON line, `{"event":"bench_queue_batch",...}`,
 //! that the benchmark driver reads for progress and invocation counts.
 //!
 //! The handler never returns an error: workers-rs turns one into a panic,
 //! and with `panic = "abort"` that would take the isolate down.
 
+use std::rc::Rc;
+
+use durable_relay::core::{CallOutcome, ENDPOINT_PREFIX};
 use durable_relay::work::{self, Level};
+use durable_relay::{EndpointTargets, RelayConfig};
 use futures::stream::{self, StreamExt};
 use serde::Serialize;
-use worker::{event, Context, Env, MessageBatch, MessageExt};
+use worker::{event, Context, Env, Message, MessageBatch, MessageExt};
 
-use super::wire::{call_apply, encode_apply, BenchReply, QueueRow};
-use super::{flag, BENCH_MAX_IN_FLIGHT};
+use super::wire::{call_apply, encode_apply, encode_endpoint_call, BenchReply, QueueRow};
+use super::{flag, BENCH_MAX_IN_FLIGHT, BENCH_SOURCE_BINDING};
 use crate::TARGET_BINDING;
 
 /// One consumer invocation, as logged.
@@ -57,9 +68,63 @@ async fn consume(batch: &MessageBatch<QueueRow>, env: &Env, log: &mut BatchLog) 
     if !flag::enabled(env).map_err(|e| e.message)? {
         return Err("the benchmark is off (RELAY_BENCH)".into());
     }
-    let namespace = env.durable_object(TARGET_BINDING).map_err(|e| e.to_string())?;
     let messages = batch.messages().map_err(|e| e.to_string())?;
     log.messages = messages.len() as u32;
+    let (to_endpoints, to_objects): (Vec<_>, Vec<_>) =
+        messages.iter().partition(|m| m.body().target.starts_with(ENDPOINT_PREFIX));
+    if !to_endpoints.is_empty() {
+        send_to_endpoints(&to_endpoints, env, log).await?;
+    }
+    if !to_objects.is_empty() {
+        apply_to_objects(&to_objects, env, log).await?;
+    }
+    Ok(())
+}
+
+/// Sends each message to its endpoint as the relay would, one request per
+/// row, at most [`BENCH_MAX_IN_FLIGHT`] at once.
+async fn send_to_endpoints(
+    messages: &[&Message<QueueRow>],
+    env: &Env,
+    log: &mut BatchLog,
+) -> Result<(), String> {
+    let config = RelayConfig::from_env(env).map_err(|e| e.to_string())?;
+    let targets = EndpointTargets { endpoints: Rc::new(config.endpoints) };
+    let sources = env.durable_object(BENCH_SOURCE_BINDING).map_err(|e| e.to_string())?;
+    let calls = messages.iter().map(|m| {
+        let (targets, sources) = (&targets, &sources);
+        async move {
+            let row = m.body();
+            let Some(name) = row.target.strip_prefix(ENDPOINT_PREFIX) else {
+                return false;
+            };
+            let Ok(id) = sources.id_from_name(&row.source) else { return false };
+            let outcome = targets.apply(name, encode_endpoint_call(row, &id.to_string())).await;
+            matches!(outcome, CallOutcome::Applied { .. })
+        }
+    });
+    let outcomes: Vec<bool> = stream::iter(calls).buffered(BENCH_MAX_IN_FLIGHT as usize).collect().await;
+    for (m, delivered) in messages.iter().zip(outcomes) {
+        log.calls += 1;
+        if delivered {
+            log.first += 1;
+            m.ack();
+        } else {
+            log.failed_calls += 1;
+            log.retried += 1;
+            m.retry();
+        }
+    }
+    Ok(())
+}
+
+/// Groups messages per target object and applies each group in one call.
+async fn apply_to_objects(
+    messages: &[&Message<QueueRow>],
+    env: &Env,
+    log: &mut BatchLog,
+) -> Result<(), String> {
+    let namespace = env.durable_object(TARGET_BINDING).map_err(|e| e.to_string())?;
     let mut groups: Vec<(&str, Vec<usize>)> = Vec::new();
     for (i, m) in messages.iter().enumerate() {
         let target = m.body().target.as_str();
@@ -68,7 +133,7 @@ async fn consume(batch: &MessageBatch<QueueRow>, env: &Env, log: &mut BatchLog) 
             None => groups.push((target, vec![i])),
         }
     }
-    log.targets = groups.len() as u32;
+    log.targets += groups.len() as u32;
     let calls = groups.iter().enumerate().map(|(g, (target, members))| {
         let body = encode_apply(members.iter().map(|&i| {
             let row = messages[i].body();
@@ -79,7 +144,7 @@ async fn consume(batch: &MessageBatch<QueueRow>, env: &Env, log: &mut BatchLog) 
     });
     let outcomes: Vec<(usize, Result<BenchReply, String>)> =
         stream::iter(calls).buffer_unordered(BENCH_MAX_IN_FLIGHT as usize).collect().await;
-    log.calls = outcomes.len() as u32;
+    log.calls += outcomes.len() as u32;
     for (g, outcome) in outcomes {
         let members = &groups[g].1;
         match outcome {

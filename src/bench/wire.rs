@@ -81,6 +81,20 @@ pub fn encode_apply<'a>(rows: impl IntoIterator<Item = (&'a str, u64, &'a str)>)
     out
 }
 
+/// Encodes the one-row call the relay would send for `row` from the
+/// source whose object id is `source_id`: the body an endpoint target
+/// takes (see `EndpointTargets::apply`), so the queue consumer sends the
+/// very request the relay does.
+pub fn encode_endpoint_call(row: &QueueRow, source_id: &str) -> String {
+    format!(
+        r#"{{"source":{},"source_id":{},"rows":[{{"seq":{},"effects":{}}}]}}"#,
+        serde_json::to_string(&row.source).expect("strings serialise"),
+        serde_json::to_string(source_id).expect("strings serialise"),
+        row.seq,
+        row.effects,
+    )
+}
+
 /// Calls `POST /bench/apply` on `target`. `Err` carries why it failed
 /// (a refusal, a fault-switched target, a runtime error).
 pub async fn call_apply(
@@ -113,5 +127,22 @@ mod tests {
         let bad = encode_apply([("s\"2", 9, fx)]);
         assert!(bad.contains(r#""s\"2""#), "names are escaped");
         assert!(serde_json::from_str::<BenchApply>(&bad).is_err(), "the decoder validates names");
+    }
+
+    #[test]
+    fn an_endpoint_call_is_the_relays_one_row_batch() {
+        let row = QueueRow {
+            source: "s.1".into(),
+            seq: 7,
+            target: "endpoint:hook".into(),
+            effects: r#"{"puts":[["k",1]]}"#.into(),
+        };
+        let body = encode_endpoint_call(&row, "ab12");
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(v["source"], "s.1");
+        assert_eq!(v["source_id"], "ab12");
+        assert_eq!(v["rows"][0]["seq"], 7);
+        assert_eq!(v["rows"][0]["effects"]["puts"][0][1], 1);
+        assert_eq!(v["rows"].as_array().unwrap().len(), 1);
     }
 }
