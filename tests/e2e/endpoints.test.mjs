@@ -10,16 +10,20 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { Relay, put, until } from "./harness.mjs";
-import { Receiver } from "./endpoint/receiver.mjs";
+import { Receiver, verify } from "./endpoint/receiver.mjs";
 
 /** A Standard Webhooks test secret (24 random bytes, base64). */
 const SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 
-/** RELAY_ENDPOINTS naming `hook` at the receiver, and `bulk`, which takes batches, at the same receiver. */
+/** A secret the receiver does not know: the new one of a rotation. */
+const NEW_SECRET = "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD";
+
+/** RELAY_ENDPOINTS naming `hook` at the receiver, `bulk`, which takes batches, and `rotating`, whose secret is being rotated, at the same receiver. */
 const endpoints = (url, timeout_ms = 1_000) =>
   JSON.stringify({
     hook: { url, secret: SECRET, timeout_ms, headers: { "x-tenant": "acme" } },
     bulk: { url, secret: SECRET, timeout_ms, batch: true },
+    rotating: { url, secret: `${NEW_SECRET} ${SECRET}`, timeout_ms },
   });
 
 /** One row to the endpoint, its payload numbered `n`. */
@@ -86,6 +90,22 @@ test("a busy source never has two requests open at its endpoint, when its in-tur
     assert.equal(rx.maxInFlight, 1, "one request open at a time");
     assert.equal(rx.requests.length, producers * each, "none sent twice");
     console.log(`# ${rx.requests.length} requests, at most ${rx.maxInFlight} open; the source ran ${status.alarms} alarms`);
+  });
+});
+
+test("an endpoint whose secret is being rotated gets a signature by each, so a receiver that knows either accepts", async () => {
+  await withReceiver(async (relay, rx) => {
+    const src = "ep-rotating";
+    for (let i = 0; i < 3; i++) await relay.enqueue(src, [{ target: "endpoint:rotating", puts: [["k", { i }]] }]);
+    await relay.drained(src);
+    assert.equal(rx.requests.length, 3);
+    for (const r of rx.requests) {
+      const sigs = r.headers["webhook-signature"].split(" ");
+      assert.equal(sigs.length, 2, "one signature per secret");
+      assert.ok(r.valid, "the receiver, which knows only the old secret, accepts it");
+      assert.ok(verify(NEW_SECRET, r.id, r.timestamp, r.body, sigs[0]), "the first is by the new secret");
+      assert.ok(!verify(NEW_SECRET, r.id, r.timestamp, r.body, sigs[1]), "the second is not");
+    }
   });
 });
 

@@ -20,7 +20,7 @@ use worker::{AbortController, Fetch, Headers, Method, Request, RequestInit, Requ
 use super::{classified, now_ms, DoTargets};
 use crate::core::{CallOutcome, Effects, Failure, Name};
 use crate::driver::Targets;
-use crate::endpoint::{batch_id, message_id, outcome_of, retry_after_ms, signature, Endpoint, Endpoints};
+use crate::endpoint::{batch_id, message_id, outcome_of, retry_after_ms, signatures, Endpoint, Endpoints};
 
 /// Most bytes of an endpoint's refusal kept in the failure it records (and
 /// the source's status shows): enough to read why, never the whole body.
@@ -164,7 +164,7 @@ async fn send(
     headers.set("user-agent", USER_AGENT)?;
     headers.set("webhook-id", &call.id)?;
     headers.set("webhook-timestamp", &timestamp_s.to_string())?;
-    headers.set("webhook-signature", &signature(&endpoint.key, &call.id, timestamp_s, &call.payload))?;
+    headers.set("webhook-signature", &signatures(&endpoint.keys, &call.id, timestamp_s, &call.payload))?;
     if let Some(trace) = &call.trace {
         headers.set("traceparent", trace)?;
     }

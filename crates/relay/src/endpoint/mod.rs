@@ -18,7 +18,7 @@ use crate::config::ConfigError;
 use crate::core::{
     CallOutcome, Failure, Name, ENDPOINT_PREFIX, MAX_CALL_TIMEOUT_MS, MAX_RETRY_AFTER_MS, MIN_CALL_TIMEOUT_MS,
 };
-pub use sign::{batch_id, message_id, parse_secret, signature, SecretError, SigningKey};
+pub use sign::{batch_id, message_id, parse_secret, signature, signatures, SecretError, SigningKey};
 
 /// The variable that holds the endpoint table.
 pub const ENDPOINTS_VAR: &str = "RELAY_ENDPOINTS";
@@ -37,6 +37,11 @@ pub const MAX_ENDPOINT_HEADERS: u32 = 16;
 /// Most bytes of one extra header, name and value together.
 pub const MAX_ENDPOINT_HEADER_BYTES: u32 = 1_024;
 
+/// Most secrets one endpoint signs with at once: the new one and the old
+/// one while its receivers move over (each request then carries a
+/// signature by each, and a receiver that knows either accepts it).
+pub const MAX_ENDPOINT_SECRETS: u32 = 2;
+
 /// Headers the relay writes itself, which the table may not set (nor any
 /// `webhook-` header): a receiver must be able to trust them.
 const RESERVED_HEADERS: [&str; 5] = ["content-type", "content-length", "host", "traceparent", "user-agent"];
@@ -47,8 +52,9 @@ pub struct Endpoint {
     /// Where rows are POSTed. Invariant: `https` (or `http` outside
     /// production), no credentials, at most [`MAX_ENDPOINT_URL_BYTES`].
     pub url: String,
-    /// The signing key (its `Debug` is redacted).
-    pub key: SigningKey,
+    /// The signing keys, each request signed by every one (their `Debug`
+    /// is redacted). Invariant: 1..=[`MAX_ENDPOINT_SECRETS`].
+    pub keys: Vec<SigningKey>,
     /// How long one request may take before it counts as failed and is
     /// aborted, ms.
     pub timeout_ms: u64,
@@ -120,14 +126,27 @@ fn entry(
         (None, Some(var)) => get(&var).ok_or_else(|| format!("secret_var {var:?} is not set"))?,
         _ => return Err("set exactly one of secret and secret_var".into()),
     };
-    let key = parse_secret(&secret).map_err(|e| e.to_string())?;
+    let keys = checked_secrets(&secret)?;
     let timeout_ms = e.timeout_ms.unwrap_or(default_timeout_ms);
     if !(MIN_CALL_TIMEOUT_MS..=MAX_CALL_TIMEOUT_MS).contains(&timeout_ms) {
         return Err(format!(
             "timeout_ms must be within {MIN_CALL_TIMEOUT_MS}..={MAX_CALL_TIMEOUT_MS}, got {timeout_ms}"
         ));
     }
-    Ok(Endpoint { url, key, timeout_ms, headers: checked_headers(e.headers)?, batch: e.batch })
+    Ok(Endpoint { url, keys, timeout_ms, headers: checked_headers(e.headers)?, batch: e.batch })
+}
+
+/// The secrets of `text`, separated by spaces: one, or while it is being
+/// rotated the new and the old, at most [`MAX_ENDPOINT_SECRETS`].
+fn checked_secrets(text: &str) -> Result<Vec<SigningKey>, String> {
+    let secrets: Vec<&str> = text.split_whitespace().collect();
+    if secrets.is_empty() || secrets.len() > MAX_ENDPOINT_SECRETS as usize {
+        return Err(format!(
+            "{} secrets; set 1, or {MAX_ENDPOINT_SECRETS} separated by a space while rotating",
+            secrets.len()
+        ));
+    }
+    secrets.into_iter().map(|s| parse_secret(s).map_err(|e| e.to_string())).collect()
 }
 
 /// The URL, if the relay may send to it: `https` (`http` too outside

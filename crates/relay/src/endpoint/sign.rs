@@ -91,9 +91,17 @@ pub fn batch_id(source_id: &str, first: u64, last: u64) -> String {
     format!("msg_{source_id}_{first}-{last}")
 }
 
-/// The `webhook-signature` of one attempt: `v1,` and the base64 of
-/// HMAC-SHA256 over `id.timestamp.body`, `timestamp` being the attempt's
-/// time in seconds since the epoch.
+/// The `webhook-signature` of one attempt: each key's [`signature`],
+/// separated by a space (a receiver accepts the request when one of them
+/// is by a secret it knows), `timestamp_s` being the attempt's time in
+/// seconds since the epoch.
+pub fn signatures(keys: &[SigningKey], id: &str, timestamp_s: u64, body: &str) -> String {
+    let each: Vec<String> = keys.iter().map(|key| signature(key, id, timestamp_s, body)).collect();
+    each.join(" ")
+}
+
+/// One key's signature of `body` sent as `id` at `timestamp_s`: `v1,`
+/// and the base64 of HMAC-SHA256 over `id.timestamp.body`.
 pub fn signature(key: &SigningKey, id: &str, timestamp_s: u64, body: &str) -> String {
     // A key of any length is valid for HMAC; the invariant bounds it anyway.
     let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(&key.0) else {

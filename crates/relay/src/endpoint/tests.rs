@@ -28,16 +28,37 @@ fn an_endpoint_is_read_with_its_defaults() {
     assert_eq!(hook.url, "https://hooks.example.com/in");
     assert_eq!(hook.timeout_ms, 30_000);
     assert!(hook.headers.is_empty());
-    assert_eq!(hook.key, parse_secret(SECRET).unwrap());
+    assert_eq!(hook.keys, vec![parse_secret(SECRET).unwrap()]);
     assert!(read(&[]).unwrap().is_empty());
     assert!(read(&[(ENDPOINTS_VAR, " ")]).unwrap().is_empty());
+}
+
+#[test]
+fn an_endpoint_signs_with_two_secrets_while_rotating_and_no_more() {
+    const OLD: &str = "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD";
+    let two =
+        one(&format!(r#"{{"url":"https://h.example/","secret":"{SECRET}  {OLD}"}}"#), "production").unwrap();
+    let keys = &two["hook"].keys;
+    assert_eq!(keys, &vec![parse_secret(SECRET).unwrap(), parse_secret(OLD).unwrap()]);
+    assert_eq!(keys.len() as u32, MAX_ENDPOINT_SECRETS);
+    let header = signatures(keys, "msg_1", 7, "{}");
+    let each: Vec<String> = keys.iter().map(|k| signature(k, "msg_1", 7, "{}")).collect();
+    assert_eq!(header, each.join(" "), "one v1 signature per secret, separated by a space");
+    let three =
+        refusal(&format!(r#"{{"url":"https://h.example/","secret":"{SECRET} {OLD} {SECRET}"}}"#), "test");
+    assert!(three.contains("3 secrets"), "{three}");
+    let none = refusal(r#"{"url":"https://h.example/","secret":"  "}"#, "test");
+    assert!(none.contains("0 secrets"), "{none}");
+    let bad =
+        refusal(&format!(r#"{{"url":"https://h.example/","secret":"{SECRET} whsec_c2hvcnQ="}}"#), "test");
+    assert!(!bad.contains(SECRET.trim_start_matches("whsec_")), "the good secret is not echoed: {bad}");
 }
 
 #[test]
 fn a_secret_can_come_from_another_variable() {
     let e = one(r#"{"url":"https://h.example/","secret_var":"HOOK_SECRET","timeout_ms":100}"#, "production")
         .unwrap();
-    assert_eq!(e["hook"].key, parse_secret(SECRET).unwrap());
+    assert_eq!(e["hook"].keys, vec![parse_secret(SECRET).unwrap()]);
     assert_eq!(e["hook"].timeout_ms, 100);
     assert!(refusal(r#"{"url":"https://h.example/","secret_var":"MISSING"}"#, "test").contains("MISSING"));
     let both = format!(r#"{{"url":"https://h.example/","secret":"{SECRET}","secret_var":"HOOK_SECRET"}}"#);
