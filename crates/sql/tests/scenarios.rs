@@ -3,10 +3,10 @@
 //! the behaviour it pins.
 
 use durable_relay_sql::core::{
-    ApplyRow, Effects, EnqueueRow, JsonValue, Name, RelayBudget, RelayHook, Wake, RETRY_BACKOFF_MS,
-    WORK_PER_ROW,
+    ApplyRow, Effects, EnqueueRow, JsonValue, Name, RelayBudget, RelayHook, RelayPolicy, Wake,
+    RETRY_BACKOFF_MS, WORK_PER_ROW,
 };
-use durable_relay_sql::sim::{Commit, Sim};
+use durable_relay_sql::sim::{Commit, Sim, SourcePolicy};
 use serde_json::json;
 
 const S: &str = "src";
@@ -479,4 +479,68 @@ fn an_enqueue_after_the_platform_dropped_the_alarm_unseen_sets_it_again() {
     sim.run_until_idle(S, RelayBudget::FREE, 10);
     assert_eq!(sim.queued(S).len(), 0);
     sim.audit().unwrap();
+}
+
+/// Refuses each row the first two times it is sent and takes it the
+/// third: a receiver that fails two cycles in a row, then makes progress in
+/// the next before failing again.
+#[derive(Default)]
+struct ThirdTryTakes {
+    tries: std::cell::RefCell<std::collections::BTreeMap<u64, u32>>,
+}
+
+impl RelayHook for ThirdTryTakes {
+    fn extra_effects(&self, _: &Name, rows: &[ApplyRow]) -> Result<Effects, String> {
+        let first = rows.first().map_or(0, |r| r.seq);
+        let mut tries = self.tries.borrow_mut();
+        let tried = tries.entry(first).or_default();
+        *tried += 1;
+        if *tried <= 2 {
+            return Err(format!("row {first}: try {tried} refused"));
+        }
+        Ok(Effects::default())
+    }
+}
+
+/// A target that takes a row in a cycle did not fail that cycle, though a
+/// later call in it failed: with parking after 3 failed cycles, and two
+/// failed cycles before each row it takes, it is never parked, and its
+/// back-off starts again at 1 s after each row it takes rather than
+/// doubling across them.
+#[test]
+fn a_target_that_takes_a_row_in_a_cycle_is_not_parked_and_its_back_off_starts_again() {
+    let mut sim = Sim::new(29);
+    sim.audit_every_fire(true);
+    let relay = RelayPolicy { park_after_failed_cycles: Some(3) };
+    sim.set_policy("s", SourcePolicy { relay, ..SourcePolicy::default() });
+    sim.set_hook("t", Box::new(ThirdTryTakes::default()));
+    for i in 1..=8u64 {
+        sim.put("s", "t", &format!("k{i}"), json!(i)).unwrap();
+    }
+    let budget = RelayBudget { batch_rows: 1, ..RelayBudget::FREE };
+    let mut restarted = 0;
+    for _ in 0..200 {
+        if sim.queued("s").is_empty() {
+            break;
+        }
+        let at = sim.alarm_at("s").expect("an alarm while rows wait");
+        sim.advance(at.saturating_sub(sim.now_ms()));
+        let before = sim.applied("t", "s").len();
+        sim.run_alarm("s", budget);
+        let progressed = sim.applied("t", "s").len() > before;
+        assert!(sim.parked_targets("s").is_empty(), "seed {}: parked though it takes rows", sim.seed());
+        let Some(record) = sim.target_record("s", "t") else { continue };
+        assert!(record.failed_cycles <= 2, "never a third failed cycle in a row: {record:?}");
+        if progressed {
+            assert_eq!(record.failed_cycles, 1, "the run starts again after progress: {record:?}");
+            let retry_in = sim.alarm_at("s").zip(record.last_failure_ms).map(|(a, f)| a.saturating_sub(f));
+            assert!(
+                retry_in.is_some_and(|ms| ms <= RETRY_BACKOFF_MS),
+                "tried again within 1 s: {retry_in:?}"
+            );
+            restarted += 1;
+        }
+    }
+    assert_eq!(sim.applied("t", "s"), (1..=8).collect::<Vec<_>>(), "every row, in order, once");
+    assert!(restarted >= 7, "each row but the last was taken in a cycle that then failed: {restarted}");
 }

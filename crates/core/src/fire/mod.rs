@@ -327,14 +327,20 @@ impl Fire {
 
     /// Blocked, or parked: at once for a permanent error, or when a
     /// failure of the target's own completes the policy's run of failed
-    /// cycles (an interruption or an overload never parks it).
+    /// cycles (an interruption or an overload never parks it). A target
+    /// that took a batch in this fire made progress: its run of failed
+    /// cycles starts again at this one.
     fn failed_state(&self, g: usize, failure: Failure) -> GroupState {
         let target = &self.groups[g].target;
         match failure {
             Failure::Permanent(m) => GroupState::Parked(format!("permanent error: {m}")),
             f @ (Failure::Interrupted(_) | Failure::Overloaded(_)) => GroupState::Failed(f),
             Failure::Transient(m) => {
-                let cycles = self.begun.start.failing.get(target).map_or(0, |f| f.cycles) + 1;
+                let before = match self.groups[g].applied_once {
+                    true => 0,
+                    false => self.begun.start.failing.get(target).map_or(0, |f| f.cycles),
+                };
+                let cycles = before + 1;
                 match self.begun.start.policy.park_after_failed_cycles {
                     Some(n) if cycles >= n => {
                         GroupState::Parked(format!("failed {cycles} consecutive cycles; last error: {m}"))

@@ -217,18 +217,30 @@ impl<S: Sql> Outbox<S> {
         Ok(moved)
     }
 
-    /// Counts a failed cycle for each failed target; forgets the record of
+    /// Counts a failed cycle for each failed target (the first of a new
+    /// run for one that took a batch before failing); forgets the record of
     /// each that took a batch again.
     fn count_failures(&self, changes: &TargetChanges, now_ms: u64) -> Result<u64, StoreError> {
         let mut written = 0u64;
         for (target, error) in &changes.failed {
             let pause = changes.throttled.iter().find(|(t, _)| t == target).map_or(0, |(_, ms)| *ms);
+            let restart = changes.restarted.contains(target);
             written += u64::from(self.sql.run(
                 "INSERT INTO relay_targets (target, failed_cycles, parked, first_failure_ms, last_failure_ms, \
                  last_error, retry_after_ms) VALUES (?, 1, 0, ?, ?, ?, ?) ON CONFLICT(target) DO UPDATE SET \
-                 failed_cycles = failed_cycles + 1, last_failure_ms = excluded.last_failure_ms, \
+                 failed_cycles = CASE WHEN ? THEN 1 ELSE failed_cycles + 1 END, \
+                 first_failure_ms = CASE WHEN ? THEN excluded.first_failure_ms ELSE first_failure_ms END, \
+                 last_failure_ms = excluded.last_failure_ms, \
                  last_error = excluded.last_error, retry_after_ms = excluded.retry_after_ms",
-                vec![target.as_str().into(), int(now_ms), int(now_ms), error.as_str().into(), int(pause)],
+                vec![
+                    target.as_str().into(),
+                    int(now_ms),
+                    int(now_ms),
+                    error.as_str().into(),
+                    int(pause),
+                    int(u64::from(restart)),
+                    int(u64::from(restart)),
+                ],
             )?);
         }
         for target in &changes.recovered {
