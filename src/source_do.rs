@@ -126,7 +126,7 @@ impl DurableObject for RelaySource {
     async fn fetch(&self, mut req: Request) -> worker::Result<Response> {
         #[cfg(feature = "testing")]
         let before = self.source.opened().map(|r| r.sql().io()).unwrap_or_default();
-        let resp = respond(self.route(&mut req).await);
+        let resp = respond(self.route(&mut req).await).map(durable_relay::durable::announce);
         #[cfg(feature = "testing")]
         let resp = resp.and_then(|r| self.with_io(r, before));
         resp

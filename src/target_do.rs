@@ -66,7 +66,7 @@ impl DurableObject for RelayTarget {
     }
 
     async fn fetch(&self, mut req: Request) -> worker::Result<Response> {
-        let resp = respond(self.route(&mut req).await);
+        let resp = respond(self.route(&mut req).await).map(durable_relay::durable::announce);
         #[cfg(feature = "testing")]
         if let Some(thrown) = self.test.throw.take() {
             // Thrown, not answered: the caller's call fails as the platform's would.

@@ -32,7 +32,7 @@ use serde::{Deserialize, Serialize};
 use worker::{Request, Response};
 
 use super::wire::{BenchApply, BenchReply, MAX_BENCH_APPLY_ROWS};
-use durable_relay::core::{ApplyRow, Effects, Name, RelayHook};
+use durable_relay::core::{ApplyRow, Effects, RelayHook, Sender};
 use durable_relay::http::{json, read_body, HttpError};
 use durable_relay::store::inbox::Inbox;
 use durable_relay::store::{int, schema, Sql, SqlValue, StoreError};
@@ -255,9 +255,9 @@ impl<'a> ArrivalHook<'a> {
 }
 
 impl RelayHook for ArrivalHook<'_> {
-    fn extra_effects(&self, source: &Name, rows: &[ApplyRow]) -> Result<Effects, String> {
+    fn extra_effects(&self, source: &Sender, rows: &[ApplyRow]) -> Result<Effects, String> {
         let seqs: Vec<u64> = rows.iter().map(|r| r.seq).collect();
-        self.arrivals.record(source.as_str(), &seqs, self.at_ms).map_err(|e| e.to_string())?;
+        self.arrivals.record(source.name.as_str(), &seqs, self.at_ms).map_err(|e| e.to_string())?;
         Ok(Effects::default())
     }
 }

@@ -101,11 +101,51 @@ pub struct ApplyRequest {
 struct WireRequest {
     /// The sending source's name.
     source: Name,
-    /// The sending object's id as sent, validated into a [`SourceId`].
-    #[serde(default)]
-    source_id: Option<String>,
+    /// The sending object's id as sent, validated into a [`SourceId`]:
+    /// `None` when absent, `Some(None)` when `null` (refused: see
+    /// [`SourceIdError::Null`]).
+    #[serde(default, deserialize_with = "present")]
+    source_id: Option<Option<String>>,
     /// Rows, checked by [`validate_request`].
     rows: Vec<ApplyRow>,
+}
+
+/// Reads a field that is present, keeping a `null` apart from an absent
+/// field (which `#[serde(default)]` makes `None`).
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Option<String>>, D::Error> {
+    Option::<String>::deserialize(d).map(Some)
+}
+
+/// The source a batch came from, as its target keys the watermark: its
+/// name and its object's id. What a target's hook is told, so that an
+/// embedder's own records per source are kept apart exactly as the
+/// watermarks are (two classes may each have an object named `default`).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Sender {
+    /// The source's name (what `idFromName` was given).
+    pub name: Name,
+    /// The id of the watermark the rows are applied against: the sending
+    /// object's own; or, for a sender older than ids, the id of the sender
+    /// that took over its name's watermark, if one did; `None` for a sender
+    /// older than ids whose name's watermark no identified sender took.
+    pub id: Option<SourceId>,
+}
+
+impl Sender {
+    /// The sender as one string, as the target's watermark listing spells
+    /// it: `name/id`, or `name` without an id (a name never holds `/`).
+    pub fn key(&self) -> String {
+        match &self.id {
+            Some(id) => format!("{}/{}", self.name, id.as_str()),
+            None => self.name.as_str().to_owned(),
+        }
+    }
+}
+
+impl fmt::Display for Sender {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.key())
+    }
 }
 
 /// The target's answer to an apply call.
@@ -216,7 +256,11 @@ pub fn decode_request(body: &str) -> Result<ApplyRequest, ApplyError> {
         return Err(ApplyError::Malformed(format!("batch nests {depth} levels deep")));
     }
     let wire: WireRequest = serde_json::from_str(body).map_err(|e| ApplyError::Malformed(e.to_string()))?;
-    let source_id = wire.source_id.map(SourceId::new).transpose().map_err(ApplyError::BadSourceId)?;
+    let source_id = match wire.source_id {
+        None => None,
+        Some(None) => return Err(ApplyError::BadSourceId(SourceIdError::Null)),
+        Some(Some(id)) => Some(SourceId::new(id).map_err(ApplyError::BadSourceId)?),
+    };
     let request = ApplyRequest { source: wire.source, source_id, rows: wire.rows };
     validate_request(&request)?;
     Ok(request)
@@ -281,28 +325,17 @@ pub fn plan_apply(watermark: u64, request: &ApplyRequest) -> ApplyPlan {
     plan
 }
 
-/// Adds effects to a target's apply, inside the same atomic block. Called only when at least one row is new, with the
-/// new rows. Added effects must tolerate the batch being delivered again
-/// after a lost reply (they are not repeated: the watermark skips it, but
-/// the hook must not assume it ran for every delivery attempt). An error
-/// rejects this target's batch and nothing else.
+/// Adds effects to a target's apply, inside the same atomic block. Called
+/// only when at least one row is new, with the new rows. Added effects must
+/// tolerate the batch being delivered again after a lost reply (they are
+/// not repeated: the watermark skips it, but the hook must not assume it
+/// ran for every delivery attempt). An error rejects this target's batch
+/// and nothing else.
 pub trait RelayHook {
-    /// Effects to apply after the rows' own, atomically with them.
-    fn extra_effects(&self, source: &Name, rows: &[ApplyRow]) -> Result<Effects, String>;
-
-    /// [`extra_effects`](RelayHook::extra_effects), told the sender's
-    /// object id too (`None` from a sender older than ids): what the target
-    /// calls. Two senders may share a name; a hook that keeps anything per
-    /// sender should key it by both. By default it ignores the id.
-    fn extra_effects_for(
-        &self,
-        source: &Name,
-        id: Option<&SourceId>,
-        rows: &[ApplyRow],
-    ) -> Result<Effects, String> {
-        let _ = id;
-        self.extra_effects(source, rows)
-    }
+    /// Effects to apply after the rows' own, atomically with them, for the
+    /// rows `sender` sent. Two senders may share a name: a hook that keeps
+    /// anything per sender keys it by [`Sender::key`] (name and id).
+    fn extra_effects(&self, sender: &Sender, rows: &[ApplyRow]) -> Result<Effects, String>;
 }
 
 /// The default hook: adds nothing.
@@ -310,7 +343,7 @@ pub trait RelayHook {
 pub struct NoHook;
 
 impl RelayHook for NoHook {
-    fn extra_effects(&self, _: &Name, _: &[ApplyRow]) -> Result<Effects, String> {
+    fn extra_effects(&self, _: &Sender, _: &[ApplyRow]) -> Result<Effects, String> {
         Ok(Effects::default())
     }
 }

@@ -27,6 +27,7 @@ pub mod limits;
 pub mod name;
 pub mod page;
 pub mod partition;
+pub mod peers;
 pub mod request;
 pub mod row;
 pub mod scan;
@@ -43,7 +44,7 @@ pub use adoption::{
 pub use alarm::{AlarmRun, AlarmTotals};
 pub use apply::{
     decode_request, encode_request, plan_apply, ApplyError, ApplyPlan, ApplyReply, ApplyRequest, ApplyRow,
-    NoHook, PutDecodeError, RelayHook,
+    NoHook, PutDecodeError, RelayHook, Sender,
 };
 pub use codes::ErrorCode;
 pub use cpu::{call_work, read_work, CpuGauge, WORK_PER_CALL, WORK_PER_KIB, WORK_PER_ROW};
@@ -74,6 +75,7 @@ pub use partition::{
     home, key_home, part_of, partition_name, partition_of, Fence, Layout, Part, PartitionError, PartitionMap,
     Route, KEY_HOMES, MAX_PARTITIONS, MAX_UNSETTLED_LAYOUTS,
 };
+pub use peers::{refuses_source_id, without_source_id, PreIdTargets};
 pub use request::{decode_enqueue, decode_json, EnqueueRequest, RequestError};
 pub use row::{CorruptRow, Effects, JsonValue, QueuedRow, RowError, StoredRow};
 pub use scan::{CorruptScan, ScanState};

@@ -274,6 +274,18 @@ pub const IN_TURN_ALARM_GRACE_MS: u64 = DEFAULT_CALL_TIMEOUT_MS;
 /// timeout: what one run's calls to one target take at most on the Free
 /// preset.
 pub const IN_TURN_DEFER_MAX_MS: u64 = 2 * MAX_CALL_TIMEOUT_MS;
+/// How long a source sends batches without its id to a target that
+/// refused one (a target older than ids, see [`crate::peers`]), ms: then it
+/// tries the id again. A deploy releases new code to objects within
+/// minutes (an active object keeps its old code for up to 5 minutes by
+/// default), so twice that finds most upgraded; a target script deployed
+/// on its own schedule costs one more call every this long until it is.
+pub const PRE_ID_TARGET_MEMORY_MS: u64 = 10 * 60_000;
+/// Targets older than ids one source object remembers at once (see
+/// [`PRE_ID_TARGET_MEMORY_MS`]): past it, the one that refused longest ago
+/// is tried with the id again, at the cost of one call. A Paid alarm calls
+/// at most 256 targets, so this covers four alarms' worth.
+pub const PRE_ID_TARGETS_MAX: u32 = 1024;
 /// Halvings of the source's budget for an in-turn delivery (see
 /// [`RelayBudget::for_retry`]): it shares its invocation's CPU with the
 /// enqueue that started it, so it runs half an alarm's rows and work, and

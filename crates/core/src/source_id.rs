@@ -36,6 +36,12 @@ pub enum SourceIdError {
     Length(u32),
     /// The id has a character outside `[0-9a-f]`.
     BadChar(char),
+    /// The field is `null`. No build of the relay sends that: one older
+    /// than ids omits the field, every later one sends its id. Taken for a
+    /// sender without an id, a `null` would apply against its name's legacy
+    /// watermark (or the one an identified sender took over), so it is
+    /// refused rather than guessed at.
+    Null,
 }
 
 impl fmt::Display for SourceIdError {
@@ -49,6 +55,9 @@ impl fmt::Display for SourceIdError {
             SourceIdError::BadChar(c) => {
                 write!(f, "source_id has character {c:?}; a Durable Object id is lowercase hex digits")
             }
+            SourceIdError::Null => f.write_str(
+                "source_id is null; a sender without an id omits the field, any other sends its id",
+            ),
         }
     }
 }

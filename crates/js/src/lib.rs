@@ -16,7 +16,8 @@ use std::cell::RefCell;
 use std::rc::Rc;
 
 use durable_relay::core::{
-    decode_enqueue, ApplyRow, ErrorCode, Name, Traceparent, ENQUEUE_ENVELOPE_DEPTH, MAX_VALUE_DEPTH, SEQ_MAX,
+    decode_enqueue, ApplyRow, ErrorCode, Sender, Traceparent, ENQUEUE_ENVELOPE_DEPTH, MAX_VALUE_DEPTH,
+    SEQ_MAX,
 };
 use durable_relay::durable::now_ms;
 use durable_relay::embed::{log_alarm_as, Enqueue, HookError, OnApply, RelaySource, RelayTarget};
@@ -275,18 +276,22 @@ mod web_sys_request {
     pub use worker::worker_sys::web_sys::Request;
 }
 
-/// A JavaScript `onApply(source, rows)` as the target's handler.
+/// A JavaScript `onApply(source, rows, sourceId)` as the target's handler:
+/// the source's name, the new rows, and the id its watermark is kept under
+/// (`null` for a sender older than ids whose name's watermark no identified
+/// sender took over).
 struct JsHandler {
     /// The function, or none: keep the rows' keys only.
     on_apply: Option<Function>,
 }
 
 impl OnApply for JsHandler {
-    fn on_apply(&self, _: &DoSql, source: &Name, rows: &[ApplyRow]) -> Result<(), HookError> {
+    fn on_apply(&self, _: &DoSql, source: &Sender, rows: &[ApplyRow]) -> Result<(), HookError> {
         let Some(on_apply) = &self.on_apply else { return Ok(()) };
         let rows = to_js(&rows).map_err(|e| thrown(&e))?;
+        let id = source.id.as_ref().map_or(JsValue::NULL, |id| id.as_str().into());
         on_apply
-            .call2(&JsValue::NULL, &source.as_str().into(), &rows)
+            .call3(&JsValue::NULL, &source.name.as_str().into(), &rows, &id)
             .map(|_| ())
             .map_err(|e| thrown(&e).into())
     }
@@ -302,7 +307,8 @@ pub struct JsTarget {
 #[wasm_bindgen(js_class = RawTarget)]
 impl JsTarget {
     /// The inbox of the object whose `ctx` this is; `on_apply(source,
-    /// rows)` runs inside every apply's transaction for the rows new to it.
+    /// rows, sourceId)` runs inside every apply's transaction for the rows
+    /// new to it.
     #[wasm_bindgen(constructor)]
     pub fn new(ctx: JsValue, on_apply: Option<Function>) -> JsTarget {
         let state = State::from(ctx.unchecked_into::<DurableObjectState>());

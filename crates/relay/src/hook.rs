@@ -9,7 +9,7 @@
 
 use std::fmt;
 
-use crate::core::{ApplyRow, Effects, Name, PutDecodeError, RelayHook};
+use crate::core::{ApplyRow, Effects, PutDecodeError, RelayHook, Sender};
 use crate::durable::DoSql;
 use crate::store::StoreError;
 
@@ -18,18 +18,21 @@ use crate::store::StoreError;
 /// redelivered batch never reaches it, and an error rolls the batch back
 /// (the source retries it, as after any failed call).
 pub trait OnApply {
-    /// Handles the new rows (in sequence order) that `source` sent.
-    fn on_apply(&self, sql: &DoSql, source: &Name, rows: &[ApplyRow]) -> Result<(), HookError>;
+    /// Handles the new rows (in sequence order) that `source` sent: its
+    /// name and its object's id, as the target keys its watermark. Keep
+    /// anything per source by [`Sender::key`]: two classes or two Workers
+    /// may each have an object of one name.
+    fn on_apply(&self, sql: &DoSql, source: &Sender, rows: &[ApplyRow]) -> Result<(), HookError>;
 }
 
 /// A closure is a hook too, whatever error it answers with that becomes a
 /// [`HookError`] (a `String`, a [`StoreError`], ...).
 impl<F, E> OnApply for F
 where
-    F: Fn(&DoSql, &Name, &[ApplyRow]) -> Result<(), E>,
+    F: Fn(&DoSql, &Sender, &[ApplyRow]) -> Result<(), E>,
     E: Into<HookError>,
 {
-    fn on_apply(&self, sql: &DoSql, source: &Name, rows: &[ApplyRow]) -> Result<(), HookError> {
+    fn on_apply(&self, sql: &DoSql, source: &Sender, rows: &[ApplyRow]) -> Result<(), HookError> {
         self(sql, source, rows).map_err(Into::into)
     }
 }
@@ -82,7 +85,7 @@ impl From<PutDecodeError> for HookError {
 pub struct KeysOnly;
 
 impl OnApply for KeysOnly {
-    fn on_apply(&self, _: &DoSql, _: &Name, _: &[ApplyRow]) -> Result<(), HookError> {
+    fn on_apply(&self, _: &DoSql, _: &Sender, _: &[ApplyRow]) -> Result<(), HookError> {
         Ok(())
     }
 }
@@ -96,7 +99,7 @@ pub(crate) struct Hook<'a, H> {
 }
 
 impl<H: OnApply> RelayHook for Hook<'_, H> {
-    fn extra_effects(&self, source: &Name, rows: &[ApplyRow]) -> Result<Effects, String> {
+    fn extra_effects(&self, source: &Sender, rows: &[ApplyRow]) -> Result<Effects, String> {
         self.handler.on_apply(self.sql, source, rows).map_err(|e| e.reason)?;
         Ok(Effects::default())
     }

@@ -15,7 +15,8 @@
 //! It holds the facades ([`RelaySource`], [`RelayTarget`], [`row`], [`Enqueue`]),
 //! what their callbacks and migrations are written with ([`DoSql`], the
 //! [`Sql`] trait that gives it `run`, [`int`], [`StoreError`], [`OnApply`],
-//! [`HookError`], [`ApplyRow`] and its [`PutDecodeError`], [`Name`], [`Migrations`]), the HTTP helpers an object's
+//! [`HookError`], [`ApplyRow`] and its [`PutDecodeError`], [`Name`], [`Sender`] (a source as its
+//! targets know it: name and id), [`Migrations`]), the HTTP helpers an object's
 //! `fetch` answers with ([`HttpError`], [`json`], [`parse_json`],
 //! [`read_body`], [`respond`]), the clock ([`now_ms`]), and the workers-rs names every Durable Object
 //! needs (`durable_object`, `event`, `wasm_bindgen`, [`DurableObject`],
@@ -23,7 +24,7 @@
 //! so the README's quick start compiles with this one line. Lower layers
 //! stay at their own paths ([`crate::store`], [`crate::durable`], ...).
 
-pub use crate::core::{ApplyRow, ErrorCode, Name, PutDecodeError};
+pub use crate::core::{ApplyRow, ErrorCode, Name, PutDecodeError, Sender};
 pub use crate::durable::{now_ms, DoSql};
 pub use crate::embed::{row, Enqueue, Migrations, RelaySource, RelayTarget};
 pub use crate::hook::{HookError, OnApply};

@@ -654,6 +654,16 @@ fn the_changelog_records_this_builds_protocol_and_schema_versions() {
         format!("| wire protocol | {PROTOCOL_VERSION} |"),
         format!("| source schema (`{}`) | {} |", Component::Source.schema_name(), Component::Source.newest()),
         format!("| target schema (`{}`) | {} |", Component::Target.schema_name(), Component::Target.newest()),
+        format!(
+            "| source schema a build must know to run on this release's (`{}`) | {} |",
+            Component::Source.schema_name(),
+            Component::Source.required()
+        ),
+        format!(
+            "| target schema a build must know to run on this release's (`{}`) | {} |",
+            Component::Target.schema_name(),
+            Component::Target.required()
+        ),
     ];
     for row in wanted {
         assert!(newest.contains(&row), "the newest CHANGELOG section lacks the row {row}");

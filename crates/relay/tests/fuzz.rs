@@ -620,14 +620,12 @@ fn source_id_member() -> impl Strategy<Value = String> {
 }
 
 /// Whether a `source_id` member (as [`source_id_member`] writes it) is one
-/// a target must accept: absent, null, or 64 lowercase hex digits.
+/// a target must accept: absent, or 64 lowercase hex digits. A `null` is
+/// refused: no sender writes one.
 fn valid_id_member(member: &str) -> bool {
     let Some(value) = member.strip_prefix(r#""source_id":"#).and_then(|m| m.strip_suffix(',')) else {
         return true;
     };
-    if value == "null" {
-        return true;
-    }
     let Some(id) = value.strip_prefix('"').and_then(|v| v.strip_suffix('"')) else { return false };
     id.len() == 64 && id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }

@@ -12,6 +12,7 @@
 //! - [`source`]: [`Relay`], the source side as one type (enqueue, alarm,
 //!   status, operator actions), keeping the alarm right.
 //! - [`partition`]: the router of partitioned sources, over any sink.
+//! - [`peers`]: what a source sends a target of another release.
 //! - `testing` (feature `testing`): fault wrappers, the target's test tables
 //!   and the storage suite; `sim` (feature `sim`): the simulator.
 
@@ -21,6 +22,7 @@ pub use durable_relay_core as core;
 
 pub mod driver;
 pub mod partition;
+pub mod peers;
 #[cfg(feature = "sim")]
 pub mod sim;
 pub mod source;

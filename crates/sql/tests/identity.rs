@@ -13,7 +13,8 @@
 //! sends no id keeps using it.
 
 use durable_relay_sql::core::{
-    encode_request, ApplyRow, Effects, Name, NoHook, QueuedRow, RelayBudget, RelayHook, SourceId, TargetCall,
+    encode_request, ApplyRow, Effects, Name, NoHook, QueuedRow, RelayBudget, RelayHook, Sender, SourceId,
+    TargetCall,
 };
 use durable_relay_sql::sim::{Sim, SqliteSql, SIM_SOURCE_CLASS};
 use durable_relay_sql::{ApplyFailure, Inbox, Watermark};
@@ -191,15 +192,90 @@ fn a_sender_without_an_id_keeps_using_the_legacy_row() {
     let reply = inbox.apply_body(&body("s", None, &[3, 4, 5]), &NoHook).unwrap();
     assert_eq!((reply.watermark, reply.applied, reply.duplicates), (5, 1, 2));
     assert_eq!(marks(&inbox), vec![("s".into(), None, 5)]);
+}
 
-    // Once an identified sender claimed it, a sender without an id starts
-    // a legacy row again (an older build of another object of that name).
+/// The rollback an operator reaches for first: an older build (no ids)
+/// delivers rows 1-3, the current build's sender claims the name's
+/// watermark with row 4, then the older build runs again and resends row 2
+/// (its checkpoint was lost) and goes on with row 5. Row 2 is a duplicate;
+/// row 5 applies against the claimer's watermark, so when the current
+/// build comes back its row 5 is a duplicate too: nothing applies twice.
+#[test]
+fn a_sender_without_an_id_after_a_claim_applies_against_the_claimers_watermark() {
+    let inbox = inbox();
     let id = SourceId::derive("A", "s");
-    inbox.apply_body(&body("s", Some(&id), &[6]), &NoHook).unwrap();
-    assert_eq!(marks(&inbox), vec![("s".into(), Some(id.to_string()), 6)]);
+    inbox.apply_body(&body("s", None, &[1, 2, 3]), &NoHook).unwrap();
+    let reply = inbox.apply_body(&body("s", Some(&id), &[4]), &NoHook).unwrap();
+    assert_eq!((reply.watermark, reply.applied), (4, 1));
+    assert_eq!(marks(&inbox), vec![("s".into(), Some(id.to_string()), 4)], "claimed");
+
+    let reply = inbox.apply_body(&body("s", None, &[2]), &NoHook).unwrap();
+    assert_eq!((reply.watermark, reply.applied, reply.duplicates), (4, 0, 1), "row 2 is not applied again");
+    let reply = inbox.apply_body(&body("s", None, &[2, 3, 4, 5]), &NoHook).unwrap();
+    assert_eq!((reply.watermark, reply.applied, reply.duplicates), (5, 1, 3));
+    assert_eq!(marks(&inbox), vec![("s".into(), Some(id.to_string()), 5)], "no fresh legacy row");
+
+    let reply = inbox.apply_body(&body("s", Some(&id), &[5, 6]), &NoHook).unwrap();
+    assert_eq!((reply.watermark, reply.applied, reply.duplicates), (6, 1, 1), "upgraded again: 5 once");
+    assert_eq!(inbox.watermark(&Name::new("s").unwrap(), None).unwrap(), 6, "an older sender reads it too");
+}
+
+/// Forgetting a name's watermarks forgets who claimed its legacy one: a
+/// sender without an id then starts from 0, as the operator asked.
+#[test]
+fn forgetting_a_name_forgets_its_claim() {
+    let inbox = inbox();
+    let id = SourceId::derive("A", "s");
+    inbox.apply_body(&body("s", None, &[1]), &NoHook).unwrap();
+    inbox.apply_body(&body("s", Some(&id), &[2]), &NoHook).unwrap();
+    assert!(inbox.forget_watermark("s").unwrap());
     let reply = inbox.apply_body(&body("s", None, &[1]), &NoHook).unwrap();
     assert_eq!(reply.applied, 1);
-    assert_eq!(marks(&inbox), vec![("s".into(), None, 1), ("s".into(), Some(id.to_string()), 6)]);
+    assert_eq!(marks(&inbox), vec![("s".into(), None, 1)]);
+}
+
+/// The hook is told whose watermark the rows were applied against: the
+/// sender's name and id, the claimer's id for a sender without an id after
+/// a claim, and no id before any claim.
+#[test]
+fn the_hook_is_told_the_name_and_id_the_watermark_is_kept_by() {
+    struct Told(std::cell::RefCell<Vec<(String, Vec<u64>)>>);
+    impl RelayHook for Told {
+        fn extra_effects(&self, sender: &Sender, rows: &[ApplyRow]) -> Result<Effects, String> {
+            self.0.borrow_mut().push((sender.key(), rows.iter().map(|r| r.seq).collect()));
+            Ok(Effects::default())
+        }
+    }
+    let told = Told(Default::default());
+    let inbox = inbox();
+    let (a, b) = (SourceId::derive("A", "default"), SourceId::derive("B", "default"));
+    inbox.apply_body(&body("default", None, &[1]), &told).unwrap();
+    inbox.apply_body(&body("default", Some(&a), &[1, 2]), &told).unwrap();
+    inbox.apply_body(&body("default", Some(&b), &[1]), &told).unwrap();
+    inbox.apply_body(&body("default", None, &[3]), &told).unwrap();
+    let expected = vec![
+        ("default".to_owned(), vec![1]),
+        (format!("default/{}", a.as_str()), vec![2]),
+        (format!("default/{}", b.as_str()), vec![1]),
+        (format!("default/{}", a.as_str()), vec![3]),
+    ];
+    assert_eq!(told.0.into_inner(), expected);
+}
+
+/// A `null` id is no sender's: an older build omits the field and every
+/// later one sends its id. It is refused, and nothing is written.
+#[test]
+fn a_null_source_id_is_refused_and_writes_nothing() {
+    let inbox = inbox();
+    let refused = inbox.apply_body(
+        r#"{"source":"s","source_id":null,"rows":[{"seq":1,"effects":{"puts":[["k",1]]}}]}"#,
+        &NoHook,
+    );
+    let Err(ApplyFailure::Rejected(e)) = refused else { panic!("{refused:?}") };
+    assert_eq!(e.code().as_str(), "invalid_source_id");
+    assert!(e.to_string().contains("source_id is null"), "{e}");
+    assert_eq!(marks(&inbox), vec![]);
+    assert_eq!(inbox.value("k").unwrap(), None);
 }
 
 #[test]
@@ -217,7 +293,7 @@ fn a_batch_of_duplicates_claims_nothing_and_writes_nothing() {
 fn a_claim_commits_with_its_apply_or_not_at_all() {
     struct Refuse;
     impl RelayHook for Refuse {
-        fn extra_effects(&self, _: &Name, _: &[ApplyRow]) -> Result<Effects, String> {
+        fn extra_effects(&self, _: &Sender, _: &[ApplyRow]) -> Result<Effects, String> {
             Err("not now".into())
         }
     }

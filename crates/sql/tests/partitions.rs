@@ -15,7 +15,7 @@ use std::rc::Rc;
 
 use durable_relay_sql::core::{
     home, partition_name, ApplyRow, Delay, Effects, EnqueueRefusal, EnqueueRow, Layout, Name, Part,
-    PartitionMap, RelayBudget, RelayHook, RelayPolicy,
+    PartitionMap, RelayBudget, RelayHook, RelayPolicy, Sender,
 };
 use durable_relay_sql::sim::{Sim, SimRng, SourcePolicy};
 use durable_relay_sql::store::outbox::Settling;
@@ -32,7 +32,7 @@ struct Recorder {
 }
 
 impl RelayHook for Recorder {
-    fn extra_effects(&self, _: &Name, rows: &[ApplyRow]) -> Result<Effects, String> {
+    fn extra_effects(&self, _: &Sender, rows: &[ApplyRow]) -> Result<Effects, String> {
         let mut applied = self.applied.borrow_mut();
         let list = applied.entry(self.target.clone()).or_default();
         for r in rows {

@@ -3,7 +3,7 @@
 //! the behaviour it pins.
 
 use durable_relay_sql::core::{
-    ApplyRow, Effects, EnqueueRow, JsonValue, Name, RelayBudget, RelayHook, RelayPolicy, Wake,
+    ApplyRow, Effects, EnqueueRow, JsonValue, Name, RelayBudget, RelayHook, RelayPolicy, Sender, Wake,
     RETRY_BACKOFF_MS, WORK_PER_ROW,
 };
 use durable_relay_sql::sim::{Commit, Sim, SourcePolicy};
@@ -431,7 +431,8 @@ fn an_empty_outbox_leaves_no_alarm() {
 struct AuditHook;
 
 impl RelayHook for AuditHook {
-    fn extra_effects(&self, source: &Name, rows: &[ApplyRow]) -> Result<Effects, String> {
+    fn extra_effects(&self, source: &Sender, rows: &[ApplyRow]) -> Result<Effects, String> {
+        let source = &source.name;
         if rows.iter().any(|r| r.effects.puts.iter().any(|(k, _)| k == "vetoed")) {
             return Err("vetoed".into());
         }
@@ -490,7 +491,7 @@ struct ThirdTryTakes {
 }
 
 impl RelayHook for ThirdTryTakes {
-    fn extra_effects(&self, _: &Name, rows: &[ApplyRow]) -> Result<Effects, String> {
+    fn extra_effects(&self, _: &Sender, rows: &[ApplyRow]) -> Result<Effects, String> {
         let first = rows.first().map_or(0, |r| r.seq);
         let mut tries = self.tries.borrow_mut();
         let tried = tries.entry(first).or_default();

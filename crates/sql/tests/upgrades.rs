@@ -486,3 +486,146 @@ fn every_schema_version_has_its_fixture() {
         assert_eq!(fixtures, newest as usize, "{prefix}*.sql: one fixture per schema version, 1..={newest}");
     }
 }
+
+// ---- the next release's schema ------------------------------------------------
+
+/// A step the next release might add that this one does not know, of every
+/// kind a release may add without raising the required version: a column
+/// with a default on each of the component's tables, a table of its own and
+/// an index on an existing table. Applied as that release would: the
+/// applied version goes past this build's newest, the required one stays.
+fn apply_next_release_step(sql: &SqliteSql, component: Component) {
+    let tables: Vec<String> = sql
+        .rows(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'relay_%' \
+             AND name != 'relay_schema' ORDER BY name",
+            vec![],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| r.text(0).unwrap())
+        .collect();
+    assert!(tables.len() >= 2, "{component:?}: {tables:?}");
+    for table in &tables {
+        sql.run(
+            &format!("ALTER TABLE {table} ADD COLUMN next_release_note TEXT NOT NULL DEFAULT 'n'"),
+            vec![],
+        )
+        .unwrap();
+    }
+    sql.run("CREATE TABLE relay_next_release (k TEXT PRIMARY KEY, v INTEGER NOT NULL) WITHOUT ROWID", vec![])
+        .unwrap();
+    sql.run(&format!("CREATE INDEX relay_next_release_index ON {} (next_release_note)", tables[0]), vec![])
+        .unwrap();
+    let applied = vec![
+        format!("{}.applied", component.schema_name()).into(),
+        durable_relay_sql::store::int(u64::from(component.newest() + 1)),
+    ];
+    sql.run(
+        "INSERT INTO relay_schema (component, version) VALUES (?, ?) \
+         ON CONFLICT(component) DO UPDATE SET version = excluded.version",
+        applied,
+    )
+    .unwrap();
+}
+
+/// The versions stored for `component`: (required, applied).
+fn stored(sim: &Sim, component: Component, object: &str) -> (u32, u32) {
+    fn read(sql: &impl Sql, component: Component) -> (u32, u32) {
+        let v = durable_relay_sql::store::schema::stored_versions(sql, component.schema_name()).unwrap();
+        (v.required, v.applied)
+    }
+    match component {
+        Component::Source => sim.with_relay(object, |r| read(r.outbox().sql(), component)),
+        Component::Target => sim.with_target(object, |i| read(i.sql(), component)),
+    }
+}
+
+/// This build runs on storage the next release wrote, when that release's
+/// newest steps are ones a build before it can run on: every row of the
+/// newest fixtures is delivered once and in order, parked rows are
+/// redriven, the audit holds, and neither version is lowered or the
+/// unknown step touched.
+#[test]
+fn this_build_runs_on_a_compatible_step_of_the_next_release() {
+    let (source_v, target_v) = (Component::Source.newest(), Component::Target.newest());
+    let mut sim = Sim::new(71);
+    sim.audit_every_fire(true);
+    let target = database_at(Component::Target, target_v);
+    apply_next_release_step(&target, Component::Target);
+    let source = database_at(Component::Source, source_v);
+    apply_next_release_step(&source, Component::Source);
+    sim.adopt_target(ALPHA, target).unwrap();
+    sim.adopt_source(S, source).unwrap();
+    sim.audit().unwrap();
+    deliver_everything(&mut sim, source_v);
+    for (target, seqs) in per_target(source_v) {
+        let fresh: Vec<u64> =
+            seqs.iter().copied().filter(|s| target != ALPHA || !ALPHA_APPLIED.contains(s)).collect();
+        assert_eq!(sim.applied(target, S), fresh, "{target} applied these, in order, once");
+    }
+    assert_eq!(sim.enqueue(S, vec![row(ALPHA, 0)]).unwrap(), vec![last_seq(source_v) + 1]);
+    drain(&mut sim);
+    sim.audit().unwrap();
+    let required = |c: Component| c.required();
+    assert_eq!(stored(&sim, Component::Source, S), (required(Component::Source), source_v + 1));
+    assert_eq!(stored(&sim, Component::Target, ALPHA), (required(Component::Target), target_v + 1));
+}
+
+/// Storage a build before the applied version wrote (one version row)
+/// migrates to this build's newest, keeping the required version where
+/// the build before can still read it: version 6 of the inbox only adds a
+/// table, so the inbox stays readable by the release that wrote version 5.
+#[test]
+fn an_upgrade_keeps_the_required_version_the_build_before_can_read() {
+    for component in Component::ALL {
+        let sql = SqliteSql::memory().unwrap();
+        migrate_to(&sql, component, component.required()).unwrap();
+        let before =
+            durable_relay_sql::store::schema::stored_versions(&sql, component.schema_name()).unwrap();
+        assert_eq!((before.required, before.applied), (component.required(), component.required()));
+        let (required, applied) = match component {
+            Component::Source => {
+                let outbox = Outbox::open(sql, OutboxSettings::default()).unwrap();
+                let v =
+                    durable_relay_sql::store::schema::stored_versions(outbox.sql(), "relay_source").unwrap();
+                (v.required, v.applied)
+            }
+            Component::Target => {
+                let inbox = Inbox::open(sql).unwrap();
+                let v =
+                    durable_relay_sql::store::schema::stored_versions(inbox.sql(), "relay_target").unwrap();
+                (v.required, v.applied)
+            }
+        };
+        assert_eq!((required, applied), (component.required(), component.newest()), "{component:?}");
+    }
+    assert_eq!((Component::Target.required(), Component::Target.newest()), (5, 6));
+}
+
+/// The contract with the release this one replaces: it runs on whatever
+/// this build stores. Its record (`tests/e2e/releases/previous.json`, which
+/// the end-to-end suite builds and runs beside this build) names the newest
+/// version of each component it knows; the version this build requires
+/// must not be past it, so a step the previous release could not run on
+/// waits for a release whose previous one knows it.
+#[test]
+fn the_previous_release_runs_on_what_this_build_stores() {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/e2e/releases/previous.json");
+    let record: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    for component in Component::ALL {
+        let known = record["schema"][component.schema_name()].as_u64().expect("the record names the version");
+        assert!(
+            u64::from(component.required()) <= known,
+            "{}: this build requires version {}, which the previous release ({}) does not know (it knows {known})",
+            component.schema_name(),
+            component.required(),
+            record["commit"]
+        );
+        assert!(
+            known <= u64::from(component.newest()),
+            "{}: the previous release is newer",
+            component.schema_name()
+        );
+    }
+}

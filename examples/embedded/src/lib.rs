@@ -301,21 +301,22 @@ const LOYALTY_TABLE: Migrations = &[
 
 /// Counts every order that arrives into the customer's loyalty tables,
 /// inside the relay's apply transaction: both commit or neither does, and a
-/// redelivered batch never reaches it. `source` is the name the sending
-/// object was addressed by; `rows` are the rows new to this object, in
-/// sequence order. A row can only put or delete keys: a counter, like the
+/// redelivered batch never reaches it. `source` is the sending object's
+/// name and id (the log keeps both, as [`Sender::key`] spells them: two
+/// classes may each have an object of one name); `rows` are the rows new to
+/// this object, in sequence order. A row can only put or delete keys: a counter, like the
 /// points total, is the hook's to keep.
 struct Loyalty;
 
 impl OnApply for Loyalty {
-    fn on_apply(&self, sql: &DoSql, source: &Name, rows: &[ApplyRow]) -> Result<(), HookError> {
+    fn on_apply(&self, sql: &DoSql, source: &Sender, rows: &[ApplyRow]) -> Result<(), HookError> {
         #[derive(Deserialize)]
         struct Amount {
             amount: u64,
         }
         for row in rows {
             for (order, Amount { amount }) in row.puts_under("order:")? {
-                let values = vec![source.as_str().into(), int(row.seq), order.into(), int(amount)];
+                let values = vec![source.key().into(), int(row.seq), order.into(), int(amount)];
                 sql.run(
                     "INSERT INTO loyalty_log (source, seq, order_id, amount) VALUES (?, ?, ?, ?)",
                     values,

@@ -200,8 +200,15 @@ export declare class RelayTarget {
    * `onApply` runs inside each apply's transaction with the rows new to this object; a throw rolls
    * the batch back and the source retries it. Synchronous only (its type refuses an async
    * function): one that returns a promise fails the apply the same way (`async_callback`, logged).
+   * It is told the source's name and its object's id (`sourceId`): this object keeps the source's
+   * watermark by both, since two classes or two Workers may each have an object of one name, so key
+   * anything you keep per source by both too (`${source}/${sourceId}`). `sourceId` is `null` only
+   * for a sender older than ids whose name's watermark no identified sender has taken over.
    */
-  constructor(ctx: DurableObjectState, options?: { onApply?: (source: string, rows: AppliedRow[]) => undefined });
+  constructor(
+    ctx: DurableObjectState,
+    options?: { onApply?: (source: string, rows: AppliedRow[], sourceId: string | null) => undefined },
+  );
   /** Serves the relay's target protocol: pass it the requests sources send. */
   fetch(request: Request): Promise<Response>;
 }

@@ -441,7 +441,9 @@ export class RelayTarget {
 
   /**
    * @param {DurableObjectState} ctx your object's state
-   * @param {{ onApply?: (source: string, rows: object[]) => undefined }} [options] a synchronous handler
+   * @param {{ onApply?: (source: string, rows: object[], sourceId: string | null) => undefined }} [options]
+   *   a synchronous handler, told the source's name, the rows new to this object and the source
+   *   object's id (its watermark here is kept by both)
    */
   constructor(ctx, { onApply } = {}) {
     this.#raw = new RawTarget(ctx, camelizingArgs(synchronous(handler(onApply, "onApply"), "onApply", logRefusal)));

@@ -33,10 +33,29 @@ pub use target::{TargetOp, TARGET_OPERATIONS};
 /// replies and codes, and the batches a source sends to a target's
 /// `/apply`. Raised by any change a peer of the previous version would
 /// refuse or misread: an operation, field or code removed, renamed or given
-/// another meaning, or a field added to a request (decoders refuse unknown
-/// fields, by name, rather than ignore them). An added operation keeps it.
-/// The changelog records it per release.
-pub const PROTOCOL_VERSION: u32 = 1;
+/// another meaning, or a field added to a request or a reply (decoders
+/// refuse unknown fields, by name, rather than ignore them). An added
+/// operation keeps it. The changelog records it per release.
+///
+/// - 1: the first.
+/// - 2: a batch names the sending object (`source_id`), which a target of
+///   version 1 refuses; a source sends it without the id to such a target
+///   (see `durable_relay_core::peers`). Every request between objects and
+///   every reply of an object's protocol carries the sender's version in
+///   [`PROTOCOL_HEADER`].
+///
+/// Two releases always meet during a deploy, in both directions, so a
+/// field or message a peer of the previous version would refuse is sent
+/// only to a peer that has shown it understands it: a request's only once
+/// the peer answered with a version that has it, a reply's only to a
+/// request whose header names one.
+pub const PROTOCOL_VERSION: u32 = 2;
+
+/// The header that carries the sender's [`PROTOCOL_VERSION`] on every
+/// request between the relay's objects and on every reply of an object's
+/// protocol. A peer without it runs a release older than the header
+/// (version 1, or version 2 before the header was sent).
+pub const PROTOCOL_HEADER: &str = "relay-protocol";
 
 /// Who may call an operation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]

@@ -5,10 +5,13 @@
 //! written once.
 //!
 //! The URL's host is never read by the objects (they route on the path), so
-//! every call uses the same one.
+//! every call uses the same one. Every call says which protocol version
+//! its sender speaks ([`PROTOCOL_HEADER`]), as every object's reply does
+//! ([`announce`]), so a peer of a later release knows what it may send.
 
 use worker::{Headers, Method, ObjectNamespace, Request, RequestInit, Response, Stub};
 
+use crate::protocol::{PROTOCOL_HEADER, PROTOCOL_VERSION};
 use crate::routes::{SourceOp, TargetOp};
 
 /// The origin of every stub call's URL; objects route on the path alone.
@@ -80,13 +83,12 @@ impl StubCall {
         crate::work::body_out(self.body.as_ref().map_or(0, String::len));
         let mut init = RequestInit::new();
         init.with_method(self.method).with_body(self.body.map(Into::into));
-        if !self.headers.is_empty() {
-            let set = Headers::new();
-            for (name, value) in &self.headers {
-                set.set(name, value)?;
-            }
-            init.with_headers(set);
+        let set = Headers::new();
+        set.set(PROTOCOL_HEADER, &PROTOCOL_VERSION.to_string())?;
+        for (name, value) in &self.headers {
+            set.set(name, value)?;
         }
+        init.with_headers(set);
         let req = Request::new_with_init(&format!("{STUB_ORIGIN}{}", self.path), &init)?;
         stub.fetch_with_request(req).await
     }
@@ -109,6 +111,14 @@ impl StubCall {
         let mut resp = self.send_to(namespace, object).await?;
         StubReply::read(&mut resp).await
     }
+}
+
+/// `resp` (a reply of an object's protocol) saying which protocol version
+/// this build speaks, in [`PROTOCOL_HEADER`]. A response whose headers are
+/// immutable (one passed through from elsewhere) is answered unchanged.
+pub fn announce(mut resp: Response) -> Response {
+    let _ = resp.headers_mut().set(PROTOCOL_HEADER, &PROTOCOL_VERSION.to_string());
+    resp
 }
 
 impl StubReply {

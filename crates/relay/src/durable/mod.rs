@@ -19,7 +19,7 @@ pub mod endpoint;
 pub mod source;
 pub mod target;
 
-pub use call::{StubCall, StubReply};
+pub use call::{announce, StubCall, StubReply};
 
 use crate::core::ErrorCode;
 use wasm_bindgen::prelude::*;

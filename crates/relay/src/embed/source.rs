@@ -358,7 +358,7 @@ impl<S: Sql + 'static> RelaySource<S> {
         if served.as_ref().is_ok_and(|r| r.status_code() == 200) && is_enqueue(&req) {
             self.deliver_in_turn();
         }
-        respond(served)
+        respond(served).map(crate::durable::announce)
     }
 }
 

@@ -72,6 +72,6 @@ impl<H: OnApply> RelayTarget<H> {
             }
             Err(e) => Err(e),
         };
-        respond(served)
+        respond(served).map(crate::durable::announce)
     }
 }

@@ -58,7 +58,7 @@ impl Sim {
         let watermark = match self.world.targets.borrow().get(&target) {
             Some(t) => {
                 let (name, id) = self.world.identity(source);
-                t.inbox.watermark(name.as_str(), Some(&id))?
+                t.inbox.watermark(&name, Some(&id))?
             }
             None => 0,
         };

@@ -78,7 +78,7 @@ fn target_view(world: &World, target: &Name, source: &Name) -> Result<(Vec<u64>,
     let targets = world.targets.borrow();
     let Some(t) = targets.get(target) else { return Ok((Vec::new(), 0)) };
     let applied = t.tables.applied(name.as_str(), Some(&id)).map_err(|e| e.to_string())?;
-    let watermark = t.inbox.watermark(name.as_str(), Some(&id)).map_err(|e| e.to_string())?;
+    let watermark = t.inbox.watermark(&name, Some(&id)).map_err(|e| e.to_string())?;
     Ok((applied, watermark))
 }
 

@@ -42,7 +42,7 @@ pub use cpu::CpuFault;
 pub use ops::{Enqueued, SourcePolicy, TargetRecord};
 pub use rng::SimRng;
 pub use sqlite::SqliteSql;
-pub use world::{PlatformFault, SimRelay, SimSql, TargetFault, SIM_SOURCE_CLASS};
+pub use world::{PlatformFault, Release, SimRelay, SimSql, TargetFault, SIM_SOURCE_CLASS};
 
 use crate::core::{
     AlarmTotals, Checkpoint, EnqueueError, EnqueueRow, FireReport, Name, RelayBudget, RelayHook, ScanState,

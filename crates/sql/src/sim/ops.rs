@@ -262,9 +262,7 @@ impl Sim {
     pub fn watermark(&self, target: &str, source: &str) -> u64 {
         let (source, id) = self.world.identity(&name(source));
         let targets = self.world.targets.borrow();
-        targets
-            .get(&name(target))
-            .map_or(0, |t| t.inbox.watermark(source.as_str(), Some(&id)).expect("watermark"))
+        targets.get(&name(target)).map_or(0, |t| t.inbox.watermark(&source, Some(&id)).expect("watermark"))
     }
 
     /// Sequences from `source` that `target` applied, in application order.

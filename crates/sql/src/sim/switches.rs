@@ -51,6 +51,22 @@ impl Sim {
         self.set_fault(target, TargetFault::Healthy);
     }
 
+    /// Deploys `release` to the target `target`: from its next call on it
+    /// answers as that release does.
+    pub fn deploy_target(&mut self, target: &str, release: Release) {
+        let t = name(target);
+        self.world.ensure_target(&t);
+        if let Some(t) = self.world.targets.borrow_mut().get_mut(&t) {
+            t.release = release;
+        }
+    }
+
+    /// Deploys `release` to the source `source`: from its next call on,
+    /// its batches cross the wire as that release sends them.
+    pub fn deploy_source(&mut self, source: &str, release: Release) {
+        self.world.source_releases.borrow_mut().insert(name(source), release);
+    }
+
     /// Makes `target` apply its next `n` calls and then lose the replies.
     pub fn lose_replies(&mut self, target: &str, n: u32) {
         let t = name(target);

@@ -14,10 +14,8 @@ use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll};
 
-use super::world::{PlatformFault, SimSource, TargetFault, World};
-use crate::core::{
-    ApplyReply, ApplyRow, CallOutcome, Effects, Failure, Name, RelayHook, ScanState, SourceId,
-};
+use super::world::{PlatformFault, Release, SimSource, TargetFault, World, BEFORE_IDS_REFUSAL};
+use crate::core::{ApplyReply, ApplyRow, CallOutcome, Effects, Failure, Name, RelayHook, ScanState, Sender};
 use crate::driver::{self, AlarmOptions, Targets};
 use crate::store::inbox::ApplyFailure;
 use crate::store::Sql;
@@ -131,22 +129,24 @@ struct Hooks<'a> {
 }
 
 impl RelayHook for Hooks<'_> {
-    fn extra_effects(&self, source: &Name, rows: &[ApplyRow]) -> Result<Effects, String> {
-        self.extra_effects_for(source, None, rows)
-    }
-
-    fn extra_effects_for(
-        &self,
-        source: &Name,
-        id: Option<&SourceId>,
-        rows: &[ApplyRow],
-    ) -> Result<Effects, String> {
+    fn extra_effects(&self, sender: &Sender, rows: &[ApplyRow]) -> Result<Effects, String> {
         let extra = match self.user {
-            Some(h) => h.extra_effects_for(source, id, rows)?,
+            Some(h) => h.extra_effects(sender, rows)?,
             None => Effects::default(),
         };
-        self.log.extra_effects_for(source, id, rows)?;
+        self.log.extra_effects(sender, rows)?;
         Ok(extra)
+    }
+}
+
+/// A batch as the release its source runs sends it: without the id from a
+/// source of the release before ids.
+fn as_sent(world: &World, body: &str) -> String {
+    let Ok(request) = crate::core::decode_request(body) else { return body.to_owned() };
+    let older = world.source_releases.borrow().get(&request.source) == Some(&Release::BeforeIds);
+    match request.source_id {
+        Some(id) if older => crate::core::without_source_id(body, &id),
+        _ => body.to_owned(),
     }
 }
 
@@ -154,11 +154,15 @@ impl RelayHook for Hooks<'_> {
 pub(crate) fn call(world: &World, target: &Name, body: &str) -> CallOutcome {
     world.ensure_target(target);
     world.check_not_early(body);
+    let body = &as_sent(world, body);
     let mut targets = world.targets.borrow_mut();
     let Some(t) = targets.get_mut(target) else {
         return CallOutcome::Failed(Failure::Transient("no such target".into()));
     };
     t.calls += 1;
+    if t.release == Release::BeforeIds && body.contains(r#""source_id":"#) {
+        return CallOutcome::Failed(Failure::Permanent(BEFORE_IDS_REFUSAL.into()));
+    }
     match t.fault {
         TargetFault::Healthy => {}
         TargetFault::Reject => return CallOutcome::Failed(Failure::Transient("injected rejection".into())),

@@ -107,6 +107,25 @@ impl PlatformFault {
     }
 }
 
+/// Which release an object runs, as far as what crosses the wire between
+/// objects tells them apart: two releases meet during every deploy.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Release {
+    /// This release.
+    #[default]
+    Current,
+    /// The release before source ids: as a source it sends batches
+    /// without its id; as a target it refuses a batch that carries one
+    /// (422 `malformed_batch`, in that release's words) and writes nothing.
+    BeforeIds,
+}
+
+/// What a target of the release before ids answered a batch with an id:
+/// its decoder's refusal of a field it does not declare, as the source
+/// reads it (status, then the body).
+pub(crate) const BEFORE_IDS_REFUSAL: &str = "422: {\"error\":{\"code\":\"malformed_batch\",\"message\":\
+    \"batch does not decode: unknown field `source_id`, expected `source` or `rows` at line 1 column 25\"}}";
+
 /// One simulated target.
 pub(crate) struct SimTarget {
     pub(crate) inbox: Inbox<SqliteSql>,
@@ -119,6 +138,8 @@ pub(crate) struct SimTarget {
     pub(crate) hook: Option<Box<dyn RelayHook>>,
     /// Calls received, failed ones included.
     pub(crate) calls: u64,
+    /// The release it runs.
+    pub(crate) release: Release,
 }
 
 /// The world.
@@ -165,6 +186,9 @@ pub(crate) struct World {
     /// Per source, how many times in a row its alarm has failed: the
     /// platform's `retryCount` for its next alarm.
     pub(crate) retries: RefCell<BTreeMap<Name, u32>>,
+    /// The sources that run another release than this one (kept across
+    /// their restarts, as a deployment is).
+    pub(crate) source_releases: RefCell<BTreeMap<Name, Release>>,
 }
 
 /// The class a simulated source's object belongs to unless placed in
@@ -197,6 +221,7 @@ impl World {
             places: RefCell::new(BTreeMap::new()),
             cpu: super::cpu::SimCpu::default(),
             retries: RefCell::new(BTreeMap::new()),
+            source_releases: RefCell::new(BTreeMap::new()),
         }
     }
 
@@ -291,6 +316,7 @@ impl World {
             platform: std::collections::VecDeque::new(),
             hook: None,
             calls: 0,
+            release: Release::Current,
         };
         self.targets.borrow_mut().insert(name.clone(), target);
         Ok(())

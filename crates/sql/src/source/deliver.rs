@@ -123,12 +123,13 @@ impl<S: Sql, A: AlarmStore> Relay<S, A> {
             Run::Alarm { retry_count } => (retry_count, true),
             Run::InTurn => (0, false),
         };
+        let targets = crate::peers::Negotiated { targets, pre_id: &self.pre_id, id: &self.id, now };
         let ran = run_alarm(
             &self.outbox,
             &self.name,
             &self.id,
             &options,
-            targets,
+            &targets,
             now,
             observer,
             (retry_count, counted),

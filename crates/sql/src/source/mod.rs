@@ -167,6 +167,9 @@ pub struct Relay<S, A> {
     /// The runtime's near-CPU-limit signal, given the work spent (see
     /// [`crate::driver::NearLimit`]); `None` where the runtime has none.
     near_limit: RefCell<Option<Rc<crate::driver::NearLimit<'static>>>>,
+    /// The targets found to predate source ids, sent batches without one
+    /// (see [`crate::peers`]); kept while the object is, relearnt after.
+    pre_id: RefCell<crate::core::PreIdTargets>,
 }
 
 /// How much smaller than its budget a source's alarms run after a retry:
@@ -237,6 +240,7 @@ impl<S: Sql, A: AlarmStore> Relay<S, A> {
             retried: Cell::new(0),
             kept: Cell::new(KeptHalvings::default()),
             near_limit: RefCell::new(None),
+            pre_id: RefCell::default(),
         })
     }
 

@@ -9,6 +9,7 @@
 //! relay_kv (key TEXT PRIMARY KEY, value TEXT)   -- value: canonical JSON text
 //! relay_rh (source TEXT, source_id TEXT, watermark, applied_rows, batches, sql_rows_written,
 //!           PRIMARY KEY (source, source_id))
+//! relay_rh_claims (source TEXT PRIMARY KEY, source_id TEXT)  -- who took over a legacy watermark
 //! ```
 //!
 //! A source is its name and its object's id ([`SourceId`]): two classes or
@@ -19,14 +20,19 @@
 //! keeps using that row. The first identified sender of a name whose only
 //! watermark is the legacy one claims it, in the transaction of its first
 //! apply that writes: the row takes its id and keeps its watermark, so an
-//! upgrade never applies a row twice.
+//! upgrade never applies a row twice, and `relay_rh_claims` records who
+//! took it. From then on a sender of that name without an id (the same
+//! object rolled back to a build older than ids, or a peer still on one)
+//! applies against the claimer's watermark, so a rollback after the
+//! upgrade applies nothing twice either.
 //!
 //! Version 3 drops two test-only tables that versions 1 and 2 created in
 //! every target (the fault switch and the applied-sequence log); test
 //! builds keep them under their own component (`crate::testing`). Version
 //! 4 makes both tables WITHOUT ROWID, so an applied row costs two rows
 //! written even when each call carries one: its key and the watermark.
-//! Version 5 keys the watermark by (name, id).
+//! Version 5 keys the watermark by (name, id). Version 6 records the
+//! claims; version 5 runs on it (see [`SCHEMA`]).
 //!
 //! Invariant: a source's watermark never moves back, and it moves only in
 //! the transaction that applies the rows up to it.
@@ -40,9 +46,10 @@ use serde::{Deserialize, Serialize};
 
 pub use durable_relay_protocol::wire::{KeyValue, KeysPage, Watermark, WatermarkPage};
 
-use super::{int, schema, Sql, StoreError};
+use super::{int, schema, Sql, SqlValue, StoreError};
 use crate::core::{
-    decode_request, plan_apply, ApplyError, ApplyReply, ApplyRequest, Effects, Name, RelayHook, SourceId,
+    decode_request, plan_apply, ApplyError, ApplyReply, ApplyRequest, Effects, Name, RelayHook, Sender,
+    SourceId,
 };
 
 const COMPONENT: &str = "relay_target";
@@ -97,15 +104,21 @@ const MIGRATIONS: &[&[&str]] = &[
         "DROP TABLE relay_rh",
         "ALTER TABLE relay_rh_v5 RENAME TO relay_rh",
     ],
+    // Version 6: which identified sender took over each name's legacy
+    // watermark, so a sender without an id (an older build, or one rolled
+    // back to) goes on applying against it rather than starting a fresh
+    // legacy watermark at 0. Only adds a table: version 5 runs on it.
+    &["CREATE TABLE relay_rh_claims (source TEXT PRIMARY KEY, source_id TEXT NOT NULL) WITHOUT ROWID"],
 ];
 
 /// The `source_id` of a watermark with no id: written before ids existed,
 /// or by a sender that sends none.
 pub const LEGACY_SOURCE_ID: &str = "";
 
-/// The inbox's stored name and migrations, for upgrade tests.
-#[cfg(feature = "testing")]
-pub(crate) const SCHEMA: (&str, &[&[&str]]) = (COMPONENT, MIGRATIONS);
+/// The inbox's stored schema: version 6 only adds a table version 5
+/// never reads, so the release that wrote version 5 runs on it.
+pub(crate) const SCHEMA: schema::Schema =
+    schema::Schema { component: COMPONENT, migrations: MIGRATIONS, required: 5 };
 
 /// Key-value pairs per multi-row upsert (two parameters each).
 const UPSERT_KEYS_PER_STATEMENT: usize = 50;
@@ -139,6 +152,18 @@ pub struct InboxTotals {
     pub sources: u64,
 }
 
+/// The watermark an apply checks and advances, and whose it is.
+struct Found {
+    /// Whose watermark: the name, and the id the row is kept under (the
+    /// hook is told the same).
+    sender: Sender,
+    /// The watermark now (0 where none is kept).
+    watermark: u64,
+    /// Whether the first apply that writes takes over the name's legacy
+    /// row (an identified sender with no row of its own yet).
+    claim: bool,
+}
+
 /// Why an apply call failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ApplyFailure {
@@ -158,7 +183,7 @@ pub struct Inbox<S> {
 impl<S: Sql> Inbox<S> {
     /// Opens the inbox, creating or migrating its tables.
     pub fn open(sql: S) -> Result<Inbox<S>, StoreError> {
-        schema::migrate(&sql, COMPONENT, MIGRATIONS)?;
+        schema::migrate_schema(&sql, &SCHEMA)?;
         Ok(Inbox { sql })
     }
 
@@ -177,43 +202,20 @@ impl<S: Sql> Inbox<S> {
     /// Applies a validated batch in one transaction; see the module doc.
     pub fn apply(&self, request: &ApplyRequest, hook: &impl RelayHook) -> Result<ApplyReply, ApplyFailure> {
         let mut hook_error = None;
-        let source = request.source.as_str();
         let result = self.sql.transaction(|| {
-            let (watermark, claim) = self.lookup(source, request.source_id.as_ref())?;
-            let plan = plan_apply(watermark, request);
+            let found = self.lookup(&request.source, request.source_id.as_ref())?;
+            let plan = plan_apply(found.watermark, request);
             let rows = plan.to_apply(request);
             if rows.is_empty() {
                 return Ok(plan.reply(request));
             }
-            let extra = hook.extra_effects_for(&request.source, request.source_id.as_ref(), rows).map_err(|e| {
+            let extra = hook.extra_effects(&found.sender, rows).map_err(|e| {
                 hook_error = Some(e);
                 StoreError::Aborted("the hook refused the batch".into())
             })?;
             let written = write_effects(&self.sql, rows.iter().map(|r| &r.effects).chain([&extra]))? + 1;
-            let id = request.source_id.as_ref().map_or(LEGACY_SOURCE_ID, SourceId::as_str);
             let figures = [int(plan.watermark), int(rows.len() as u64), int(u64::from(written))];
-            if claim {
-                // The legacy row becomes this sender's, keeping its count.
-                let mut params = vec![id.into()];
-                params.extend(figures);
-                params.extend([source.into(), LEGACY_SOURCE_ID.into()]);
-                self.sql.run(
-                    "UPDATE relay_rh SET source_id = ?, watermark = ?, applied_rows = applied_rows + ?, \
-                     batches = batches + 1, sql_rows_written = sql_rows_written + ? \
-                     WHERE source = ? AND source_id = ?",
-                    params,
-                )?;
-            } else {
-                let mut params = vec![source.into(), id.into()];
-                params.extend(figures);
-                self.sql.run(
-                    "INSERT INTO relay_rh (source, source_id, watermark, applied_rows, batches, sql_rows_written) \
-                     VALUES (?, ?, ?, ?, 1, ?) ON CONFLICT(source, source_id) DO UPDATE SET \
-                     watermark = excluded.watermark, applied_rows = applied_rows + excluded.applied_rows, \
-                     batches = batches + 1, sql_rows_written = sql_rows_written + excluded.sql_rows_written",
-                    params,
-                )?;
-            }
+            self.advance(&found, figures)?;
             Ok(plan.reply(request))
         });
         match (result, hook_error) {
@@ -223,32 +225,83 @@ impl<S: Sql> Inbox<S> {
         }
     }
 
-    /// The watermark a sender `source` with `id` applies against, and
-    /// whether it would claim the legacy row to do so: its own row if it
-    /// has one; else, for an identified sender, the legacy row of its name
-    /// (claimed by its first apply that writes); else 0. One read when the
-    /// sender has its own row, as it has from its first apply on.
-    fn lookup(&self, source: &str, id: Option<&SourceId>) -> Result<(u64, bool), StoreError> {
+    /// Writes the watermark `found` names (watermark, rows applied, rows
+    /// written), claiming the legacy row first when `found` says so.
+    fn advance(&self, found: &Found, figures: [SqlValue; 3]) -> Result<(), StoreError> {
+        let source = found.sender.name.as_str();
+        let id = found.sender.id.as_ref().map_or(LEGACY_SOURCE_ID, SourceId::as_str);
+        if found.claim {
+            // The legacy row becomes this sender's, keeping its count, and
+            // the claim is recorded for senders that come without an id.
+            self.sql.run(
+                "UPDATE relay_rh SET source_id = ? WHERE source = ? AND source_id = ?",
+                vec![id.into(), source.into(), LEGACY_SOURCE_ID.into()],
+            )?;
+            self.sql.run(
+                "INSERT INTO relay_rh_claims (source, source_id) VALUES (?, ?) \
+                 ON CONFLICT(source) DO UPDATE SET source_id = excluded.source_id",
+                vec![source.into(), id.into()],
+            )?;
+        }
+        let mut params = vec![source.into(), id.into()];
+        params.extend(figures);
+        self.sql.run(
+            "INSERT INTO relay_rh (source, source_id, watermark, applied_rows, batches, sql_rows_written) \
+             VALUES (?, ?, ?, ?, 1, ?) ON CONFLICT(source, source_id) DO UPDATE SET \
+             watermark = excluded.watermark, applied_rows = applied_rows + excluded.applied_rows, \
+             batches = batches + 1, sql_rows_written = sql_rows_written + excluded.sql_rows_written",
+            params,
+        )?;
+        Ok(())
+    }
+
+    /// The watermark a sender `source` with `id` applies against (see
+    /// [`Found`]): an identified sender's own row if it has one, else its
+    /// name's legacy row (claimed by its first apply that writes), else 0;
+    /// a sender without an id, the row of the sender that claimed its
+    /// name's legacy watermark if one did, else the legacy row, else 0. One
+    /// read when the sender has its own row, as it has from its first apply on.
+    fn lookup(&self, source: &Name, id: Option<&SourceId>) -> Result<Found, StoreError> {
+        let sender = |id: Option<SourceId>| Sender { name: source.clone(), id };
+        let Some(id) = id else {
+            let row = self.sql.first(
+                "SELECT c.source_id, r.watermark FROM (SELECT ? AS source) s \
+                 LEFT JOIN relay_rh_claims c ON c.source = s.source \
+                 LEFT JOIN relay_rh r ON r.source = s.source AND r.source_id = COALESCE(c.source_id, ?)",
+                vec![source.as_str().into(), LEGACY_SOURCE_ID.into()],
+            )?;
+            let (claimer, watermark) = match row {
+                Some(r) => (r.opt_text(0)?, r.opt_u64(1)?),
+                None => (None, None),
+            };
+            let claimer =
+                claimer.map(SourceId::new).transpose().map_err(|e| StoreError::Corrupt(e.to_string()))?;
+            return Ok(Found { sender: sender(claimer), watermark: watermark.unwrap_or(0), claim: false });
+        };
         let read = |id: &str| {
             let row = self.sql.first(
                 "SELECT watermark FROM relay_rh WHERE source = ? AND source_id = ?",
-                vec![source.into(), id.into()],
+                vec![source.as_str().into(), id.into()],
             )?;
             row.map(|r| r.u64(0)).transpose()
         };
-        let Some(id) = id else { return Ok((read(LEGACY_SOURCE_ID)?.unwrap_or(0), false)) };
         if let Some(watermark) = read(id.as_str())? {
-            return Ok((watermark, false));
+            return Ok(Found { sender: sender(Some(id.clone())), watermark, claim: false });
         }
-        Ok(read(LEGACY_SOURCE_ID)?.map_or((0, false), |watermark| (watermark, true)))
+        let legacy = read(LEGACY_SOURCE_ID)?;
+        Ok(Found {
+            sender: sender(Some(id.clone())),
+            watermark: legacy.unwrap_or(0),
+            claim: legacy.is_some(),
+        })
     }
 
     /// This target's watermark for the sender `source` with `id` (`None`:
     /// a sender without an id): the one its next apply checks, so an
     /// identified sender that has not yet claimed its name's legacy row
     /// reads that row's (0 if there is none).
-    pub fn watermark(&self, source: &str, id: Option<&SourceId>) -> Result<u64, StoreError> {
-        Ok(self.lookup(source, id)?.0)
+    pub fn watermark(&self, source: &Name, id: Option<&SourceId>) -> Result<u64, StoreError> {
+        Ok(self.lookup(source, id)?.watermark)
     }
 
     /// Every watermark row, by source name, then id (the legacy row first).
@@ -312,6 +365,7 @@ impl<S: Sql> Inbox<S> {
     /// their ids (an explicit operator act: rows from a source of that name
     /// at or below them would apply again). Returns whether there was one.
     pub fn forget_watermark(&self, source: &str) -> Result<bool, StoreError> {
+        self.sql.run("DELETE FROM relay_rh_claims WHERE source = ?", vec![source.into()])?;
         Ok(self.sql.run("DELETE FROM relay_rh WHERE source = ?", vec![source.into()])? >= 1)
     }
 

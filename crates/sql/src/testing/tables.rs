@@ -8,7 +8,7 @@ use std::cell::Cell;
 
 use serde::{Deserialize, Serialize};
 
-use crate::core::{ApplyRow, Effects, Name, RelayHook, SourceId};
+use crate::core::{ApplyRow, Effects, RelayHook, Sender, SourceId};
 use crate::store::{int, schema, Sql, StoreError};
 
 /// A target's fault switch.
@@ -305,7 +305,10 @@ impl<S: Sql> TestTables<S> {
 
     /// The sequences from the source named `source` in the apply log, in
     /// application order: from every sender of that name when `id` is
-    /// `None`, else from the one whose object id is `id`.
+    /// `None`, else from the one whose object id is `id`, with those its
+    /// name's legacy watermark took before any identified sender claimed it
+    /// (what the object sent while it, or the target, ran a release older
+    /// than ids).
     pub fn applied(&self, source: &str, id: Option<&SourceId>) -> Result<Vec<u64>, StoreError> {
         let rows = match id {
             None => self.sql.rows(
@@ -313,7 +316,7 @@ impl<S: Sql> TestTables<S> {
                 vec![source.into()],
             )?,
             Some(id) => self.sql.rows(
-                "SELECT seq FROM relay_apply_log WHERE source = ? AND source_id = ? ORDER BY rowid",
+                "SELECT seq FROM relay_apply_log WHERE source = ? AND source_id IN (?, '') ORDER BY rowid",
                 vec![source.into(), id.as_str().into()],
             )?,
         };
@@ -341,17 +344,8 @@ pub struct ApplyLog<S> {
 const LOG_ROWS_PER_STATEMENT: usize = 33;
 
 impl<S: Sql> RelayHook for ApplyLog<S> {
-    fn extra_effects(&self, source: &Name, rows: &[ApplyRow]) -> Result<Effects, String> {
-        self.extra_effects_for(source, None, rows)
-    }
-
-    fn extra_effects_for(
-        &self,
-        source: &Name,
-        id: Option<&SourceId>,
-        rows: &[ApplyRow],
-    ) -> Result<Effects, String> {
-        let id = id.map_or("", SourceId::as_str);
+    fn extra_effects(&self, sender: &Sender, rows: &[ApplyRow]) -> Result<Effects, String> {
+        let (source, id) = (&sender.name, sender.id.as_ref().map_or("", SourceId::as_str));
         for chunk in rows.chunks(LOG_ROWS_PER_STATEMENT) {
             let placeholders = vec!["(?, ?, ?)"; chunk.len()].join(", ");
             let params = chunk.iter().flat_map(|r| [source.as_str().into(), id.into(), int(r.seq)]).collect();

@@ -27,8 +27,8 @@ impl Component {
         }
     }
 
-    /// Its stored name and migrations.
-    fn schema(self) -> (&'static str, &'static [&'static [&'static str]]) {
+    /// Its stored schema.
+    fn schema(self) -> schema::Schema {
         match self {
             Component::Source => outbox::SCHEMA,
             Component::Target => inbox::SCHEMA,
@@ -37,12 +37,17 @@ impl Component {
 
     /// The name its version is stored under in `relay_schema`.
     pub fn schema_name(self) -> &'static str {
-        self.schema().0
+        self.schema().component
     }
 
     /// The newest schema version this build knows.
     pub fn newest(self) -> u32 {
-        schema::versions(self.schema().1)
+        self.schema().newest()
+    }
+
+    /// The version a build must know to run on this build's newest schema.
+    pub fn required(self) -> u32 {
+        self.schema().required
     }
 }
 
@@ -50,6 +55,5 @@ impl Component {
 /// (0 creates nothing but the version table). Refuses a version past the
 /// newest, and a database already past `version`.
 pub fn migrate_to(sql: &impl Sql, component: Component, version: u32) -> Result<u32, StoreError> {
-    let (name, migrations) = component.schema();
-    schema::migrate(sql, name, schema::first_versions(migrations, version)?)
+    schema::migrate_schema(sql, &component.schema().first(version)?)
 }

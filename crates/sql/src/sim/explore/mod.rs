@@ -43,7 +43,7 @@ use std::rc::Rc;
 
 pub use scenario::{scenarios, Bounds, Event, Request, Scenario};
 
-use crate::core::{ApplyRow, Effects, Name, RelayBudget, RelayHook};
+use crate::core::{ApplyRow, Effects, Name, RelayBudget, RelayHook, Sender};
 use crate::sim::Sim;
 use net::{Network, Outcome, Router, RouterId};
 
@@ -58,7 +58,8 @@ pub(crate) struct Recorder {
 }
 
 impl RelayHook for Recorder {
-    fn extra_effects(&self, source: &Name, rows: &[ApplyRow]) -> Result<Effects, String> {
+    fn extra_effects(&self, sender: &Sender, rows: &[ApplyRow]) -> Result<Effects, String> {
+        let source = &sender.name;
         let mut applied = self.applied.borrow_mut();
         let list = applied.entry(self.target.clone()).or_default();
         for r in rows {

@@ -213,9 +213,10 @@ const MIGRATIONS: &[&[&str]] = &[
     &["ALTER TABLE relay_targets ADD COLUMN retry_after_ms INTEGER NOT NULL DEFAULT 0"],
 ];
 
-/// The outbox's stored name and migrations, for upgrade tests.
-#[cfg(feature = "testing")]
-pub(crate) const SCHEMA: (&str, &[&[&str]]) = (COMPONENT, MIGRATIONS);
+/// The outbox's stored schema. Every step so far is required: the
+/// releases before this one could not run on any of them.
+pub(crate) const SCHEMA: schema::Schema =
+    schema::Schema { component: COMPONENT, migrations: MIGRATIONS, required: 12 };
 
 /// The `SET` fragment that adds the pending counts (see [`Pending`]) and
 /// counts their rows written into the UTC day's (a later day starts from
@@ -310,7 +311,7 @@ pub struct Outbox<S> {
 impl<S: Sql> Outbox<S> {
     /// Opens the outbox, creating or migrating its tables.
     pub fn open(sql: S, settings: OutboxSettings) -> Result<Outbox<S>, StoreError> {
-        schema::migrate(&sql, COMPONENT, MIGRATIONS)?;
+        schema::migrate_schema(&sql, &SCHEMA)?;
         Ok(Outbox {
             sql,
             settings: Cell::new(settings),
