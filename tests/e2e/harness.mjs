@@ -87,8 +87,8 @@ export class Relay {
   /**
    * Starts the reference Worker. `build` picks the wasm build, a directory
    * under build/ ("test", with the fault routes and apply log; "prod",
-   * exactly as deployed; "previous/test", the previous release's test
-   * build, from scripts/build-previous); `vars`
+   * exactly as deployed; "releases/previous" or "releases/before-ids",
+   * an earlier release's test build, from scripts/build-previous); `vars`
    * are merged over the test defaults (a value of `undefined` removes one);
    * `extraToml` is appended to the config; `bindings` are extra Durable
    * Object bindings (TOML inline tables) added to wrangler.toml's; `before` lists configs of other

@@ -1,6 +1,6 @@
-// Upgrading in place, in workerd: the previous release of the reference
-// Worker (tests/e2e/previous-release.json, built into build/previous/test
-// by scripts/build-previous) runs with rows in every state a deploy finds
+// Upgrading in place, in workerd: the oldest release whose storage the
+// current build upgrades (tests/e2e/releases/before-ids.json, built into
+// build/releases/before-ids by scripts/build-previous) runs with rows in every state a deploy finds
 // them in — queued for many targets, failing at a target that rejects,
 // parked, delayed behind their hold, keyed, and applied at their target
 // with the source's checkpoint lost — and is SIGKILLed mid-drain. The
@@ -16,9 +16,9 @@ import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { ROOT, Relay, put, sleep, until } from "./harness.mjs";
 
-const PREVIOUS = JSON.parse(readFileSync(join(ROOT, "tests", "e2e", "previous-release.json"), "utf8"));
-/** The previous release's test build, as `Relay.start`'s `build`. */
-const PREVIOUS_BUILD = "previous/test";
+const PREVIOUS = JSON.parse(readFileSync(join(ROOT, "tests", "e2e", "releases", "before-ids.json"), "utf8"));
+/** That release's test build, as `Relay.start`'s `build`. */
+const PREVIOUS_BUILD = "releases/before-ids";
 
 // Park after 6 failed cycles (1 s back-off doubling to 10 s: parked about
 // 25 s after the first failure), so one rejecting target can be parked and
@@ -33,10 +33,10 @@ const BULK_ROWS = 300;
 const BULK_TARGETS = 100;
 const trace = `00-${"7".repeat(32)}-00f067aa0ba902b7-01`;
 
-test("the previous release, killed with rows in flight, upgrades in place to the current build and drains every row exactly once", async () => {
+test("the oldest release, killed with rows in flight, upgrades in place to the current build and drains every row exactly once", async () => {
   const stamp = join(ROOT, "build", PREVIOUS_BUILD, ".commit");
   assert.ok(existsSync(stamp) && readFileSync(stamp, "utf8").trim() === PREVIOUS.commit,
-    `build/${PREVIOUS_BUILD} is not the recorded previous release: run scripts/build-previous`);
+    `build/${PREVIOUS_BUILD} is not the recorded release: run scripts/build-previous`);
 
   // What each target was sent, per source, in sequence order.
   const sent = new Map();
