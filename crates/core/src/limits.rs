@@ -254,16 +254,18 @@ pub const DEFAULT_CALL_TIMEOUT_MS: u64 = 30_000;
 pub const MIN_CALL_TIMEOUT_MS: u64 = 100;
 /// Longest configurable call timeout: an alarm has 15 minutes in all.
 pub const MAX_CALL_TIMEOUT_MS: u64 = 120_000;
-/// How far past an in-turn enqueue its safety-net alarm is armed, ms. The
-/// enqueue's own invocation delivers its rows; the alarm, armed in the
-/// enqueue's turn so a crash loses nothing, only has to deliver what that
-/// delivery did not (the object was evicted or restarted, a call failed).
-/// Armed this late, it does not wake the object for rows already
-/// delivered, and one arming serves a stream of enqueues this long (one
-/// row written, not one per row). The default call timeout: a normal
-/// delivery ends well within it, and an alarm that does overlap a slow one
-/// is safe (see the sequence explorer).
-pub const IN_TURN_ALARM_GRACE_MS: u64 = DEFAULT_CALL_TIMEOUT_MS;
+/// How far past an in-turn enqueue its safety-net alarm is armed, ms: the
+/// first back-off, as after a failed call. The enqueue's own invocation
+/// delivers its rows; the alarm, armed in the enqueue's turn so a crash
+/// loses nothing, delivers what that delivery did not record because the
+/// platform ended the invocation first (its CPU limit, an eviction, an
+/// isolate restart). Those rows are then due when a recorded failure would
+/// have made them; a net as long as a call timeout left each of them, even
+/// one its target had already taken, that long. One arming still serves a
+/// stream of enqueues this long, and an alarm that finds the rows
+/// delivered writes nothing. While the delivery runs longer, the alarm is
+/// kept ahead of it by [`in_turn_lease_ms`](crate::schedule::in_turn_lease_ms).
+pub const IN_TURN_ALARM_GRACE_MS: u64 = RETRY_BACKOFF_MS;
 /// How long an alarm defers to a running in-turn delivery of its object,
 /// counted from the start of that delivery's latest run, ms. Within it the
 /// alarm delivers nothing, so a target never has two of the source's
@@ -309,6 +311,7 @@ const _: () = assert!(MAX_NAME_BYTES + SOURCE_ID_CHARS + 48 <= BATCH_HEADER_BYTE
 const _: () = assert!(MAX_EFFECTS_PER_ROW <= MAX_BATCH_EFFECTS);
 const _: () = assert!(MAX_ROW_BYTES <= MAX_FIRE_BYTES);
 const _: () = assert!(RETRY_BACKOFF_MS <= RETRY_BACKOFF_MAX_MS);
+const _: () = assert!(IN_TURN_ALARM_GRACE_MS <= TARGET_RETRY_BACKOFF_MAX_MS);
 
 mod budget;
 

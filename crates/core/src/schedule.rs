@@ -10,12 +10,19 @@
 //! - A source with owed rows and no alarm lost it (the platform drops an
 //!   alarm whose handler threw too often): a status read or an enqueue
 //!   re-arms it ([`needs_rearm`]).
+//! - While an in-turn delivery runs, the alarm is kept within a lease of
+//!   now that grows with how long the delivery has awaited, as a failing
+//!   target's back-off does ([`in_turn_lease_ms`]), so a delivery the
+//!   platform cuts off leaves its rows due by their back-off.
 //! - The object has one alarm, shared by the relay and its host: it is
 //!   armed at the earlier of the relay's time and the host's own
 //!   ([`shared_alarm`]), and a stored alarm later than that was moved by
 //!   someone else ([`alarm_moved`]).
 
-use crate::limits::{PRUNE_BATCH_ROWS, PRUNE_INTERVAL_MS, PRUNE_STEPS_PER_ALARM, RELAY_LAG_BOUND_MS};
+use crate::limits::{
+    IN_TURN_ALARM_GRACE_MS, PRUNE_BATCH_ROWS, PRUNE_INTERVAL_MS, PRUNE_STEPS_PER_ALARM, RELAY_LAG_BOUND_MS,
+    TARGET_RETRY_BACKOFF_MAX_MS,
+};
 use crate::settle::Wake;
 
 /// What a shell knows of its stored alarm. The platform clears an alarm
@@ -104,6 +111,20 @@ pub fn coalesced(
         Some(0) if coalesce_ms > 0 && queued_rows < u64::from(rows_per_fire) => Some(coalesce_ms),
         other => other,
     }
+}
+
+/// How far ahead of now the alarm must stand while an in-turn delivery
+/// that last heard anything (its run's start, or a call's answer or
+/// failure) `waited_ms` ago runs: the platform may end its invocation at
+/// any moment, taking the delivery and this instance's memory with it, and
+/// the alarm is then all that brings its rows back. The wait itself is the
+/// back-off: [`IN_TURN_ALARM_GRACE_MS`] (the first) at the start, growing
+/// as long as the delivery awaits, as a failing target's back-off doubles
+/// with its failures, up to [`TARGET_RETRY_BACKOFF_MAX_MS`]. A delivery
+/// that awaits a slow call is so checked on about as often as a failing
+/// target is retried, not every second of the call.
+pub fn in_turn_lease_ms(waited_ms: u64) -> u64 {
+    waited_ms.clamp(IN_TURN_ALARM_GRACE_MS, TARGET_RETRY_BACKOFF_MAX_MS)
 }
 
 /// Whether a row committed at `at_ms` is past the lag bound at `now_ms`.
@@ -241,6 +262,25 @@ mod tests {
         assert_eq!(coalesced(Some(2_000), 3, 256, 50), Some(2_000), "a back-off stands");
         assert_eq!(coalesced(None, 0, 256, 50), None);
         assert_eq!(coalesced(Some(0), 3, 256, 0), Some(0));
+    }
+
+    #[test]
+    fn an_in_turn_lease_grows_with_the_wait_from_the_first_back_off_to_the_longest() {
+        assert_eq!(in_turn_lease_ms(0), IN_TURN_ALARM_GRACE_MS, "a delivery that just heard: the first");
+        assert_eq!(in_turn_lease_ms(IN_TURN_ALARM_GRACE_MS), IN_TURN_ALARM_GRACE_MS);
+        assert_eq!(in_turn_lease_ms(IN_TURN_ALARM_GRACE_MS + 1), IN_TURN_ALARM_GRACE_MS + 1, "as the wait");
+        assert_eq!(in_turn_lease_ms(TARGET_RETRY_BACKOFF_MAX_MS), TARGET_RETRY_BACKOFF_MAX_MS);
+        assert_eq!(in_turn_lease_ms(u64::MAX), TARGET_RETRY_BACKOFF_MAX_MS, "never past the longest");
+        // A call that never answers is checked on at 1, 2, 4, 8, 16, 26 s:
+        // doubling, then every 10 s.
+        let mut at = 0;
+        let comings: Vec<u64> = (0..6)
+            .map(|_| {
+                at += in_turn_lease_ms(at);
+                at / 1_000
+            })
+            .collect();
+        assert_eq!(comings, vec![1, 2, 4, 8, 16, 26]);
     }
 
     #[test]

@@ -278,8 +278,9 @@ impl World {
         let coalesce = self.coalesce.borrow().get(name).copied().unwrap_or(0);
         let config = source_config(RelayBudget::default(), settings, coalesce, self.in_turn.get());
         let (object, id) = self.identity(name);
-        let alarm_store = SimAlarm::sharing(alarm.clone());
-        let relay = Relay::open(object, id, FaultySql::new(sql), alarm_store.clone(), config)?;
+        let sql = FaultySql::new(sql);
+        let alarm_store = SimAlarm::sharing(alarm.clone()).cut_by(sql.cut_off().clone());
+        let relay = Relay::open(object, id, sql, alarm_store.clone(), config)?;
         let source = Rc::new(SimSource { relay, alarm, alarm_store, mid_fire: RefCell::default() });
         self.sources.borrow_mut().insert(name.clone(), source.clone());
         Ok(source)

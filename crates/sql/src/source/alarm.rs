@@ -3,7 +3,7 @@
 //! right (load, arm, re-check, re-arm, drop) and sharing it with the host.
 
 use super::*;
-use crate::core::{IN_TURN_ALARM_GRACE_MS, IN_TURN_DEFER_MAX_MS};
+use crate::core::IN_TURN_DEFER_MAX_MS;
 
 impl<S: Sql, A: AlarmStore> Relay<S, A> {
     /// Runs one alarm: the driver's fires against `targets`, then arms the
@@ -32,15 +32,19 @@ impl<S: Sql, A: AlarmStore> Relay<S, A> {
     /// delivers nothing, so that a target never has two of the source's
     /// requests in flight at once (an endpoint has no watermark to make the
     /// second harmless, and would see it). It makes that delivery run once
-    /// more for whatever waits, and arms the safety net again, as an
-    /// enqueue does; the delivery arms sooner if it leaves rows. A delivery
-    /// whose latest run started [`IN_TURN_DEFER_MAX_MS`] ago or more is
-    /// taken for stuck, and the alarm delivers.
+    /// more for whatever waits, and arms the safety net again: as far
+    /// ahead as that delivery has awaited since it last heard anything
+    /// (1 s at least, 10 s at most, see `lease_at`), so if the platform
+    /// cuts the delivery off its rows come back as a failing target's
+    /// would, and a slow call is checked on at 1, 2, 4, 8 s, then every
+    /// 10 s. The delivery arms sooner if it leaves rows. A delivery whose
+    /// latest run started [`IN_TURN_DEFER_MAX_MS`] ago or more is taken
+    /// for stuck, and the alarm delivers.
     async fn defer_to_delivery(&self, now: &dyn Fn() -> u64) -> Result<AlarmSummary, AlarmFailure> {
         let started = now();
         self.asked.set(true);
         let host_alarm = self.take_host_alarm(started);
-        let at = started.saturating_add(IN_TURN_ALARM_GRACE_MS);
+        let at = self.lease_at(started);
         let armed = self.arm_at(at).await;
         armed.map_err(|e| AlarmFailure { error: AlarmError::Store(e), retry_at_ms: None })?;
         Ok(AlarmSummary { host_alarm, ..self.idle(started, at, now()) })

@@ -5,9 +5,19 @@
 //! An in-turn delivery runs in the invocation of the enqueue that asked for
 //! it, after the enqueue's reply, so a row reaches its target without an
 //! alarm of its own. The alarm stays the safety net: the enqueue armed it
-//! in its own turn (so a crash loses nothing), but
-//! [`IN_TURN_ALARM_GRACE_MS`] later, and the delivery leaves it there when
-//! it took every row.
+//! in its own turn (so a crash loses nothing), [`IN_TURN_ALARM_GRACE_MS`]
+//! later, and the delivery leaves it there when it took every row. The
+//! platform may end the invocation at any moment (its CPU limit, an
+//! eviction, an isolate restart), taking the delivery and this instance's
+//! memory with it before the delivery records anything, so the alarm is
+//! all that brings those rows back: while the delivery runs it is kept
+//! within a lease of the moment the delivery last heard anything
+//! ([`in_turn_lease_ms`]). Each call that comes back brings it within the
+//! first back-off of now before the run goes on to record the call, and
+//! an alarm that comes while the delivery awaits re-arms it by as long as
+//! the delivery has awaited (see [`Relay::alarm`]). Rows a cut-off
+//! delivery leaves are so due at their back-off, as a recorded failure's
+//! are.
 //!
 //! One delivery runs at a time per instance, so a target never has two of
 //! the source's requests awaited at once: an enqueue that asks while an
@@ -22,7 +32,8 @@
 //! interleaving and checks all three).
 
 use super::*;
-use crate::core::RelayBudget;
+use crate::core::schedule::in_turn_lease_ms;
+use crate::core::{CallOutcome, RelayBudget, IN_TURN_ALARM_GRACE_MS};
 use crate::core::{IN_TURN_HALVINGS, IN_TURN_RUNS_MAX};
 use crate::driver::AlarmOptions;
 
@@ -82,6 +93,7 @@ impl<S: Sql, A: AlarmStore> Relay<S, A> {
             }
             self.asked.set(false);
             self.run_started_ms.set(now());
+            self.heard_ms.set(now());
             let summary = self.run(Run::InTurn, targets, now, observer).await?;
             let again = self.runs_again(&summary);
             runs.push(summary);
@@ -116,26 +128,11 @@ impl<S: Sql, A: AlarmStore> Relay<S, A> {
         assert!(run != Run::InTurn || !self.firing.get(), "an in-turn run never starts beside an alarm");
         let _alarm = matches!(run, Run::Alarm { .. }).then(|| Running::start(&self.firing));
         let started = now();
-        let near_limit = self.near_limit.borrow().clone();
-        let signal = |work: u64| near_limit.as_ref().is_some_and(|f| f(work));
-        let options = run.options(self.config.get().alarm, self.kept.get());
-        let (retry_count, counted) = match run {
-            Run::Alarm { retry_count } => (retry_count, true),
-            Run::InTurn => (0, false),
+        let counted = matches!(run, Run::Alarm { .. });
+        let ran = match run {
+            Run::Alarm { .. } => self.fires(run, targets, now, observer).await,
+            Run::InTurn => self.fires(run, &Heard { relay: self, targets, now }, now, observer).await,
         };
-        let targets = crate::peers::Negotiated { targets, pre_id: &self.pre_id, id: &self.id, now };
-        let ran = run_alarm(
-            &self.outbox,
-            &self.name,
-            &self.id,
-            &options,
-            &targets,
-            now,
-            observer,
-            (retry_count, counted),
-            &signal,
-        )
-        .await;
         match ran {
             Ok(summary) => self.settled(run, summary, now).await,
             // Writes come back with the next UTC day, not sooner.
@@ -158,6 +155,27 @@ impl<S: Sql, A: AlarmStore> Relay<S, A> {
                 Err(AlarmFailure { error, retry_at_ms })
             }
         }
+    }
+
+    /// The driver's fires of one run against `targets`, under the limits
+    /// this run goes with.
+    async fn fires(
+        &self,
+        run: Run,
+        targets: &impl Targets,
+        now: &dyn Fn() -> u64,
+        observer: &impl FireObserver,
+    ) -> Result<AlarmSummary, AlarmError> {
+        let near_limit = self.near_limit.borrow().clone();
+        let signal = |work: u64| near_limit.as_ref().is_some_and(|f| f(work));
+        let options = run.options(self.config.get().alarm, self.kept.get());
+        let (retry_count, counted) = match run {
+            Run::Alarm { retry_count } => (retry_count, true),
+            Run::InTurn => (0, false),
+        };
+        let (outbox, name, id) = (&self.outbox, &self.name, &self.id);
+        let targets = crate::peers::Negotiated { targets, pre_id: &self.pre_id, id, now };
+        run_alarm(outbox, name, id, &options, &targets, now, observer, (retry_count, counted), &signal).await
     }
 
     /// After a run's fires: the figures it keeps, the next wake-up armed,
@@ -198,10 +216,51 @@ impl<S: Sql, A: AlarmStore> Relay<S, A> {
 }
 
 impl<S: Sql, A: AlarmStore> Relay<S, A> {
+    /// When the alarm must be due, at the latest, for rows owed at `now_ms`:
+    /// [`IN_TURN_ALARM_GRACE_MS`] on, or while an in-turn delivery runs, the
+    /// lease the wait since it last heard anything has earned (see
+    /// [`in_turn_lease_ms`]).
+    pub(super) fn lease_at(&self, now_ms: u64) -> u64 {
+        let waited_ms = match self.delivering.get() {
+            true => now_ms.saturating_sub(self.heard_ms.get()),
+            false => 0,
+        };
+        now_ms.saturating_add(in_turn_lease_ms(waited_ms))
+    }
+
     /// Whether an in-turn delivery that ended as `summary` says runs again:
     /// an enqueue asked while it ran, rows wait, and it was not cut short
     /// for CPU (then the alarm, armed for now, takes the rest).
     fn runs_again(&self, summary: &AlarmSummary) -> bool {
         self.asked.get() && !summary.cpu_cut && summary.queued_rows > 0
+    }
+}
+
+/// The targets of an in-turn run: each call, once it comes back, counts as
+/// news, and brings the alarm within [`IN_TURN_ALARM_GRACE_MS`] of now
+/// before the run goes on to record what it did. An invocation cut off
+/// between the call and the run's checkpoint so leaves its rows due 1 s
+/// after the answer or the failure, as a recorded failure would, however
+/// long the call took (the alarms that came meanwhile moved the alarm out
+/// as the wait grew). Writes nothing when the alarm is already that early:
+/// a call answered within the first second never does.
+struct Heard<'a, S, A, T> {
+    /// The relay whose alarm keeps the lease.
+    relay: &'a Relay<S, A>,
+    /// The targets the run calls.
+    targets: &'a T,
+    /// The clock.
+    now: &'a dyn Fn() -> u64,
+}
+
+impl<S: Sql, A: AlarmStore, T: Targets> Targets for Heard<'_, S, A, T> {
+    async fn apply(&self, target: &Name, body: String) -> CallOutcome {
+        let outcome = self.targets.apply(target, body).await;
+        let now = (self.now)();
+        self.relay.heard_ms.set(now);
+        // Should the write fail, the alarm is unknown, and the run's own
+        // arming after its checkpoint writes it afresh.
+        let _ = self.relay.arm_at(now.saturating_add(IN_TURN_ALARM_GRACE_MS)).await;
+        outcome
     }
 }

@@ -4,7 +4,6 @@
 //! alarm in the same turn as its rows.
 
 use super::*;
-use crate::core::IN_TURN_ALARM_GRACE_MS;
 use crate::store::outbox::Entry;
 
 impl<S: Sql, A: AlarmStore> Relay<S, A> {
@@ -129,10 +128,13 @@ impl<S: Sql, A: AlarmStore> Relay<S, A> {
     /// When the rows an enqueue wrote need the alarm. A delayed row needs
     /// none before it is due; one already set earlier (for other rows) is
     /// kept. Rows due now at a source that delivers in turn need it only
-    /// as the safety net, [`IN_TURN_ALARM_GRACE_MS`] later: they ask for
-    /// an in-turn delivery instead (see [`Relay::deliver`]). While this
-    /// instance's alarm runs they ask for none (one delivery at a time) and
-    /// need the next alarm now.
+    /// as the safety net for a delivery the platform cuts off, at their
+    /// first back-off
+    /// ([`IN_TURN_ALARM_GRACE_MS`](crate::core::IN_TURN_ALARM_GRACE_MS)),
+    /// or, while an in-turn delivery runs (it takes them), by its lease
+    /// (see `lease_at`): they ask for an in-turn delivery instead (see
+    /// [`Relay::deliver`]). While this instance's alarm runs they ask for
+    /// none (one delivery at a time) and need the next alarm now.
     pub(super) fn due_for(&self, done: &Enqueued, now_ms: u64) -> u64 {
         let config = self.config.get();
         let due =
@@ -144,7 +146,7 @@ impl<S: Sql, A: AlarmStore> Relay<S, A> {
                 return now_ms;
             }
             self.asked.set(true);
-            return now_ms.saturating_add(IN_TURN_ALARM_GRACE_MS);
+            return self.lease_at(now_ms);
         }
         due
     }

@@ -152,6 +152,11 @@ pub struct Relay<S, A> {
     delivering: Cell<bool>,
     /// When the running in-turn delivery started its latest run, ms.
     run_started_ms: Cell<u64>,
+    /// When the running in-turn delivery last heard anything: its latest
+    /// run's start, or a call's answer or failure, ms. How long it has
+    /// awaited since sets how far ahead the alarm is kept for its rows
+    /// (see [`in_turn_lease_ms`](crate::core::schedule::in_turn_lease_ms)).
+    heard_ms: Cell<u64>,
     /// A `Cell` so a running source can be reconfigured without exclusive
     /// access. Invariant: its budget is valid.
     config: Cell<SourceConfig>,
@@ -236,6 +241,7 @@ impl<S: Sql, A: AlarmStore> Relay<S, A> {
             asked: Cell::new(false),
             delivering: Cell::new(false),
             run_started_ms: Cell::new(0),
+            heard_ms: Cell::new(0),
             config: Cell::new(config),
             retried: Cell::new(0),
             kept: Cell::new(KeptHalvings::default()),

@@ -16,14 +16,19 @@
 //!   transaction, so tests check order and exactly-once row by row;
 //! - [`MemoryAlarm`]: an alarm kept in memory, for a relay whose alarm is
 //!   not under test;
+//! - [`CutOff`]: the platform ending an invocation at a chosen boundary
+//!   (a statement or an alarm operation), shared by a `FaultySql` and its
+//!   object's `MemoryAlarm`;
 //! - [`conformance`]: one storage suite for every [`Sql`] backend;
 //! - [`upgrade`]: a database brought to an older schema version, for the
 //!   upgrade fixtures.
 
 pub mod conformance;
+mod cut;
 mod tables;
 pub mod upgrade;
 
+pub use cut::{CutOff, INJECTED_CUT};
 pub use tables::*;
 
 use std::cell::Cell;
@@ -41,12 +46,21 @@ pub struct MemoryAlarm {
     /// rows written (the platform bills a `setAlarm` as a row written, so
     /// it may refuse it with the rest).
     refuse_sets: std::rc::Rc<Cell<bool>>,
+    /// The cut-off its object's invocations may meet (see [`CutOff`]).
+    cut: CutOff,
 }
 
 impl MemoryAlarm {
     /// An alarm kept in `at`, which the caller may read and set too.
     pub fn sharing(at: std::rc::Rc<Cell<Option<u64>>>) -> MemoryAlarm {
-        MemoryAlarm { at, refuse_sets: std::rc::Rc::default() }
+        MemoryAlarm { at, refuse_sets: std::rc::Rc::default(), cut: CutOff::default() }
+    }
+
+    /// This alarm, failing as `cut` says: the object's store shares it, so
+    /// each of the alarm's operations is one more boundary of the cut.
+    pub fn cut_by(mut self, cut: CutOff) -> MemoryAlarm {
+        self.cut = cut;
+        self
     }
 
     /// Refuses (or accepts again) every set of this alarm and its clones
@@ -58,10 +72,12 @@ impl MemoryAlarm {
 
 impl AlarmStore for MemoryAlarm {
     async fn get(&self) -> Result<Option<u64>, StoreError> {
+        self.cut.effect()?;
         Ok(self.at.get())
     }
 
     async fn set(&self, at_ms: u64) -> Result<(), StoreError> {
+        self.cut.effect()?;
         if self.refuse_sets.get() {
             return Err(StoreError::from_platform(PLATFORM_WRITE_LIMIT_MESSAGE.into()));
         }
@@ -70,6 +86,7 @@ impl AlarmStore for MemoryAlarm {
     }
 
     async fn delete(&self) -> Result<(), StoreError> {
+        self.cut.effect()?;
         self.at.set(None);
         Ok(())
     }
@@ -86,6 +103,8 @@ pub struct FaultySql<S> {
     /// Rows read and written by every statement so far, so a test can
     /// measure what one request costs.
     io: std::rc::Rc<Cell<SqlIo>>,
+    /// The cut-off its invocations may meet: each statement is a boundary.
+    cut: CutOff,
 }
 
 /// Rows read and written, summed over statements.
@@ -107,7 +126,14 @@ impl<S: Sql> FaultySql<S> {
             crash_checkpoints: std::rc::Rc::new(Cell::new(0)),
             refuse_writes: std::rc::Rc::default(),
             io: std::rc::Rc::default(),
+            cut: CutOff::default(),
         }
+    }
+
+    /// The cut-off every statement through this store (and its clones)
+    /// counts against; share it with the object's alarm.
+    pub fn cut_off(&self) -> &CutOff {
+        &self.cut
     }
 
     /// Refuses (or stops refusing) every statement that writes, with the
@@ -146,6 +172,7 @@ fn writes(query: &str) -> bool {
 
 impl<S: Sql> Sql for FaultySql<S> {
     fn exec(&self, query: &str, params: Vec<SqlValue>) -> Result<Rows, StoreError> {
+        self.cut.effect()?;
         let armed = self.crash_checkpoints.get();
         if armed > 0 && query == CHECKPOINT_GUARD_SQL {
             self.crash_checkpoints.set(armed - 1);

@@ -158,9 +158,10 @@ pub struct SourceConfig {
     /// Whether an enqueue starts delivering its rows in its own invocation,
     /// after its reply (see `Relay::deliver`), instead of waiting for an
     /// alarm. The alarm stays armed as the safety net, but
-    /// [`IN_TURN_ALARM_GRACE_MS`](crate::core::IN_TURN_ALARM_GRACE_MS) later,
-    /// so it does not wake the object again for rows already delivered.
-    /// Off where `coalesce_ms` asks rows to wait.
+    /// [`IN_TURN_ALARM_GRACE_MS`](crate::core::IN_TURN_ALARM_GRACE_MS) later
+    /// (the first back-off, kept that close while the delivery runs), for
+    /// rows a delivery the platform cut off did not record. Off where
+    /// `coalesce_ms` asks rows to wait.
     #[serde(default)]
     pub in_turn: bool,
 }

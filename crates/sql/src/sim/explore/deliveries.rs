@@ -23,10 +23,12 @@
 //!
 //! At each leaf the world settles (late calls are lost, live deliveries end
 //! on the plain schedule, alarms drain) and the promises are checked,
-//! with one more checked as the sequence runs: no call goes to a target
+//! with two more checked as the sequence runs: no call goes to a target
 //! while a live delivery of the source still awaits another call to it
 //! (one request in flight per source and target; a call given up on by
-//! timeout or by a restart no longer counts, since nothing awaits it). An
+//! timeout or by a restart no longer counts, since nothing awaits it); and
+//! whenever no delivery runs, every row still owed is due by its back-off
+//! (see `timely.rs`), however the deliveries before ended. An
 //! endpoint target (`endpoint:e1`) is a receiver that keeps the highest
 //! sequence it took per source; its answer names the one row it was sent
 //! and nothing more, so what holds for it is the endpoint promise: every
@@ -132,6 +134,9 @@ struct Run<'a> {
     deviations: u32,
     stopped: bool,
     script: Vec<String>,
+    /// The first step after which, with no delivery running, a row owed
+    /// was not due by its back-off.
+    late: Option<String>,
 }
 
 impl<'a> Run<'a> {
@@ -155,6 +160,7 @@ impl<'a> Run<'a> {
             deviations: 0,
             stopped: false,
             script: Vec::new(),
+            late: None,
         };
         run.configure();
         run
@@ -229,6 +235,10 @@ impl<'a> Run<'a> {
         };
         self.script.push(format!("{:>3}. {line}", self.script.len() + 1));
         self.poll();
+        if self.deliveries.is_empty() && self.late.is_none() {
+            let late = timely::owed_in_time(&self.sim, SOURCE).err();
+            self.late = late.map(|e| format!("after step {}: {e}", self.script.len()));
+        }
     }
 
     /// Call `id` arrives and applies; its delivery hears the outcome, or
@@ -372,8 +382,11 @@ impl<'a> Run<'a> {
     }
 
     /// Every row applied once, in order, none lost; never two calls to one
-    /// target awaited at once.
+    /// target awaited at once; never a row owed past its back-off.
     fn check(&self) -> Result<(), String> {
+        if let Some(late) = &self.late {
+            return Err(late.clone());
+        }
         if let Some(overlap) = self.wire.overlap.borrow().as_ref() {
             return Err(overlap.clone());
         }
@@ -475,4 +488,7 @@ pub fn replay_deliveries(
 }
 
 #[cfg(test)]
+mod cut_tests;
+#[cfg(test)]
 mod tests;
+mod timely;

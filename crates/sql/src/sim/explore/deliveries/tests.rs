@@ -142,3 +142,25 @@ impl crate::driver::Targets for NoTargets {
         panic!("{target} was called");
     }
 }
+
+#[test]
+fn a_lone_row_delivered_in_turn_costs_three_writes_and_its_safety_net_then_finds_it_gone_and_writes_none() {
+    let scenario = stream(1);
+    let mut run = Run::new(&scenario);
+    let written = |run: &Run<'_>| run.source().relay.outbox().state().map_or(0, |s| s.sql_rows_written);
+    let before = written(&run);
+    run.apply(&Action::Enqueue, false);
+    let net = run.sim.now_ms() + IN_TURN_ALARM_GRACE_MS;
+    assert_eq!(run.sim.alarm_at(SOURCE), Some(net), "the safety net, the first back-off on");
+    let call = run.wire.live()[0];
+    run.apply(&Action::Answer(call), false);
+    assert!(run.deliveries.is_empty(), "{}", run.script.join("\n"));
+    assert_eq!(run.sim.alarm_at(SOURCE), Some(net), "left where it was");
+    assert_eq!(written(&run) - before, 3, "the insert, the setAlarm, the tombstone");
+    run.sim.world.clock.set(net);
+    let report = run.sim.run_alarm(SOURCE, run.budget());
+    assert_eq!((report.totals.fires, report.totals.rows_delivered), (1, 0), "it finds the row delivered");
+    assert_eq!(written(&run) - before, 3, "and writes nothing");
+    assert_eq!(run.sim.alarm_at(SOURCE), None, "nor arms another");
+    run.settle().unwrap();
+}
