@@ -7,7 +7,9 @@ import assert from "node:assert/strict";
 import { Relay, put, sleep, until } from "./harness.mjs";
 
 /** How far past an in-turn enqueue its safety-net alarm is armed (IN_TURN_ALARM_GRACE_MS in crates/core/src/limits.rs). */
-const IN_TURN_ALARM_GRACE_MS = 30_000;
+const IN_TURN_ALARM_GRACE_MS = 1_000;
+/** Longest a failing target waits between retries, and so the longest an in-turn delivery's lease (TARGET_RETRY_BACKOFF_MAX_MS). */
+const TARGET_RETRY_BACKOFF_MAX_MS = 10_000;
 
 let relay;
 before(async () => {
@@ -34,9 +36,14 @@ test("enqueued rows reach their targets in sequence order and the outbox empties
   const s = await relay.drained("order-src");
   assert.equal(s.queued_rows, 0);
   assert.equal(s.delivered_rows, 30);
-  assert.equal(s.alarms, 0, "the enqueue's own invocation delivered: no alarm ran");
-  // The enqueue's safety net stays armed, IN_TURN_ALARM_GRACE_MS after it, and nothing later.
-  assert.ok(s.alarm_at_ms >= sent + IN_TURN_ALARM_GRACE_MS && s.alarm_at_ms <= answered + IN_TURN_ALARM_GRACE_MS, `the safety net at ${s.alarm_at_ms}`);
+  assert.ok(s.alarms <= 1, "the enqueue's own invocation delivered: at most the safety net ran, finding nothing");
+  // The enqueue's safety net is armed IN_TURN_ALARM_GRACE_MS after it (a delivery that ran longer
+  // keeps it within its lease), and has fired or is due soon: nothing later.
+  assert.ok(
+    s.alarm_at_ms === null ||
+      (s.alarm_at_ms >= sent + IN_TURN_ALARM_GRACE_MS && s.alarm_at_ms <= answered + IN_TURN_ALARM_GRACE_MS + TARGET_RETRY_BACKOFF_MAX_MS),
+    `the safety net at ${s.alarm_at_ms}`,
+  );
   for (let t = 0; t < 3; t++) {
     const expected = seqs.filter((_, i) => i % 3 === t);
     assert.deepEqual(await relay.log(`order-t${t}`, "order-src"), expected);
