@@ -306,10 +306,10 @@ impl PartitionedClient<'_> {
         self.part(Part::Index(index))
     }
 
-    /// Every object that may hold rows, the plain object first when the
-    /// map lists it, then the partitions in index order, with its part.
+    /// Every object a logical read asks ([`crate::logical::objects`]),
+    /// with its part.
     pub fn parts(&self) -> Result<Vec<(Part, SourceClient)>, RelayError> {
-        self.map.parts().into_iter().map(|p| Ok((p, self.part(p)?))).collect()
+        crate::logical::objects(&self.map).into_iter().map(|p| Ok((p, self.part(p)?))).collect()
     }
 }
 

@@ -11,7 +11,9 @@
 //! - [`driver`]: the one alarm driver over any store and [`Targets`].
 //! - [`source`]: [`Relay`], the source side as one type (enqueue, alarm,
 //!   status, operator actions), keeping the alarm right.
-//! - [`partition`]: the router of partitioned sources, over any sink.
+//! - [`partition`]: the router of partitioned sources, over any sink;
+//!   [`logical`]: a partitioned source read and acted on as one source,
+//!   over any sink.
 //! - [`peers`]: what a source sends a target of another release.
 //! - `testing` (feature `testing`): fault wrappers, the target's test tables
 //!   and the storage suite; `sim` (feature `sim`): the simulator.
@@ -21,6 +23,7 @@
 pub use durable_relay_core as core;
 
 pub mod driver;
+pub mod logical;
 pub mod partition;
 pub mod peers;
 #[cfg(feature = "sim")]

@@ -27,6 +27,7 @@ mod adopt;
 mod audit;
 mod cpu;
 pub mod explore;
+mod logical;
 mod ops;
 mod partitions;
 mod rng;

@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::core::MAX_PAGE_BYTES;
-use crate::protocol::wire::TargetReport;
+use durable_relay_protocol::wire::TargetReport;
 
 fn at(partition: u32, target: &str) -> PartitionTarget {
     let partition = Part::Index(partition);
