@@ -190,10 +190,12 @@ pub async fn handle(mut req: Request, env: &Env) -> Result<Response, HttpError> 
         FrontRoute::Source(source, route) => {
             let config = crate::config(env)?;
             if let Some(map) = config.partition_map(&source) {
-                // While the map lists the plain layout, the logical name's own
-                // object is one of the objects: its per-object routes reach it.
+                // While the map lists the plain layout, or the plain object
+                // still holds rows a map without it left there, the logical
+                // name's own object is one of the objects: its per-object
+                // routes reach it.
                 let own = matches!(route, SourceRoute::Alarms | SourceRoute::Audit | SourceRoute::Faults);
-                if !(own && map.has_plain()) {
+                if !(own && crate::partitioned::reaches_plain(env, &source, map).await?) {
                     return crate::partitioned::serve(env, &mut req, &source, map, route).await;
                 }
             }

@@ -5,8 +5,9 @@
 //! targets and the operator's actions are the library's, gathered from
 //! every object (`durable_relay::logical`); per-object reads (positions,
 //! parked rows, alarm history) are addressed to the partition itself,
-//! `/v1/sources/{logical}:{index}/...`, or, while the map lists the plain
-//! layout, at the logical name to its own object.
+//! `/v1/sources/{logical}:{index}/...`, or at the logical name to its own
+//! object while the map lists the plain layout or, when it does not, while
+//! that object still holds rows.
 
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
 
@@ -59,17 +60,26 @@ pub async fn serve(
         SourceOp::Redrive(t) => json(&routed.redrive(&t).await?).map_err(HttpError::from),
         SourceOp::Discard(t) => json(&routed.discard(&t).await?).map_err(HttpError::from),
         SourceOp::Rearm => json(&routed.rearm().await?).map_err(HttpError::from),
-        op if map.has_plain() => {
-            let plain = routed.part(Part::Plain)?;
-            let body = match op {
-                SourceOp::Enqueue => Some(read_body(req).await?),
-                _ => None,
-            };
-            let reply: serde_json::Value = plain.call(op, body).await?;
+        // A per-object read at the logical name: the plain object's, while
+        // it is one of the objects (see `reaches_plain`).
+        op => {
+            if !routed.reaches_plain().await? {
+                return Err(per_partition(logical, &op.path()));
+            }
+            let reply: serde_json::Value = routed.part(Part::Plain)?.call(op, None).await?;
             json(&reply).map_err(HttpError::from)
         }
-        op => Err(per_partition(logical, &op.path())),
     }
+}
+
+/// Whether the logical name's own per-object routes reach its plain object
+/// under `map` (one call to learn it when the map does not list it).
+pub async fn reaches_plain(env: &Env, logical: &Name, map: &PartitionMap) -> Result<bool, HttpError> {
+    if map.has_plain() {
+        return Ok(true);
+    }
+    let client = RelayClient::from_env(env, SOURCE_BINDING)?;
+    client.partitioned(logical, map.clone())?.reaches_plain().await
 }
 
 /// The refusal of a per-partition operation at the logical source.

@@ -1,7 +1,8 @@
 // Crashes, retries and map changes in workerd, in the sequences a careful
 // user runs into: a keyed request sent, the relay SIGKILLed, restarted under
 // another partition map, and the request sent again; a plain source with
-// rows waiting made partitioned; and producers retrying keyed requests
+// rows waiting made partitioned (its rows visible to every logical read even
+// under a map refused for leaving them out); and producers retrying keyed requests
 // through kills during two resizes. Each must answer what was committed
 // the first time, keep every row visible and in order, and apply every
 // acknowledged row exactly once.
@@ -116,6 +117,17 @@ test("a plain source made partitioned keeps its waiting rows visible and in orde
     const refused = await enq(relay, S, { rows: [{ target: delayedT, puts: [["v", "new"]] }] });
     assert.equal(refused.status, 409, refused.text);
     assert.equal(refused.body.error.code, "unsettled_layout");
+    // Every logical read still shows the rows the map left at the plain object.
+    const hidden = await relay.status(S);
+    assert.equal(hidden.queued_rows, 1, JSON.stringify(hidden));
+    assert.equal(hidden.parked_rows, 2);
+    assert.equal(hidden.resize_settled, false);
+    assert.deepEqual(hidden.partitions.map((p) => p.partition), ["plain", 0, 1]);
+    const listed = (await relay.api("GET", `/v1/sources/${S}/parked`)).body.targets;
+    assert.deepEqual(listed.map((t) => [t.target, t.partition]), [[parkedT, "plain"]]);
+    const rows = await relay.api("GET", `/v1/sources/${S}/parked/${parkedT}`);
+    assert.equal(rows.status, 200, rows.text);
+    assert.equal(rows.body.rows.length, 2, "a parked target's rows at the logical name are the plain object's");
     await relay.stop();
 
     relay = await Relay.start({ vars: mapOf(S, { partitions: 2, epoch: 2, from: "plain" }), persistDir: relay.persistDir });

@@ -54,6 +54,15 @@ impl PartitionedClient<'_> {
     pub async fn rearm(&self) -> Result<Rearmed, RelayError> {
         durable_relay_sql::logical::rearm(self.map(), &Stubs(self)).await
     }
+
+    /// Whether the logical name's own per-object routes (a position's
+    /// `delivered-through`, a parked target's rows, the alarm history)
+    /// reach the plain object: while the map lists it, and while a map
+    /// that does not leaves rows there
+    /// ([`durable_relay_sql::logical::reaches_plain`]).
+    pub async fn reaches_plain(&self) -> Result<bool, RelayError> {
+        durable_relay_sql::logical::reaches_plain(self.map(), &Stubs(self)).await
+    }
 }
 
 /// The objects of a partitioned client's logical source, each the source

@@ -6,6 +6,23 @@
 //! front door) reaches the objects through Durable Object stubs, the
 //! simulator through its sources. The replies are the protocol's
 //! ([`durable_relay_protocol::wire::logical`]).
+//!
+//! A read asks the objects of every layout its map lists, and the plain
+//! object (the one named after the logical source) even when no layout is
+//! plain. A source that was plain keeps its rows there until they leave,
+//! and a map that drops the plain layout while rows (queued, parked or
+//! delayed) or keys wait there is refused to every enqueue
+//! (`unsettled_layout`: adoption asks the plain object, which refuses it),
+//! so the rows stay put; a read that skipped the object would report a
+//! source with rows waiting as empty, and no redrive or discard would reach
+//! them. Once the plain object has taken a map without the plain layout it
+//! holds nothing and takes nothing more, but a read cannot tell that from
+//! the other objects' replies (none carries the map an object adopted), so
+//! it asks the plain object itself, at once with the others: one call more
+//! per object-wide read (two for a status while a change settles), no
+//! longer wait. An empty plain object adds nothing to the merge: its
+//! watermark is its clock, its pages are empty, its actions move no row,
+//! and the status lists it only while it holds something ([`status`]).
 
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
 #![deny(clippy::unreachable, clippy::todo, clippy::unimplemented)]
@@ -51,14 +68,40 @@ pub trait Objects {
     async fn rearm(&self, part: Part) -> Result<Rearmed, Self::Error>;
 }
 
-/// Every object a logical read asks, the plain object first when the map
-/// lists it, then the partitions in index order.
+/// Every object a logical read asks: the plain object first, whether the
+/// map lists it or not (see the module doc), then the partitions of the
+/// map's layouts in index order.
 pub fn objects(map: &PartitionMap) -> Vec<Part> {
-    map.parts()
+    let mut parts = map.parts();
+    if !map.has_plain() {
+        parts.insert(0, Part::Plain);
+    }
+    parts
+}
+
+/// Whether an object holds anything a map must keep reaching: queued or
+/// parked rows (delayed rows are queued), or, by its `settling`, keys or
+/// rows of targets homed elsewhere.
+fn holds(status: &SourceStatus, settling: Option<&Settling>) -> bool {
+    status.queued_rows > 0 || status.parked_rows > 0 || settling.is_some_and(|s| *s != Settling::default())
+}
+
+/// Whether the logical name's own per-object routes (a position's
+/// `delivered-through`, a parked target's rows, the alarm history) reach
+/// the plain object: while the map lists it (no call), and while a map that
+/// does not list it leaves rows there (one status call to learn that).
+pub async fn reaches_plain<O: Objects>(map: &PartitionMap, sink: &O) -> Result<bool, O::Error> {
+    if map.has_plain() {
+        return Ok(true);
+    }
+    Ok(holds(&sink.status(Part::Plain).await?, None))
 }
 
 /// The logical source's status, from every object's (and, while a change
-/// settles, what keeps each from settling).
+/// settles, what keeps each from settling). The plain object of a map that
+/// does not list it is summed and listed only while it holds rows (or, while
+/// a change settles, keys); the change from it has not settled then, so
+/// `resize_settled` is false even without `from`.
 pub async fn status<O: Objects>(
     logical: &Name,
     map: &PartitionMap,
@@ -82,6 +125,12 @@ pub async fn status<O: Objects>(
     };
     for ((&partition, s), settling) in parts.iter().zip(statuses).zip(settling) {
         let s = s?;
+        if partition == Part::Plain && !map.has_plain() {
+            if !holds(&s, settling.as_ref()) {
+                continue;
+            }
+            out.resize_settled = Some(false);
+        }
         out.totals.add(&s);
         out.oldest_row_age_ms = out.oldest_row_age_ms.max(s.oldest_row_age_ms);
         out.lag_exceeded |= s.lag_exceeded;

@@ -64,13 +64,17 @@ pub struct LogicalStatus {
     /// While a change settles (`map.from` set): whether no object still
     /// holds rows for a target whose home moved, nor (the plain object)
     /// keys a retry must find, so `from` may be dropped under a new epoch.
+    /// Also `false`, with no `from`, while the plain object holds rows a map
+    /// without the plain layout left there: that map is refused to every
+    /// enqueue until they leave.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resize_settled: Option<bool>,
     /// While a change settles: the earliest time it can have settled, ms
     /// (when the plain object's last key expires), if that is later than now.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub settles_at_ms: Option<u64>,
-    /// Each object's own.
+    /// Each object's own: every object of the map's layouts, and the plain
+    /// object of a map that does not list it while it still holds rows.
     pub partitions: Vec<PartitionStatus>,
 }
 

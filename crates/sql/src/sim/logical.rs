@@ -16,8 +16,10 @@ struct SimObjects<'a> {
 }
 
 impl SimObjects<'_> {
-    /// The simulated source that is object `part`.
+    /// The simulated source that is object `part`, for one call.
     fn source(&self, part: Part) -> std::rc::Rc<super::world::SimSource> {
+        let calls = &self.sim.world.object_calls;
+        calls.set(calls.get() + 1);
         self.sim.world.source(&part.object(&self.logical))
     }
 }
@@ -109,5 +111,18 @@ impl Sim {
     pub fn logical_rearm(&mut self, logical: &str, map: &PartitionMap) -> Rearmed {
         let sink = SimObjects { sim: self, logical: name(logical) };
         ok("rearm", futures::executor::block_on(logical::rearm(map, &sink)))
+    }
+
+    /// Whether the logical name's per-object routes reach the plain object
+    /// ([`crate::logical::reaches_plain`]).
+    pub fn reaches_plain(&self, logical: &str, map: &PartitionMap) -> bool {
+        let sink = SimObjects { sim: self, logical: name(logical) };
+        ok("reach", futures::executor::block_on(logical::reaches_plain(map, &sink)))
+    }
+
+    /// Calls logical reads have made to objects so far, in all: each is a
+    /// subrequest where the objects are Durable Objects.
+    pub fn object_calls(&self) -> u64 {
+        self.world.object_calls.get()
     }
 }

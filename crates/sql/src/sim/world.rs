@@ -154,6 +154,9 @@ pub(crate) struct World {
     pub(crate) enqueued: RefCell<BTreeMap<(Name, Name), Vec<u64>>>,
     /// Rows an operator discarded: the audit excuses them.
     pub(crate) discarded: RefCell<BTreeSet<(Name, u64)>>,
+    /// Calls logical reads made to the objects of logical sources: what a
+    /// read costs in subrequests where each object is a Durable Object.
+    pub(crate) object_calls: Cell<u64>,
     /// Operating settings per source.
     pub(crate) settings: RefCell<BTreeMap<Name, OutboxSettings>>,
     /// Coalescing waits per source, ms.
@@ -209,6 +212,7 @@ impl World {
             targets: RefCell::new(BTreeMap::new()),
             enqueued: RefCell::new(BTreeMap::new()),
             discarded: RefCell::new(BTreeSet::new()),
+            object_calls: Cell::new(0),
             settings: RefCell::new(BTreeMap::new()),
             coalesce: RefCell::new(BTreeMap::new()),
             in_turn: Cell::new(false),
