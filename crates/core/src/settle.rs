@@ -351,7 +351,7 @@ impl Fire {
         let known = start.failing.get(&group.target);
         match group.state {
             GroupState::Failed(_) => {
-                let cycles = known.map_or(0, |f| f.cycles).saturating_add(1);
+                let cycles = self.failed_cycles(group);
                 let wait = crate::limits::target_retry_backoff_ms(cycles).max(group.retry_after_ms);
                 Some(start.now_ms.saturating_add(wait))
             }

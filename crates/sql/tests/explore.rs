@@ -176,11 +176,27 @@ fn every_interleaving_of_deliveries_to_an_endpoint_beside_an_object_keeps_first_
 }
 
 #[test]
+fn every_interleaving_of_a_target_older_than_ids_upgraded_mid_stream_applies_each_row_once() {
+    explore_deliveries_of("a-target-older-than-ids-upgraded");
+}
+
+#[test]
+fn every_interleaving_of_a_source_upgraded_and_rolled_back_around_ids_applies_each_row_once() {
+    explore_deliveries_of("a-source-before-ids-upgraded-and-rolled-back");
+}
+
+#[test]
 fn every_delivery_scenario_has_its_test() {
     let all: Vec<&str> = delivery_scenarios().iter().map(|s| s.name).collect();
     assert_eq!(
         all,
-        ["one-target-stream", "two-targets", "endpoint-beside-an-object"],
+        [
+            "one-target-stream",
+            "two-targets",
+            "endpoint-beside-an-object",
+            "a-target-older-than-ids-upgraded",
+            "a-source-before-ids-upgraded-and-rolled-back"
+        ],
         "a new scenario needs its test here"
     );
 }

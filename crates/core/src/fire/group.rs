@@ -61,7 +61,8 @@ pub(crate) struct Group {
     pub(crate) holds_slot: bool,
     /// The batch in flight, as an end position in `rows`.
     pub(crate) in_flight: Option<usize>,
-    /// Whether a call to it succeeded in this fire.
+    /// Whether a call to it succeeded in this fire: the target holds every
+    /// row the call carried (an interrupted call sent again is not one).
     pub(crate) applied_once: bool,
     /// Whether it is a failing target due for a retry: selected only while
     /// the cycle has retries left.

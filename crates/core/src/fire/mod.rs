@@ -285,6 +285,7 @@ impl Fire {
         match outcome {
             CallOutcome::Applied { watermark, applied } if watermark >= last => {
                 self.mark_delivered_through(g, watermark);
+                self.groups[g].applied_once = true;
                 debug_assert!(self.groups[g].next >= end);
                 // A target's count, not ours: saturate rather than trust it.
                 self.rows_applied = self.rows_applied.saturating_add(applied);
@@ -312,9 +313,6 @@ impl Fire {
                 self.groups[g].state = self.failed_state(g, failure);
             }
         }
-        if self.groups[g].calls > 0 && matches!(self.groups[g].state, GroupState::Active) {
-            self.groups[g].applied_once = true;
-        }
     }
 
     /// Whether an interrupted call to group `g` is sent again at once: the
@@ -331,16 +329,11 @@ impl Fire {
     /// that took a batch in this fire made progress: its run of failed
     /// cycles starts again at this one.
     fn failed_state(&self, g: usize, failure: Failure) -> GroupState {
-        let target = &self.groups[g].target;
         match failure {
             Failure::Permanent(m) => GroupState::Parked(format!("permanent error: {m}")),
             f @ (Failure::Interrupted(_) | Failure::Overloaded(_)) => GroupState::Failed(f),
             Failure::Transient(m) => {
-                let before = match self.groups[g].applied_once {
-                    true => 0,
-                    false => self.begun.start.failing.get(target).map_or(0, |f| f.cycles),
-                };
-                let cycles = before + 1;
+                let cycles = self.failed_cycles(&self.groups[g]);
                 match self.begun.start.policy.park_after_failed_cycles {
                     Some(n) if cycles >= n => {
                         GroupState::Parked(format!("failed {cycles} consecutive cycles; last error: {m}"))
@@ -349,6 +342,17 @@ impl Fire {
                 }
             }
         }
+    }
+
+    /// The consecutive failed cycles a failure of `group`'s in this fire
+    /// makes: one more than its record's, or 1 when it took a batch in this
+    /// fire first (the cycle made progress; a run of failures starts again).
+    pub(crate) fn failed_cycles(&self, group: &Group) -> u32 {
+        if group.applied_once {
+            return 1;
+        }
+        let known = self.begun.start.failing.get(&group.target).map_or(0, |f| f.cycles);
+        known.saturating_add(1)
     }
 
     /// Marks every row of group `g` with `seq <= watermark` delivered. The

@@ -54,7 +54,7 @@ impl Targets for SimTargets {
         let rows = crate::core::decode_request(&body).map_or(0, |r| r.rows.len());
         self.log.borrow_mut().push((target.clone(), rows));
         self.world.total_calls.set(self.world.total_calls.get() + 1);
-        let outcome = call(&self.world, target, &body);
+        let outcome = call(&self.world, target, &as_sent(&self.world, &body));
         let turns = self.world.rng.borrow_mut().below(3) as u32;
         Yield(turns).await;
         outcome
@@ -139,9 +139,9 @@ impl RelayHook for Hooks<'_> {
     }
 }
 
-/// A batch as the release its source runs sends it: without the id from a
-/// source of the release before ids.
-fn as_sent(world: &World, body: &str) -> String {
+/// A batch as the release its source runs sends it, when it sends it:
+/// without the id from a source of the release before ids.
+pub(crate) fn as_sent(world: &World, body: &str) -> String {
     let Ok(request) = crate::core::decode_request(body) else { return body.to_owned() };
     let older = world.source_releases.borrow().get(&request.source) == Some(&Release::BeforeIds);
     match request.source_id {
@@ -154,7 +154,6 @@ fn as_sent(world: &World, body: &str) -> String {
 pub(crate) fn call(world: &World, target: &Name, body: &str) -> CallOutcome {
     world.ensure_target(target);
     world.check_not_early(body);
-    let body = &as_sent(world, body);
     let mut targets = world.targets.borrow_mut();
     let Some(t) = targets.get_mut(target) else {
         return CallOutcome::Failed(Failure::Transient("no such target".into()));

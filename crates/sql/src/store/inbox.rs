@@ -8,8 +8,7 @@
 //! ```sql
 //! relay_kv (key TEXT PRIMARY KEY, value TEXT)   -- value: canonical JSON text
 //! relay_rh (source TEXT, source_id TEXT, watermark, applied_rows, batches, sql_rows_written,
-//!           PRIMARY KEY (source, source_id))
-//! relay_rh_claims (source TEXT PRIMARY KEY, source_id TEXT)  -- who took over a legacy watermark
+//!           claimed, PRIMARY KEY (source, source_id))
 //! ```
 //!
 //! A source is its name and its object's id ([`SourceId`]): two classes or
@@ -17,22 +16,23 @@
 //! own watermark here. `source_id` is `''` ([`LEGACY_SOURCE_ID`]) for a
 //! watermark written before ids existed (version 5 moved every row there)
 //! and for a sender that sends no id (an older build still running), which
-//! keeps using that row. The first identified sender of a name whose only
-//! watermark is the legacy one claims it, in the transaction of its first
-//! apply that writes: the row takes its id and keeps its watermark, so an
-//! upgrade never applies a row twice, and `relay_rh_claims` records who
-//! took it. From then on a sender of that name without an id (the same
-//! object rolled back to a build older than ids, or a peer still on one)
-//! applies against the claimer's watermark, so a rollback after the
-//! upgrade applies nothing twice either.
+//! keeps using that row. The first identified sender of a name claims the
+//! name, in the transaction of its first apply that writes: it takes over
+//! the legacy row if there is one (the row takes its id and keeps its
+//! watermark, so an upgrade never applies a row twice), and its row is
+//! marked `claimed`. From then on a batch of that name without an id (the
+//! same object rolled back to a build older than ids, or a batch such a
+//! build sent that arrives late) applies against the claimer's watermark,
+//! so a rollback after the upgrade applies nothing twice either. Another
+//! identified sender of the name has a watermark of its own from 0.
 //!
 //! Version 3 drops two test-only tables that versions 1 and 2 created in
 //! every target (the fault switch and the applied-sequence log); test
 //! builds keep them under their own component (`crate::testing`). Version
 //! 4 makes both tables WITHOUT ROWID, so an applied row costs two rows
 //! written even when each call carries one: its key and the watermark.
-//! Version 5 keys the watermark by (name, id). Version 6 records the
-//! claims; version 5 runs on it (see [`SCHEMA`]).
+//! Version 5 keys the watermark by (name, id). Version 6 marks the claims;
+//! version 5 runs on it (see [`SCHEMA`]).
 //!
 //! Invariant: a source's watermark never moves back, and it moves only in
 //! the transaction that applies the rows up to it.
@@ -104,19 +104,25 @@ const MIGRATIONS: &[&[&str]] = &[
         "DROP TABLE relay_rh",
         "ALTER TABLE relay_rh_v5 RENAME TO relay_rh",
     ],
-    // Version 6: which identified sender took over each name's legacy
-    // watermark, so a sender without an id (an older build, or one rolled
-    // back to) goes on applying against it rather than starting a fresh
-    // legacy watermark at 0. Only adds a table: version 5 runs on it.
-    &["CREATE TABLE relay_rh_claims (source TEXT PRIMARY KEY, source_id TEXT NOT NULL) WITHOUT ROWID"],
+    // Version 6: which identified sender of each name a sender without an
+    // id (an older build, or one rolled back to) applies against: the one
+    // that took over the name's legacy watermark, or the name's first. Only
+    // adds a column with a default: version 5 runs on it. Where a name has
+    // one identified row and no legacy row, that sender is taken to be it.
+    &[
+        "ALTER TABLE relay_rh ADD COLUMN claimed INTEGER NOT NULL DEFAULT 0",
+        "UPDATE relay_rh SET claimed = 1 WHERE source_id != '' AND NOT EXISTS \
+         (SELECT 1 FROM relay_rh o WHERE o.source = relay_rh.source AND o.source_id != relay_rh.source_id)",
+    ],
 ];
 
 /// The `source_id` of a watermark with no id: written before ids existed,
 /// or by a sender that sends none.
 pub const LEGACY_SOURCE_ID: &str = "";
 
-/// The inbox's stored schema: version 6 only adds a table version 5
-/// never reads, so the release that wrote version 5 runs on it.
+/// The inbox's stored schema: version 6 only adds a column with a default
+/// that version 5 never reads, so the release that wrote version 5 runs on
+/// it.
 pub(crate) const SCHEMA: schema::Schema =
     schema::Schema { component: COMPONENT, migrations: MIGRATIONS, required: 5 };
 
@@ -159,9 +165,22 @@ struct Found {
     sender: Sender,
     /// The watermark now (0 where none is kept).
     watermark: u64,
-    /// Whether the first apply that writes takes over the name's legacy
-    /// row (an identified sender with no row of its own yet).
-    claim: bool,
+    /// What the first apply that writes claims for the sender.
+    claim: Claim,
+}
+
+/// What an identified sender's first apply that writes claims: the name's
+/// legacy watermark, or the name itself (no identified sender had it), so
+/// that senders of the name without an id apply against its watermark.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Claim {
+    /// Nothing: the sender has its row, or another sender claimed the name,
+    /// or the sender has no id.
+    No,
+    /// The legacy row: it takes the sender's id and keeps its watermark.
+    Legacy,
+    /// The name: the sender's new row is the one senders without an id use.
+    First,
 }
 
 /// Why an apply call failed.
@@ -230,24 +249,19 @@ impl<S: Sql> Inbox<S> {
     fn advance(&self, found: &Found, figures: [SqlValue; 3]) -> Result<(), StoreError> {
         let source = found.sender.name.as_str();
         let id = found.sender.id.as_ref().map_or(LEGACY_SOURCE_ID, SourceId::as_str);
-        if found.claim {
-            // The legacy row becomes this sender's, keeping its count, and
-            // the claim is recorded for senders that come without an id.
+        if found.claim == Claim::Legacy {
+            // The legacy row becomes this sender's, keeping its count.
             self.sql.run(
-                "UPDATE relay_rh SET source_id = ? WHERE source = ? AND source_id = ?",
+                "UPDATE relay_rh SET source_id = ?, claimed = 1 WHERE source = ? AND source_id = ?",
                 vec![id.into(), source.into(), LEGACY_SOURCE_ID.into()],
-            )?;
-            self.sql.run(
-                "INSERT INTO relay_rh_claims (source, source_id) VALUES (?, ?) \
-                 ON CONFLICT(source) DO UPDATE SET source_id = excluded.source_id",
-                vec![source.into(), id.into()],
             )?;
         }
         let mut params = vec![source.into(), id.into()];
         params.extend(figures);
+        params.push(int(u64::from(found.claim == Claim::First)));
         self.sql.run(
-            "INSERT INTO relay_rh (source, source_id, watermark, applied_rows, batches, sql_rows_written) \
-             VALUES (?, ?, ?, ?, 1, ?) ON CONFLICT(source, source_id) DO UPDATE SET \
+            "INSERT INTO relay_rh (source, source_id, watermark, applied_rows, batches, sql_rows_written, claimed) \
+             VALUES (?, ?, ?, ?, 1, ?, ?) ON CONFLICT(source, source_id) DO UPDATE SET \
              watermark = excluded.watermark, applied_rows = applied_rows + excluded.applied_rows, \
              batches = batches + 1, sql_rows_written = sql_rows_written + excluded.sql_rows_written",
             params,
@@ -256,44 +270,48 @@ impl<S: Sql> Inbox<S> {
     }
 
     /// The watermark a sender `source` with `id` applies against (see
-    /// [`Found`]): an identified sender's own row if it has one, else its
-    /// name's legacy row (claimed by its first apply that writes), else 0;
-    /// a sender without an id, the row of the sender that claimed its
-    /// name's legacy watermark if one did, else the legacy row, else 0. One
-    /// read when the sender has its own row, as it has from its first apply on.
+    /// [`Found`]). An identified sender: its own row if it has one; else
+    /// its name's legacy row, which its first apply that writes claims;
+    /// else 0, and its first apply claims the name if no identified sender
+    /// has. A sender without an id: the row of the identified sender that
+    /// claimed its name, else the legacy row, else 0. One read, of the rows
+    /// of that name that can answer.
     fn lookup(&self, source: &Name, id: Option<&SourceId>) -> Result<Found, StoreError> {
+        let own = id.map_or(LEGACY_SOURCE_ID, SourceId::as_str);
+        let rows = self.sql.rows(
+            "SELECT source_id, watermark, claimed FROM relay_rh \
+             WHERE source = ? AND (source_id = ? OR source_id = ? OR claimed = 1)",
+            vec![source.as_str().into(), own.into(), LEGACY_SOURCE_ID.into()],
+        )?;
+        let mut mine = None;
+        let mut legacy = None;
+        let mut claimer = None;
+        for r in &rows {
+            let (row_id, watermark) = (r.text(0)?, r.u64(1)?);
+            if r.u64(2)? == 1 && row_id != LEGACY_SOURCE_ID {
+                claimer = Some((row_id.clone(), watermark));
+            }
+            if row_id == own && id.is_some() {
+                mine = Some(watermark);
+            } else if row_id == LEGACY_SOURCE_ID {
+                legacy = Some(watermark);
+            }
+        }
         let sender = |id: Option<SourceId>| Sender { name: source.clone(), id };
         let Some(id) = id else {
-            let row = self.sql.first(
-                "SELECT c.source_id, r.watermark FROM (SELECT ? AS source) s \
-                 LEFT JOIN relay_rh_claims c ON c.source = s.source \
-                 LEFT JOIN relay_rh r ON r.source = s.source AND r.source_id = COALESCE(c.source_id, ?)",
-                vec![source.as_str().into(), LEGACY_SOURCE_ID.into()],
-            )?;
-            let (claimer, watermark) = match row {
-                Some(r) => (r.opt_text(0)?, r.opt_u64(1)?),
-                None => (None, None),
-            };
-            let claimer =
-                claimer.map(SourceId::new).transpose().map_err(|e| StoreError::Corrupt(e.to_string()))?;
-            return Ok(Found { sender: sender(claimer), watermark: watermark.unwrap_or(0), claim: false });
+            if let Some((claimer, watermark)) = claimer {
+                let claimer = SourceId::new(claimer).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+                return Ok(Found { sender: sender(Some(claimer)), watermark, claim: Claim::No });
+            }
+            return Ok(Found { sender: sender(None), watermark: legacy.unwrap_or(0), claim: Claim::No });
         };
-        let read = |id: &str| {
-            let row = self.sql.first(
-                "SELECT watermark FROM relay_rh WHERE source = ? AND source_id = ?",
-                vec![source.as_str().into(), id.into()],
-            )?;
-            row.map(|r| r.u64(0)).transpose()
+        let (watermark, claim) = match (mine, legacy, claimer) {
+            (Some(w), _, _) => (w, Claim::No),
+            (None, _, Some(_)) => (0, Claim::No),
+            (None, Some(w), None) => (w, Claim::Legacy),
+            (None, None, None) => (0, Claim::First),
         };
-        if let Some(watermark) = read(id.as_str())? {
-            return Ok(Found { sender: sender(Some(id.clone())), watermark, claim: false });
-        }
-        let legacy = read(LEGACY_SOURCE_ID)?;
-        Ok(Found {
-            sender: sender(Some(id.clone())),
-            watermark: legacy.unwrap_or(0),
-            claim: legacy.is_some(),
-        })
+        Ok(Found { sender: sender(Some(id.clone())), watermark, claim })
     }
 
     /// This target's watermark for the sender `source` with `id` (`None`:
@@ -365,7 +383,6 @@ impl<S: Sql> Inbox<S> {
     /// their ids (an explicit operator act: rows from a source of that name
     /// at or below them would apply again). Returns whether there was one.
     pub fn forget_watermark(&self, source: &str) -> Result<bool, StoreError> {
-        self.sql.run("DELETE FROM relay_rh_claims WHERE source = ?", vec![source.into()])?;
         Ok(self.sql.run("DELETE FROM relay_rh WHERE source = ?", vec![source.into()])? >= 1)
     }
 

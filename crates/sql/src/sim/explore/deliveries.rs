@@ -39,12 +39,16 @@ use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll};
 
+pub use scenarios::{delivery_scenarios, DeliveryScenario, Releases};
+
 use super::wire::{Wire, WireTargets};
 use super::{Applied, Bounds, Recorder};
 use crate::core::{CallOutcome, EnqueueRow, Failure, RelayBudget};
 use crate::driver::NoObserver;
 use crate::sim::world::{source_config, SimSource};
+use crate::sim::Release;
 use crate::sim::{name, targets::call, Sim};
+use deploy::Side;
 
 /// The source every scenario enqueues at.
 const SOURCE: &str = "s";
@@ -57,40 +61,6 @@ const BUDGET: RelayBudget = RelayBudget::FREE;
 const ENDPOINT: &str = "endpoint:e1";
 /// Alarms the world may run while it settles.
 const SETTLE_ALARMS_MAX: u32 = 100;
-
-/// A scenario: the targets of each enqueue's rows, in order.
-#[derive(Clone, Debug)]
-pub struct DeliveryScenario {
-    /// Its name, for the replay line.
-    pub name: &'static str,
-    /// Each enqueue's rows, by target name.
-    pub enqueues: Vec<Vec<&'static str>>,
-    /// Rows per target call: 1, so a delivery makes several calls and each
-    /// can be interleaved; more where the scenario checks that an endpoint
-    /// still gets one per call.
-    pub batch_rows: u32,
-}
-
-/// The scenarios the tests explore.
-pub fn delivery_scenarios() -> Vec<DeliveryScenario> {
-    vec![
-        DeliveryScenario {
-            name: "one-target-stream",
-            enqueues: vec![vec!["t1"], vec!["t1"], vec!["t1"]],
-            batch_rows: 1,
-        },
-        DeliveryScenario {
-            name: "two-targets",
-            enqueues: vec![vec!["t1", "t2"], vec!["t2"], vec!["t1"]],
-            batch_rows: 1,
-        },
-        DeliveryScenario {
-            name: "endpoint-beside-an-object",
-            enqueues: vec![vec![ENDPOINT, ENDPOINT], vec![ENDPOINT, "t1", "t1"], vec![ENDPOINT]],
-            batch_rows: 2,
-        },
-    ]
-}
 
 /// A running delivery: an in-turn one or the platform's alarm.
 struct Delivery {
@@ -116,6 +86,10 @@ enum Action {
     Alarm,
     /// The object restarts.
     Restart,
+    /// A release is deployed to one side (see `deploy.rs`).
+    Deploy(Side, Release),
+    /// Minutes pass: what a source remembers of an older target expires.
+    Later,
     /// The sequence ends.
     Stop,
 }
@@ -134,6 +108,8 @@ struct Run<'a> {
     deviations: u32,
     stopped: bool,
     script: Vec<String>,
+    /// The releases each side runs now (`None`: this release throughout).
+    releases: Option<Releases>,
     /// The first step after which, with no delivery running, a row owed
     /// was not due by its back-off.
     late: Option<String>,
@@ -148,7 +124,7 @@ impl<'a> Run<'a> {
         for t in ["t1", "t2", ENDPOINT] {
             sim.set_hook(t, Box::new(Recorder { target: t.into(), applied: applied.clone() }));
         }
-        let run = Run {
+        let mut run = Run {
             scenario,
             sim,
             wire: Rc::default(),
@@ -160,9 +136,11 @@ impl<'a> Run<'a> {
             deviations: 0,
             stopped: false,
             script: Vec::new(),
+            releases: None,
             late: None,
         };
         run.configure();
+        run.start_on(scenario.releases);
         run
     }
 
@@ -212,6 +190,7 @@ impl<'a> Run<'a> {
             others.push(Action::Alarm);
         }
         others.push(Action::Restart);
+        others.extend(self.deploys());
         all.extend(others.into_iter().filter(|a| *a != default));
         all
     }
@@ -228,6 +207,8 @@ impl<'a> Run<'a> {
             Action::Enqueue => self.enqueue(),
             Action::Alarm => self.alarm(),
             Action::Restart => self.restart(),
+            Action::Deploy(side, release) => self.deploy(*side, *release),
+            Action::Later => self.later(),
             Action::Stop => {
                 self.stopped = true;
                 "stop".into()
@@ -295,7 +276,7 @@ impl<'a> Run<'a> {
         let id = self.next_delivery;
         self.next_delivery += 1;
         let (src, world) = (self.source(), self.sim.world.clone());
-        let targets = WireTargets { wire: self.wire.clone(), delivery: id };
+        let targets = WireTargets { wire: self.wire.clone(), delivery: id, world: world.clone() };
         let future: Pin<Box<dyn Future<Output = String>>> = Box::pin(async move {
             let now = || world.now();
             if alarm {
@@ -489,6 +470,8 @@ pub fn replay_deliveries(
 
 #[cfg(test)]
 mod cut_tests;
+mod deploy;
+mod scenarios;
 #[cfg(test)]
 mod tests;
 mod timely;

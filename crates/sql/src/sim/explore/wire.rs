@@ -11,6 +11,8 @@ use std::task::{Context, Poll, Waker};
 
 use crate::core::{CallOutcome, Name};
 use crate::driver::Targets;
+use crate::sim::targets::as_sent;
+use crate::sim::world::World;
 
 /// A target call waiting for the explorer.
 pub(crate) struct Call {
@@ -100,10 +102,13 @@ pub(crate) struct WireTargets {
     pub(crate) wire: Rc<Wire>,
     /// The delivery's number.
     pub(crate) delivery: u32,
+    /// The world, whose releases say what a batch looks like as sent.
+    pub(crate) world: Rc<World>,
 }
 
 impl Targets for WireTargets {
     async fn apply(&self, target: &Name, body: String) -> CallOutcome {
+        let body = as_sent(&self.world, &body);
         let slot = Rc::new(Slot::default());
         let id = self.wire.next.get();
         self.wire.next.set(id + 1);

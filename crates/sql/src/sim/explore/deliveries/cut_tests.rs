@@ -72,7 +72,8 @@ fn earned_ms(waited_ms: u64) -> u64 {
 /// before the cut could fall (no boundary is left), `Ok(Some(script))`
 /// when the cut fell and every promise held, the breach when one did not.
 fn told(story: Story, cut: Cut) -> Result<Option<String>, String> {
-    let scenario = DeliveryScenario { name: "cut", enqueues: vec![vec![story.target]], batch_rows: 1 };
+    let scenario =
+        DeliveryScenario { name: "cut", enqueues: vec![vec![story.target]], batch_rows: 1, releases: None };
     let mut run = Run::new(&scenario);
     let off = run.source().relay.sql().cut_off().clone();
     let line = run.enqueue();

@@ -7,7 +7,7 @@ use super::*;
 use crate::core::{IN_TURN_ALARM_GRACE_MS, IN_TURN_DEFER_MAX_MS, IN_TURN_RUNS_MAX};
 
 fn stream(enqueues: usize) -> DeliveryScenario {
-    DeliveryScenario { name: "stream", enqueues: vec![vec!["t1"]; enqueues], batch_rows: 1 }
+    DeliveryScenario { name: "stream", enqueues: vec![vec!["t1"]; enqueues], batch_rows: 1, releases: None }
 }
 
 /// Enqueues once while the running delivery awaits its call, then
