@@ -9,6 +9,9 @@
 // - One namespace served by the previous release and the current build in
 //   turn while rows flow, as a gradual deployment or a deferred code update
 //   serves it, SIGKILLed at every other turn.
+// - A partitioned source whose router runs one release and whose objects
+//   the other: key homes, a resize (prepare, activate, seal) and the
+//   logical reads cross the releases.
 // - Upgrade, rollback and upgrade again, with rows queued, parked, delayed,
 //   keyed and mid-drain, SIGKILLed at each step.
 
@@ -121,6 +124,84 @@ for (const [source, target] of PAIRINGS) {
         const reply = await app.api("GET", "/v1/targets/rel-t0/status");
         assert.equal(reply.headers.get("relay-protocol"), "2", "an object says which protocol it speaks");
       }
+      assert.deepEqual(app.panics(), []);
+    } finally {
+      await app.stop();
+    }
+  });
+}
+
+/**
+ * A session where the front door (the router of partitioned sources) runs
+ * `router`'s build and the source and target objects run `objects`'s: the
+ * operations between a router and its partitions (prepare, activate, key
+ * homes, seal, the logical reads) cross the two releases.
+ */
+async function startSplit(router, objects, vars, persistDir) {
+  const front = scriptConfig({ build: BUILDS[router], script: "relay-front", targets: "relay-objects", vars });
+  const text = readFileSync(front, "utf8");
+  const own = '{ name = "RELAY_SOURCE", class_name = "RelaySource" }';
+  assert.ok(text.includes(own), "the reference config binds RELAY_SOURCE");
+  writeFileSync(front, text.replace(own, '{ name = "RELAY_SOURCE", class_name = "RelaySource", script_name = "relay-objects" }'));
+  const configs = [front, scriptConfig({ build: BUILDS[objects], script: "relay-objects", vars })];
+  const app = await startWrangler({ configs, persistDir });
+  app.tempFiles.push(...configs);
+  return app;
+}
+
+for (const [router, objects] of [["previous", "current"], ["current", "previous"]]) {
+  test(`a partitioned source whose router runs the ${router} release and whose objects the ${objects}: keys, a resize and every read cross the releases, every row once, in order`, async () => {
+    checkBuilt("previous");
+    const L = "prel";
+    const map = (partitions, epoch, from) => ({ RELAY_PARTITIONS: JSON.stringify({ [L]: from ? { partitions, epoch, from } : { partitions, epoch } }) });
+    const persistDir = mkdtempSync(join(tmpdir(), "relay-split-"));
+    /** Rows sent to each (partition object, target), in sequence order. */
+    const sent = new Map();
+    let n = 0;
+    const load = async (app, requests) => {
+      for (let i = 0; i < requests; i++) {
+        n += 1;
+        const rows = [put(`prt${n % 4}`, `k${n}`, n), put(`prt${(n + 1) % 4}`, `j${n}`, n)];
+        const body = { idempotency_key: `split-${n}`, rows };
+        const r = await app.api("POST", `/v1/sources/${L}/enqueue`, body);
+        assert.equal(r.status, 200, r.text);
+        r.body.positions.forEach((pos, j) => {
+          const key = `${L}:${pos.partition} ${rows[j].target}`;
+          sent.set(key, [...(sent.get(key) ?? []), pos.seq]);
+        });
+        if (i === 0) {
+          const again = await app.api("POST", `/v1/sources/${L}/enqueue`, body);
+          assert.deepEqual([again.body.positions, again.body.duplicate], [r.body.positions, true], "a keyed repeat answers its positions");
+        }
+      }
+    };
+    const check = async (app, what) => {
+      await until(async () => (await app.status(L)).queued_rows === 0, `${what}: drained`, 90_000);
+      const s = await app.status(L);
+      assert.equal(s.parked_rows, 0, `${what}: nothing parked`);
+      for (const [key, seqs] of sent) {
+        const [source, target] = key.split(" ");
+        assert.deepEqual(await app.log(target, source), seqs, `${what}: ${target} from ${source}`);
+      }
+      const w = await app.api("GET", `/v1/sources/${L}/watermark`);
+      assert.equal(w.status, 200, `${what}: the logical watermark: ${w.text}`);
+      const delivered = (script) => new RegExp(`\\[${script}\\][^\\n]*"event":"relay_(delivery|alarm)"`);
+      assert.match(app.output, delivered("relay-objects"), `${what}: the objects' script delivers`);
+      assert.doesNotMatch(app.output, delivered("relay-front"), `${what}: the router's script holds no source`);
+    };
+
+    let app = await startSplit(router, objects, map(2, 1), persistDir);
+    try {
+      await load(app, 12);
+      await check(app, "two partitions");
+    } finally {
+      await app.stop();
+    }
+    // A resize: the router adopts the new map at every partition.
+    app = await startSplit(router, objects, map(3, 2, 2), persistDir);
+    try {
+      await load(app, 12);
+      await check(app, "three partitions");
       assert.deepEqual(app.panics(), []);
     } finally {
       await app.stop();
