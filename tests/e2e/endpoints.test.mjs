@@ -29,10 +29,10 @@ const endpoints = (url, timeout_ms = 1_000) =>
 /** One row to the endpoint, its payload numbered `n`. */
 const hooked = (n) => ({ target: "endpoint:hook", puts: [["order", { n }]] });
 
-/** Starts a receiver and a relay configured with it; runs `body`; stops both. */
-async function withReceiver(body, { timeout_ms } = {}) {
+/** Starts a receiver and a relay configured with it (and `vars`); runs `body`; stops both. */
+async function withReceiver(body, { timeout_ms, vars = {} } = {}) {
   const rx = await Receiver.start(SECRET);
-  const relay = await Relay.start({ vars: { RELAY_ENDPOINTS: endpoints(rx.url, timeout_ms) } });
+  const relay = await Relay.start({ vars: { RELAY_ENDPOINTS: endpoints(rx.url, timeout_ms), ...vars } });
   try {
     await body(relay, rx);
     assert.deepEqual(relay.panics(), [], "no panic");
@@ -143,6 +143,21 @@ test("a failing, stalling, throttling or disconnecting endpoint gets the row aga
     assert.ok(rx.requests.at(-1).at >= first.at(-1).at, "and after it");
     assert.deepEqual(s.parked_targets, {}, "throttling, stalls and 5xx never park");
   }, { timeout_ms: 1_000 });
+});
+
+test("an endpoint that takes each row on its second try makes progress every cycle: never parked, every row once, in order", async () => {
+  await withReceiver(async (relay, rx) => {
+    const src = "ep-second";
+    for (let i = 0; i < 8; i++) rx.next(500, 200);
+    const { seqs } = await relay.enqueue(src, [1, 2, 3, 4, 5, 6, 7, 8].map(hooked));
+    const s = await relay.drained(src, 90_000);
+    assert.deepEqual(s.parked_targets, {}, "never parked, though it parks after 3 failed cycles: each cycle took a row");
+    assert.deepEqual(rx.payloads().map((p) => p.seq), seqs, "every row, in order, once in effect");
+    assert.equal(rx.requests.length, 16, "each row refused once, then taken");
+    const gaps = [];
+    for (let i = 0; i + 1 < rx.requests.length; i += 2) gaps.push(rx.requests[i + 1].at - rx.requests[i].at);
+    console.log(`second try: ms from each refusal to the row's next try: ${gaps.join(", ")}`);
+  }, { vars: { RELAY_PARK_AFTER_FAILED_CYCLES: "3" } });
 });
 
 test("an endpoint's Retry-After holds its rows until the pause is over, through later enqueues' deliveries", async () => {

@@ -437,6 +437,11 @@ test("everything the package returns or hands a callback is camelCase; the calle
   await until(async () => (await get("/reader/camel_reader/applied")).length > 0, "the apply");
   const [batch] = await get("/reader/camel_reader/applied");
   assert.deepEqual(batch, [{ seq: r.body[0].seqs[0], effects: { puts: [["a_key", { inner_key: [1, { deep_key: 2 }] }]], deletes: [] } }]);
+
+  // ...and the source's name and object id, as the target keeps its watermark.
+  const { source_id } = await get("/writer/camel/relay/status");
+  assert.match(source_id, /^[0-9a-f]{64}$/);
+  assert.deepEqual(await get("/reader/camel_reader/seen"), [{ source: "camel", source_id, seq: r.body[0].seqs[0] }]);
 });
 
 test("a row field in the wire's snake_case is refused: the package takes one convention", async () => {

@@ -280,24 +280,24 @@ export class Reader extends DurableObject<Env> {
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
-    ctx.storage.sql.exec("CREATE TABLE IF NOT EXISTS seen (source TEXT, seq INTEGER)");
-    const note = (source: string, rows: AppliedRow[]) => {
-      for (const row of rows) ctx.storage.sql.exec("INSERT INTO seen VALUES (?, ?)", source, row.seq);
+    ctx.storage.sql.exec("CREATE TABLE IF NOT EXISTS seen (source TEXT, source_id TEXT, seq INTEGER)");
+    const note = (source: string, rows: AppliedRow[], sourceId: string | null) => {
+      for (const row of rows) ctx.storage.sql.exec("INSERT INTO seen VALUES (?, ?, ?)", source, sourceId, row.seq);
       this.#applied.push(rows);
     };
     if (ctx.id.name?.startsWith("async-")) {
       // Writes before any await (so inside the apply's transaction), then
       // resolves, or rejects for a row putting the key `boom`.
-      const onApply = async (source: string, rows: AppliedRow[]) => {
-        note(source, rows);
+      const onApply = async (source: string, rows: AppliedRow[], sourceId: string | null) => {
+        note(source, rows, sourceId);
         if (rows.some((r) => r.effects.puts.some(([key]) => key === "boom"))) throw new Error("the async hook failed");
       };
       // @ts-expect-error: the types refuse an async onApply (it returns a promise, not undefined).
       this.relay = new RelayTarget(ctx, { onApply });
     } else {
       this.relay = new RelayTarget(ctx, {
-        onApply: (source, rows) => {
-          note(source, rows);
+        onApply: (source, rows, sourceId) => {
+          note(source, rows, sourceId);
         },
       });
     }
@@ -307,7 +307,7 @@ export class Reader extends DurableObject<Env> {
   #applied: AppliedRow[][] = [];
 
   seen() {
-    return this.ctx.storage.sql.exec("SELECT source, seq FROM seen ORDER BY seq").toArray();
+    return this.ctx.storage.sql.exec("SELECT source, source_id, seq FROM seen ORDER BY seq").toArray();
   }
 
   /** As JSON text: RPC's type mapping cannot follow the recursive `JsonValue`. */

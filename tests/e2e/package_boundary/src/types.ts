@@ -19,6 +19,17 @@ export function callbacks(ctx: DurableObjectState, source: RelaySource) {
     },
   });
 
+  // onApply is told the source object's id beside its name: a string, or
+  // null for a sender older than ids.
+  new RelayTarget(ctx, {
+    onApply: (source, _rows, sourceId) => {
+      const key: string = sourceId === null ? source : `${source}/${sourceId}`;
+      void key;
+    },
+  });
+  // @ts-expect-error: sourceId may be null
+  new RelayTarget(ctx, { onApply: (_source, _rows, sourceId) => void (sourceId satisfies string) });
+
   // An async function returns a promise: refused, inline or named.
   // @ts-expect-error: an async onApply
   new RelayTarget(ctx, { onApply: async () => {} });
