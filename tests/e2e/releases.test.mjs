@@ -5,7 +5,8 @@
 //
 // - Each pairing of a source script and a target script across releases
 //   (the target bound by script_name, as a target deployed on its own
-//   schedule is): every row applied once, in order, and nothing parked.
+//   schedule is), SIGKILLed while deliveries run: every row applied once,
+//   in order, and nothing parked.
 // - One namespace served by the previous release and the current build in
 //   turn while rows flow, as a gradual deployment or a deferred code update
 //   serves it, SIGKILLed at every other turn.
@@ -49,13 +50,13 @@ function scriptConfig({ build, script, targets, vars = {} }) {
   return path;
 }
 
-/** A session of two scripts: sources at `source`'s build, their targets at `target`'s. */
-async function startPair(source, target) {
+/** A session of two scripts on `persistDir`: sources at `source`'s build, their targets at `target`'s. */
+async function startPair(source, target, persistDir) {
   const configs = [
     scriptConfig({ build: BUILDS[source], script: "relay-sources", targets: "relay-targets" }),
     scriptConfig({ build: BUILDS[target], script: "relay-targets" }),
   ];
-  const app = await startWrangler({ configs, persistDir: mkdtempSync(join(tmpdir(), "relay-releases-")) });
+  const app = await startWrangler({ configs, persistDir });
   app.tempFiles.push(...configs);
   return app;
 }
@@ -102,13 +103,21 @@ const PAIRINGS = [
 ];
 
 for (const [source, target] of PAIRINGS) {
-  test(`a source of the ${source} release delivers to a target of the ${target} release: every row once, in order, nothing parked`, async () => {
+  test(`a source of the ${source} release delivers to a target of the ${target} release, killed midway: every row once, in order, nothing parked`, async () => {
     for (const name of [source, target]) if (name !== "current") checkBuilt(name);
-    const app = await startPair(source, target);
+    const persistDir = mkdtempSync(join(tmpdir(), "relay-pair-"));
     const S = "rel-src";
+    const sent = new Sent();
+    // Rows to three targets, then SIGKILL while their deliveries run.
+    let app = await startPair(source, target, persistDir);
     try {
-      const sent = new Sent();
       for (let i = 1; i <= 12; i++) await sent.enqueue(app, S, { rows: [put(`rel-t${i % 3}`, `k${i}`, i)] });
+    } finally {
+      app.kill();
+      await app.stop();
+    }
+    app = await startPair(source, target, persistDir);
+    try {
       const keyed = { idempotency_key: "rel-key", rows: [put("rel-t0", "key", 1), put("rel-t1", "key", 1)] };
       const first = await sent.enqueue(app, S, keyed);
       const again = await app.api("POST", `/v1/sources/${S}/enqueue`, keyed);
