@@ -3,7 +3,7 @@
 //! from every object that may hold its rows, and redrive, discard and rearm
 //! done at each, the replies merged. The fan-out and the merge are written
 //! once in [`durable_relay_sql::logical`] (the simulator runs the same);
-//! here each object is a [`SourceClient`]. What is read per object
+//! here each object is a [`SourceClient`](crate::client::SourceClient). What is read per object
 //! (positions, parked rows, the alarm history) is asked of that object
 //! through [`PartitionedClient::part`]. The reference Worker's front door
 //! serves these for a source named in `RELAY_PARTITIONS`; a Worker of your

@@ -32,7 +32,7 @@
 //! 4 makes both tables WITHOUT ROWID, so an applied row costs two rows
 //! written even when each call carries one: its key and the watermark.
 //! Version 5 keys the watermark by (name, id). Version 6 marks the claims;
-//! version 5 runs on it (see [`SCHEMA`]).
+//! version 5 runs on it (see `SCHEMA`).
 //!
 //! Invariant: a source's watermark never moves back, and it moves only in
 //! the transaction that applies the rows up to it.
