@@ -59,6 +59,10 @@ pub struct FireRecord {
     /// The `traceparent` of every row a target took in this fire, in call
     /// order (rows enqueued without one are not listed).
     pub traces: Vec<String>,
+    /// When the fire took its window from an enqueue's handover and no
+    /// enqueue ran beside it: the rows the outbox held (all handed) and the
+    /// rows parked, as the enqueue saw them.
+    pub handed: Option<(u64, u64)>,
 }
 
 /// Watches an alarm's fires (the simulator audits after each; a shell may
@@ -247,8 +251,11 @@ pub async fn fire<S: Sql>(
     cpu.cut();
     let settlement = fire.settle();
     let figures = last_alarm.and_then(|f| f(&settlement.report, settlement.wake, &cpu.gauge));
-    let commit = outbox.checkpoint(&settlement.checkpoint, &settlement.report, now(), figures.as_ref())?;
+    let commit = outbox.checkpoint(&settlement.checkpoint, &settlement.report, now(), figures.as_ref());
+    let handed = outbox.end_handed();
+    let commit = commit?;
     Ok(FireRecord {
+        handed,
         report: settlement.report,
         wake: settlement.wake,
         scan: settlement.scan,
@@ -330,6 +337,7 @@ pub async fn run_alarm<S: Sql>(
     let mut cpu = Cpu::new(&options.budget, near_limit);
     let mut parked = Vec::new();
     let mut traces = Traces::default();
+    let mut quiet = None;
     while let Some(calls_left) = run.next_fire() {
         // The alarm's last fire stores the alarm's figures with its
         // checkpoint, so they cost no row write of their own.
@@ -358,9 +366,13 @@ pub async fn run_alarm<S: Sql>(
             Commit::Conflict => run.conflicted(&record.report),
         }
         traces.add(&record.traces);
+        quiet = quiet_end(&record, !counted && run.totals().fires == 1);
         observer.fire_settled(&record);
     }
-    let mut summary = finish(outbox, source, options, &run, started, now, parked)?;
+    let mut summary = match quiet {
+        Some(parked_rows) => quiet_finish(source, options, &run, started, now(), parked_rows),
+        None => finish(outbox, source, options, &run, started, now, parked)?,
+    };
     (summary.traces, summary.traced_rows) = (traces.listed, traces.rows);
     (summary.work, summary.retry_count) = (cpu.gauge.spent(), retry_count);
     Ok(summary)
@@ -383,6 +395,32 @@ impl Traces {
             }
         }
     }
+}
+
+/// When an in-turn delivery's only fire (`first_in_turn`) took its
+/// window from an enqueue's handover, no enqueue ran beside it, and it
+/// delivered every row the outbox held and committed: the rows parked, for
+/// a summary read from memory (see [`quiet_finish`]).
+fn quiet_end(record: &FireRecord, first_in_turn: bool) -> Option<u64> {
+    let (rows, parked_rows) = record.handed.filter(|_| first_in_turn)?;
+    let all = u64::from(record.report.rows_delivered) == rows;
+    (all && matches!(record.commit, Commit::Committed { .. })).then_some(parked_rows)
+}
+
+/// The end of an in-turn delivery that left the outbox empty, read from
+/// memory: the enqueue that started it armed the safety-net alarm, which
+/// prunes and arms what comes next within a second.
+fn quiet_finish(
+    source: &Name,
+    options: &AlarmOptions,
+    run: &AlarmRun,
+    started: u64,
+    ended: u64,
+    parked_rows: u64,
+) -> AlarmSummary {
+    let mut summary = summarise(source, run, options, started, ended, None);
+    (summary.next_in_ms, summary.parked_rows) = (None, parked_rows);
+    summary
 }
 
 /// After the fires: prune, read the gauges, and decide the next wake-up.

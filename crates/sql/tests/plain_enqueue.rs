@@ -19,9 +19,10 @@ use serde_json::json;
 const NOW: u64 = 1_700_000_000_000;
 
 /// Statements one unrouted single-row enqueue runs at a source that never
-/// stored a map: the state with its tail (and whether a map was stored),
-/// the target's parked flag and hold, the newest sequence, the insert.
-const PLAIN_ENQUEUE_STATEMENTS: usize = 4;
+/// stored a map: one read (the state with its tail, whether a map was
+/// stored, the newest slot, the target's records, the key's record) and
+/// the insert.
+const PLAIN_ENQUEUE_STATEMENTS: usize = 2;
 
 /// One SQLite database, shared by every outbox opened on it, that records
 /// the text of each statement run.

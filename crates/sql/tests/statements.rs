@@ -1,51 +1,105 @@
-//! What a lone row costs the source in SQL statements, on the shipped SQL
-//! and driver (the simulator's SQLite). Each statement is a call into the
-//! runtime, and in workerd that call, not SQLite's work, is most of a
-//! statement's CPU; the benchmark's profile (`bench/profile.mjs`) counts the
-//! same statements there. These bounds hold the counts it reported, so a
-//! change that adds a statement to every row fails here first.
+//! What a row costs in SQL statements, on the shipped SQL and driver (the
+//! simulator's SQLite), source and target together. Each statement is a
+//! call into the runtime, and in workerd that call, not SQLite's work, is
+//! most of a statement's CPU; the benchmark's profile (`bench/profile.mjs`)
+//! counts the same statements there. These bounds hold the counts it
+//! reported, so a change that adds a statement to a row's path fails here
+//! first.
 
 use durable_relay_sql::core::{EnqueueRow, Name, RelayBudget};
 use durable_relay_sql::sim::Sim;
 use serde_json::json;
 
-/// Statements one single-row enqueue runs on an open source: the state with
-/// its tail (which says the source never stored a partition map, so its
-/// fence is not read), the targets' parked flags and holds, the newest
-/// sequence, and the row's insert (into a recycled tombstone).
-const ENQUEUE_STATEMENTS_MAX: u64 = 4;
+/// Statements one single-row enqueue runs on an open source: one read (the
+/// state with its tail, the newest slot, the target's records, the key's
+/// record) and the row's write (into a recycled tombstone, or over the
+/// slot of the row delivered before it).
+const ENQUEUE_STATEMENTS_MAX: u64 = 2;
 
-/// Statements one alarm that delivers a lone row runs at the source: the
-/// state (twice: the fire and the summary), the scan, the bodies, the
-/// checkpoint's guard, delete and tombstone, the newest sequence, the
-/// owed head, and one read that finds nothing to prune and times the idle wake-up.
-const DELIVERY_STATEMENTS_MAX: u64 = 10;
+/// Statements the in-turn delivery of a lone row runs at the source: none.
+/// The enqueue handed it the row, the source's `os` and `rs` and the
+/// target's record; its checkpoint only removes the row, which the next
+/// enqueue's write does (or the safety-net alarm, within a second).
+const IN_TURN_DELIVERY_STATEMENTS_MAX: u64 = 0;
+
+/// Statements a target's apply of a lone row runs: the sender's watermark,
+/// the effect, the new watermark.
+const APPLY_STATEMENTS_MAX: u64 = 3;
+
+/// Statements the simulator's own check adds to every apply: its hook logs
+/// each applied sequence, which no shipped target does.
+const SIM_HOOK_STATEMENTS: u64 = 1;
+
+/// A lone row's whole round trip, source and target: what a user is billed
+/// calls for.
+const LONE_ROW_STATEMENTS_MAX: u64 = 8;
+
+/// Statements one alarm that delivers a lone row runs at the source (the
+/// path when in-turn delivery is off): the state, the window and the
+/// bodies, the prune horizon, the state, the row's removal (its checkpoint
+/// left it to the next reader of the outbox's rows, here the owed head's
+/// read) and the owed head.
+const ALARM_DELIVERY_STATEMENTS_MAX: u64 = 7;
 
 fn row(target: &str, i: u64) -> EnqueueRow {
     EnqueueRow::to(Name::new(target).unwrap()).put(format!("k{i}"), json!(i))
 }
 
-fn statements(sim: &Sim) -> u64 {
+fn source_statements(sim: &Sim) -> u64 {
     sim.with_relay("s", |r| r.sql().io().statements)
 }
 
+fn target_statements(sim: &Sim) -> u64 {
+    sim.with_target("t", |inbox| inbox.sql().statements())
+}
+
 #[test]
-fn a_lone_row_costs_the_source_a_bounded_number_of_statements() {
+fn a_lone_row_delivered_in_turn_costs_source_and_target_at_most_eight_statements() {
     let mut sim = Sim::new(7);
+    sim.set_in_turn(true);
     // The first row opens and migrates the source; the steady cost follows.
+    sim.enqueue("s", vec![row("t", 0)]).unwrap();
+    sim.deliver("s", RelayBudget::FREE);
+    for i in 1..=20 {
+        sim.advance(20);
+        let (source, target) = (source_statements(&sim), target_statements(&sim));
+        sim.enqueue("s", vec![row("t", i)]).unwrap();
+        let enqueued = source_statements(&sim);
+        let runs = sim.deliver("s", RelayBudget::FREE);
+        assert_eq!(runs.len(), 1, "row {i}: one in-turn run");
+        assert_eq!(runs[0].rows_delivered, 1, "row {i}: delivered in turn");
+        let (enqueue, delivery) = (enqueued - source, source_statements(&sim) - enqueued);
+        let apply = target_statements(&sim) - target - SIM_HOOK_STATEMENTS;
+        println!("row {i}: enqueue {enqueue}, in-turn delivery {delivery}, apply {apply} statements");
+        assert!(enqueue <= ENQUEUE_STATEMENTS_MAX, "row {i}: enqueue ran {enqueue} statements");
+        assert!(delivery <= IN_TURN_DELIVERY_STATEMENTS_MAX, "row {i}: delivery ran {delivery} statements");
+        assert!(apply <= APPLY_STATEMENTS_MAX, "row {i}: apply ran {apply} statements");
+        assert!(enqueue + delivery + apply <= LONE_ROW_STATEMENTS_MAX);
+    }
+    assert_eq!(sim.with_relay("s", |r| r.outbox().state().unwrap().queued_rows), 0, "nothing queued");
+    assert_eq!(sim.applied("t", "s"), (0..=20).map(|i| i + 1).collect::<Vec<u64>>());
+    // The safety-net alarm finds the last row delivered and removes it.
+    assert!(sim.run_until_idle("s", RelayBudget::FREE, 4).drained);
+    assert_eq!(sim.applied("t", "s").len(), 21, "nothing sent twice");
+    sim.audit().unwrap();
+}
+
+#[test]
+fn a_lone_row_delivered_by_the_alarm_costs_the_source_a_bounded_number_of_statements() {
+    let mut sim = Sim::new(7);
     sim.enqueue("s", vec![row("t", 0)]).unwrap();
     assert!(sim.run_until_idle("s", RelayBudget::FREE, 4).drained);
     for i in 1..=5 {
         sim.advance(1_000);
-        let before = statements(&sim);
+        let before = source_statements(&sim);
         sim.enqueue("s", vec![row("t", i)]).unwrap();
-        let queued = statements(&sim);
+        let queued = source_statements(&sim);
         assert!(sim.run_until_idle("s", RelayBudget::FREE, 4).drained);
-        let delivered = statements(&sim);
+        let delivered = source_statements(&sim);
         let (enqueue, delivery) = (queued - before, delivered - queued);
-        println!("row {i}: enqueue {enqueue} statements, delivery {delivery}");
+        println!("row {i}: enqueue {enqueue} statements, alarm delivery {delivery}");
         assert!(enqueue <= ENQUEUE_STATEMENTS_MAX, "enqueue ran {enqueue} statements");
-        assert!(delivery <= DELIVERY_STATEMENTS_MAX, "delivery ran {delivery} statements");
+        assert!(delivery <= ALARM_DELIVERY_STATEMENTS_MAX, "delivery ran {delivery} statements");
     }
     assert_eq!(sim.applied("t", "s"), (1..=6).collect::<Vec<u64>>());
     sim.audit().unwrap();

@@ -28,6 +28,36 @@ fn a_lone_row_at_an_idle_source_costs_three_writes_insert_alarm_delete() {
     sim.audit().unwrap();
 }
 
+/// Source rows written per row of a stream delivered in turn, one row
+/// every 20 ms: each row's write takes the slot of the row delivered
+/// before it, so a row costs its one write; the safety-net alarm adds its
+/// `setAlarm` and the last row's removal about once a second.
+const IN_TURN_STREAM_ROWS_WRITTEN_PER_ROW_MAX: f64 = 1.05;
+
+#[test]
+fn a_stream_delivered_in_turn_costs_one_source_write_per_row() {
+    let mut sim = Sim::new(3);
+    sim.set_in_turn(true);
+    sim.put("s", "customer", "k", json!(0)).unwrap();
+    sim.deliver("s", RelayBudget::FREE);
+    let before = written(&sim, "s");
+    let n = 500u32;
+    for i in 1..=n {
+        sim.advance(20);
+        if sim.alarm_at("s").is_some_and(|at| at <= sim.now_ms()) {
+            sim.run_alarm("s", RelayBudget::FREE);
+        }
+        sim.put("s", "customer", "k", json!(i)).unwrap();
+        assert_eq!(sim.deliver("s", RelayBudget::FREE).len(), 1, "row {i} delivered in turn");
+    }
+    let per_row = (written(&sim, "s") - before) as f64 / f64::from(n);
+    println!("source rows written per row, a stream delivered in turn: {per_row}");
+    assert!(per_row <= IN_TURN_STREAM_ROWS_WRITTEN_PER_ROW_MAX, "{per_row}");
+    assert!(sim.run_until_idle("s", RelayBudget::FREE, 5).drained);
+    assert_eq!(sim.applied("customer", "s").len(), n as usize + 1, "each row applied once");
+    sim.audit().unwrap();
+}
+
 #[test]
 fn rows_arriving_together_cost_two_writes_each_plus_one_alarm_and_one_state_write() {
     let mut sim = Sim::new(2);

@@ -16,6 +16,8 @@ const STATEMENT_CACHE_CAPACITY: usize = 256;
 #[derive(Clone)]
 pub struct SqliteSql {
     conn: Rc<Connection>,
+    /// Statements run on this database since it opened (clones share it).
+    statements: Rc<std::cell::Cell<u64>>,
 }
 
 fn sql_error(e: rusqlite::Error) -> StoreError {
@@ -28,7 +30,13 @@ impl SqliteSql {
         let conn = Connection::open_in_memory().map_err(sql_error)?;
         // The relay uses a few dozen distinct statements; keep them all prepared.
         conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE_CAPACITY);
-        Ok(SqliteSql { conn: Rc::new(conn) })
+        Ok(SqliteSql { conn: Rc::new(conn), statements: Rc::default() })
+    }
+
+    /// Statements run on this database so far: each is a call into the
+    /// runtime in workerd, which the tests of a row's cost count.
+    pub fn statements(&self) -> u64 {
+        self.statements.get()
     }
 }
 
@@ -127,6 +135,7 @@ fn from_ref(v: ValueRef<'_>) -> SqlValue {
 
 impl Sql for SqliteSql {
     fn exec(&self, query: &str, params: Vec<SqlValue>) -> Result<Rows, StoreError> {
+        self.statements.set(self.statements.get() + 1);
         let before = self.conn.total_changes();
         let mut stmt = self.conn.prepare_cached(query).map_err(sql_error)?;
         let columns = stmt.column_count();

@@ -191,6 +191,7 @@ impl Sim {
             .run("UPDATE relay_outbox SET body = ? WHERE seq = ?", vec![body.into(), crate::store::int(seq)])
             .expect("corrupt a row");
         assert_eq!(n, 1, "corrupt_row of a row not queued");
+        relay.outbox().forget_memory();
     }
 
     /// Replaces the stored `rs` text.
@@ -199,6 +200,26 @@ impl Sim {
         let src = self.world.source(&name(source));
         let relay = &src.relay;
         relay.sql().run("UPDATE relay_state SET rs = ? WHERE id = 1", vec![text.into()]).expect("corrupt rs");
+        relay.outbox().forget_memory();
+    }
+
+    /// Makes the sources opened from now on deliver in turn (see
+    /// `SourceConfig::in_turn`): an enqueue asks for a delivery, which
+    /// [`Sim::deliver`] then runs.
+    pub fn set_in_turn(&mut self, on: bool) {
+        self.world.in_turn.set(on);
+    }
+
+    /// Runs the in-turn delivery `source`'s enqueues asked for, as the
+    /// enqueue's invocation does after its reply (none if none asked).
+    #[allow(clippy::expect_used, reason = "the simulator's convenience form")]
+    pub fn deliver(&mut self, source: &str, budget: RelayBudget) -> Vec<crate::driver::AlarmSummary> {
+        let s = name(source);
+        let src = self.world.source(&s);
+        let targets = self.targets(&s, budget);
+        let now = || self.world.now();
+        let runs = src.relay.deliver(targets.as_ref(), &now, &crate::driver::NoObserver);
+        futures::executor::block_on(runs).expect("an in-turn delivery")
     }
 
     /// Deletes `source`'s stored alarm, as the platform does after too many

@@ -127,6 +127,10 @@ impl<S: Sql, A: AlarmStore> Relay<S, A> {
     ) -> Result<AlarmSummary, AlarmFailure> {
         assert!(run != Run::InTurn || !self.firing.get(), "an in-turn run never starts beside an alarm");
         let _alarm = matches!(run, Run::Alarm { .. }).then(|| Running::start(&self.firing));
+        if run != Run::InTurn {
+            // An enqueue hands its rows to the delivery it asks for only.
+            self.outbox.forget_handover();
+        }
         let started = now();
         let counted = matches!(run, Run::Alarm { .. });
         let ran = match run {

@@ -82,6 +82,9 @@ impl<S: Sql, A: AlarmStore> Relay<S, A> {
         } else {
             self.note_armed(Some(self.due_for(&done, now_ms)), 0).map_err(EnqueueFailure::Store)?
         };
+        // The caller's transaction may yet roll these rows back: the
+        // delivery they ask for reads them.
+        self.outbox.forget_handover();
         Ok((done, at))
     }
 
@@ -146,6 +149,9 @@ impl<S: Sql, A: AlarmStore> Relay<S, A> {
                 return now_ms;
             }
             self.asked.set(true);
+            // The rows are committed (or, for `enqueue_now`, forgotten
+            // again): the delivery asked for may take them from memory.
+            self.outbox.commit_handover();
             return self.lease_at(now_ms);
         }
         due

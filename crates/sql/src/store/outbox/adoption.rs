@@ -17,6 +17,7 @@ use crate::core::{
 impl<S: Sql> Outbox<S> {
     /// What this object stored of the maps routers brought it.
     pub fn adoption(&self) -> Result<Adoption, StoreError> {
+        self.flush_delivered()?;
         let row = self
             .sql
             .first("SELECT epoch, map, active, since_ms, known FROM relay_partition WHERE id = 1", vec![])?;
@@ -51,6 +52,7 @@ impl<S: Sql> Outbox<S> {
         digest: &str,
         fence: Fence,
     ) -> Result<Option<Enqueued>, EnqueueFailure> {
+        self.flush_delivered()?;
         self.check_fence(seat, fence, &[], now_ms)?;
         let Some(record) = self.dedup_record(key)? else { return Ok(None) };
         let horizon = self.settings().dedup_horizon_ms;
@@ -84,6 +86,7 @@ impl<S: Sql> Outbox<S> {
         now_ms: u64,
         map: &PartitionMap,
     ) -> Result<Vec<Part>, EnqueueFailure> {
+        self.flush_delivered()?;
         let stored = self.adoption()?;
         let holdings = Holdings {
             targets: self.targets_held()?,
@@ -106,6 +109,7 @@ impl<S: Sql> Outbox<S> {
     /// Activates `map` (the second phase of adoption): only the map this
     /// object prepared. Run it inside a transaction.
     pub fn activate(&self, now_ms: u64, map: &PartitionMap) -> Result<(), EnqueueFailure> {
+        self.flush_delivered()?;
         let stored = self.adoption()?;
         if decide_activate(&stored, map)? {
             self.put_adoption(map, true, now_ms, &stored.known)?;
@@ -156,6 +160,7 @@ impl<S: Sql> Outbox<S> {
     /// As `part` of a logical source now routed by `layout`'s homes: what
     /// keeps a change from settling here (see [`Settling`]).
     pub fn settling(&self, part: Part, map: &PartitionMap, now_ms: u64) -> Result<Settling, StoreError> {
+        self.flush_delivered()?;
         let current = PartitionMap { partitions: map.partitions, epoch: map.epoch, from: Vec::new() };
         let held = self.targets_held()?;
         let foreign = held
@@ -178,6 +183,7 @@ impl<S: Sql> Outbox<S> {
     /// source's capacity (`max_rows`) and runs only while a change settles,
     /// never on status, enqueue or the alarm.
     pub fn targets_held(&self) -> Result<Vec<String>, StoreError> {
+        self.flush_delivered()?;
         let rows = self.sql.rows(
             "SELECT target FROM relay_outbox WHERE target != '' UNION \
              SELECT target FROM relay_parked WHERE discarded_at_ms IS NULL",

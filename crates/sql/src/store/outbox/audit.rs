@@ -18,6 +18,7 @@ impl std::fmt::Display for AuditFailure {
 impl<S: Sql> Outbox<S> {
     /// Checks every invariant; the first breach is the error.
     pub fn audit(&self) -> Result<Result<(), AuditFailure>, StoreError> {
+        self.flush_delivered()?;
         let checks = [
             Self::audit_counters as fn(&Self) -> Result<Option<String>, StoreError>,
             Self::audit_parked_targets,

@@ -1,9 +1,11 @@
-//! Enqueue: read what admission needs, let the core decide, write the plan.
+//! Enqueue: read what admission needs (one statement, see `view.rs`), let
+//! the core decide, write the plan.
 
-use std::collections::{BTreeMap, BTreeSet};
 use std::convert::Infallible;
 use std::fmt;
 
+use super::handover::Handover;
+use super::view::EnqueueView;
 use super::{int, Enqueued, Outbox, Pending, Seat, Sql, SqlValue, StoreError};
 use crate::core::{
     admit, due_list, Admission, AdmissionInput, AppendPlan, DedupRecord, EnqueueError, EnqueueRefusal,
@@ -13,9 +15,6 @@ use crate::core::{
 /// Rows per multi-row INSERT: six bound parameters each, under SQLite's
 /// 100-parameter limit per statement.
 const INSERT_ROWS_PER_STATEMENT: usize = 16;
-
-/// The parked targets and the delay holds among an enqueue's targets.
-type TargetRecords = (BTreeSet<String>, BTreeMap<String, u64>);
 
 /// Why an enqueue wrote nothing. `E` is the error of the caller's own
 /// writes in [`Relay::enqueue_with`](crate::Relay::enqueue_with).
@@ -115,26 +114,26 @@ impl<S: Sql> Outbox<S> {
     ) -> Result<Enqueued, EnqueueFailure> {
         self.check_endpoints(rows)?;
         self.note_time(now_ms);
-        let (state, map_stored) = self.state_and_map_stored()?;
-        if let (Entry::Unrouted(seat), true) = (entry, map_stored) {
+        self.memory.enqueues.set(self.memory.enqueues.get() + 1);
+        self.memory.handover.borrow_mut().take();
+        let mut view = self.enqueue_view(rows, key, now_ms)?;
+        let state = &view.state;
+        if let (Entry::Unrouted(seat), true) = (entry, view.map_stored) {
             if let Some(done) = self.unrouted_at_mapped(seat, now_ms, key, rows)? {
                 return Ok(done);
             }
+            // The routing steps may have written: read the slot afresh.
+            view.tombstone = self.tombstone()?;
         }
-        let record = match key {
-            Some(k) => self.dedup_record(k)?,
-            None => None,
-        };
-        let (parked, held) = self.records_of(rows, now_ms)?;
         let input = AdmissionInput {
             os: state.os,
             now_ms,
             key,
-            record: record.as_ref(),
+            record: view.record.as_ref(),
             dedup_horizon_ms: self.settings().dedup_horizon_ms,
-            capacity: self.capacity(&state),
-            parked: &parked,
-            held: &held,
+            capacity: self.capacity(state),
+            parked: &view.parked,
+            held: &view.held,
         };
         match admit(&input, rows) {
             Err(refusal) => {
@@ -156,7 +155,8 @@ impl<S: Sql> Outbox<S> {
                 })
             }
             Ok(Admission::Append(plan)) => {
-                self.write_append(&plan)?;
+                self.write_append(&plan, view.tombstone)?;
+                self.offer_handover(&view, &plan, now_ms);
                 Ok(Enqueued {
                     due_ms: due_list(&plan.plan.rows, now_ms),
                     seqs: plan.plan.seqs(),
@@ -175,12 +175,18 @@ impl<S: Sql> Outbox<S> {
     /// outbox takes a tombstone's slot, if there is one, so it costs one
     /// write. Two writers allocating the same sequence collide on the
     /// primary key, and the transaction rolls back.
-    fn write_append(&self, plan: &AppendPlan) -> Result<(), StoreError> {
+    fn write_append(&self, plan: &AppendPlan, tombstone: Option<u64>) -> Result<(), StoreError> {
         let mut written = 0u64;
         let mut queued: &[StoredRow] = &plan.queued;
-        if let (Some(first), Some(slot)) = (queued.first(), self.tombstone()?) {
+        if let (Some(first), Some(slot)) = (queued.first(), tombstone) {
             written += u64::from(self.reuse_slot(slot, first)?);
             queued = queued.get(1..).unwrap_or_default();
+        } else if let Some(first) = queued.first() {
+            let reused = self.reuse_delivered(first)?;
+            if reused > 0 {
+                written += u64::from(reused);
+                queued = queued.get(1..).unwrap_or_default();
+            }
         }
         for (table, list) in [("relay_outbox", queued), ("relay_parked", plan.parked.as_slice())] {
             for chunk in list.chunks(INSERT_ROWS_PER_STATEMENT) {
@@ -201,6 +207,26 @@ impl<S: Sql> Outbox<S> {
         Ok(())
     }
 
+    /// Offers the fire this enqueue starts what it wrote, when its rows are
+    /// all the outbox holds and all due now (see `handover.rs`); it counts
+    /// only once the enqueue commits.
+    fn offer_handover(&self, view: &EnqueueView, plan: &AppendPlan, now_ms: u64) {
+        let alone = view.state.queued_rows == 0 && plan.parked.is_empty() && !plan.queued.is_empty();
+        if !alone || plan.queued.iter().any(|r| r.due_ms > now_ms) {
+            return;
+        }
+        let failing = view.failing.iter().filter(|(t, _)| plan.queued.iter().any(|r| r.target == t.as_str()));
+        *self.memory.handover.borrow_mut() = Some(Handover {
+            os: plan.plan.os,
+            rs_text: view.state.rs.clone(),
+            rows: plan.queued.clone(),
+            failing: failing.map(|(t, f)| (t.clone(), *f)).collect(),
+            parked_rows: view.state.parked_rows,
+            committed: false,
+            enqueue: self.memory.enqueues.get(),
+        });
+    }
+
     /// The sequence of the outbox's tombstone, if it has one. A tombstone is
     /// always the newest row (see `ledger.rs`), so this reads one row.
     pub(crate) fn tombstone(&self) -> Result<Option<u64>, StoreError> {
@@ -216,15 +242,7 @@ impl<S: Sql> Outbox<S> {
         let n = self.sql.run(
             "UPDATE relay_outbox SET seq = ?, target = ?, at_ms = ?, bytes = ?, body = ?, due_ms = ? \
              WHERE seq = ? AND target = ''",
-            vec![
-                int(row.seq),
-                row.target.as_str().into(),
-                int(row.at_ms),
-                int(row.body.len() as u64),
-                row.body.as_str().into(),
-                int(row.due_ms),
-                int(slot),
-            ],
+            row_values(row).into_iter().chain([int(slot)]).collect(),
         )?;
         if n != 1 {
             return Err(StoreError::Guard("the tombstone changed during enqueue"));
@@ -236,12 +254,7 @@ impl<S: Sql> Outbox<S> {
         let placeholders = vec!["(?, ?, ?, ?, ?, ?)"; rows.len()].join(", ");
         let mut params: Vec<SqlValue> = Vec::with_capacity(rows.len() * 6);
         for r in rows {
-            params.push(int(r.seq));
-            params.push(r.target.as_str().into());
-            params.push(int(r.at_ms));
-            params.push(int(r.body.len() as u64));
-            params.push(r.body.as_str().into());
-            params.push(int(r.due_ms));
+            params.extend(row_values(r));
         }
         self.sql.run(
             &format!("INSERT INTO {table} (seq, target, at_ms, bytes, body, due_ms) VALUES {placeholders}"),
@@ -256,34 +269,6 @@ impl<S: Sql> Outbox<S> {
             Some(refusal) => Err(EnqueueFailure::Refused(refusal)),
             None => Ok(()),
         }
-    }
-
-    /// Which of the rows' targets are parked, and the live delay holds of
-    /// the rows' targets: one statement that looks up each distinct target
-    /// by key, so an enqueue reads rows in proportion to its own targets,
-    /// never to the records a source keeps (thousands of failing targets
-    /// cost an enqueue nothing).
-    fn records_of(&self, rows: &[EnqueueRow], now_ms: u64) -> Result<TargetRecords, StoreError> {
-        let targets: BTreeSet<&str> = rows.iter().map(|r| r.target.as_str()).collect();
-        let list = serde_json::to_string(&targets).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-        let live_after = now_ms.saturating_sub(crate::core::HOLD_GRACE_MS);
-        let found = self.sql.rows(
-            "SELECT j.value, EXISTS (SELECT 1 FROM relay_targets t WHERE t.target = j.value AND t.parked = 1), \
-             (SELECT h.due_ms FROM relay_holds h WHERE h.target = j.value AND h.due_ms > ?) \
-             FROM json_each(?) j",
-            vec![int(live_after), list.into()],
-        )?;
-        let (mut parked, mut held) = (BTreeSet::new(), BTreeMap::new());
-        for r in found {
-            let target = r.text(0)?;
-            if let Some(due_ms) = r.opt_u64(2)? {
-                held.insert(target.clone(), due_ms);
-            }
-            if r.u64(1)? != 0 {
-                parked.insert(target);
-            }
-        }
-        Ok((parked, held))
     }
 
     pub(super) fn dedup_record(&self, key: &str) -> Result<Option<DedupRecord>, StoreError> {
@@ -329,4 +314,17 @@ impl<S: Sql> Outbox<S> {
             ],
         )
     }
+}
+
+/// An outbox row's columns in the order every statement here binds them:
+/// `seq, target, at_ms, bytes, body, due_ms`.
+pub(super) fn row_values(row: &StoredRow) -> [SqlValue; 6] {
+    [
+        int(row.seq),
+        row.target.as_str().into(),
+        int(row.at_ms),
+        int(row.body.len() as u64),
+        row.body.as_str().into(),
+        int(row.due_ms),
+    ]
 }

@@ -37,7 +37,7 @@
 //! `COUNT`/`SUM` over the live rows; at most one tombstone exists and it is
 //! the outbox's newest row; F is at most the effective `os`.
 
-use super::{int, pending_set, Outbox, Sql, SqlValue, StoreError};
+use super::{int, pending_set, Outbox, SourceState, Sql, SqlValue, StoreError};
 use crate::store::Row;
 
 /// The state row as stored.
@@ -80,17 +80,26 @@ const STORED_COLUMN_COUNT: usize = 20;
 /// text so that one scan yields both, and the highest sequence of each
 /// table. Scalar subqueries correlated with the state row read what the
 /// four separate statements it replaces read, and no more.
-static STORED_AND_TAIL_SQL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+static STORED_AND_TAIL_SQL: std::sync::LazyLock<String> =
+    std::sync::LazyLock::new(|| stored_and_tail_sql(""));
+
+/// [`STORED_AND_TAIL_SQL`] with `extra` columns (each preceded by a comma)
+/// after the tail's four: an operation that needs a few more facts reads
+/// them in the same statement.
+pub(super) fn stored_and_tail_sql(extra: &str) -> String {
     format!(
         "SELECT {STORED_COLUMNS}, \
          (SELECT printf('%d %d', COUNT(*), COALESCE(SUM(bytes), 0)) FROM relay_outbox \
           WHERE seq > s.os AND target != ''), \
          (SELECT printf('%d %d', COUNT(*), COALESCE(SUM(bytes), 0)) FROM relay_parked \
           WHERE seq > s.os AND discarded_at_ms IS NULL), \
-         (SELECT MAX(seq) FROM relay_outbox), (SELECT MAX(seq) FROM relay_parked) \
+         (SELECT MAX(seq) FROM relay_outbox), (SELECT MAX(seq) FROM relay_parked){extra} \
          FROM relay_state AS s WHERE s.id = 1"
     )
-});
+}
+
+/// The column of the first extra column of [`stored_and_tail_sql`].
+pub(super) const FIRST_EXTRA_COLUMN: usize = STORED_COLUMN_COUNT + 4;
 
 /// A `"<count> <bytes>"` text of [`STORED_AND_TAIL_SQL`].
 fn count_and_bytes(text: &str) -> Result<(u64, u64), StoreError> {
@@ -237,6 +246,61 @@ fn signed(v: i64) -> SqlValue {
 }
 
 impl<S: Sql> Outbox<S> {
+    /// The source's state: the state row with the tail folded in, the
+    /// derived counts, and the counts not yet written.
+    pub fn state(&self) -> Result<SourceState, StoreError> {
+        Ok(self.state_and_map_stored()?.0)
+    }
+
+    /// [`state`](Outbox::state), and whether this object ever stored a
+    /// partition map, from the same one statement.
+    fn state_and_map_stored(&self) -> Result<(SourceState, bool), StoreError> {
+        let (st, t) = self.stored_and_tail()?;
+        Ok(self.state_of(st, t))
+    }
+
+    /// The state, and whether a partition map was ever stored, from the
+    /// state row as stored and its tail.
+    pub(super) fn state_of(&self, st: Stored, mut t: Tail) -> (SourceState, bool) {
+        // A delivered row kept in the outbox is past the folded `os`, so the
+        // tail counted it: it is delivered, not queued.
+        if let Some(d) = self.memory.delivered.get().filter(|d| d.seq > st.os && d.seq <= t.os) {
+            t.queued_rows = t.queued_rows.saturating_sub(1);
+            t.queued_bytes = t.queued_bytes.saturating_sub(d.bytes);
+        }
+        let map_stored = st.map_stored;
+        let p = self.pending.get();
+        let queued_rows = st.queued_rows + t.queued_rows;
+        let parked_rows = st.parked_rows + t.parked_rows;
+        let last_alarm = self.last_alarm.borrow().clone().or(st.last_alarm);
+        let day = crate::core::utc_day(self.clock_ms.get()).max(st.rows_written_day);
+        let stored_today = if st.rows_written_day == day { st.rows_written_today } else { 0 };
+        let state = SourceState {
+            os: t.os,
+            rs: st.rs,
+            queued_rows,
+            queued_bytes: st.queued_bytes + t.queued_bytes,
+            parked_rows,
+            parked_bytes: st.parked_bytes + t.parked_bytes,
+            enqueued_rows: t.os,
+            delivered_rows: t.os.saturating_sub(queued_rows + parked_rows + st.discarded_total),
+            discarded_total: st.discarded_total,
+            sql_rows_written: st.sql_rows_written + p.writes,
+            alarms: st.alarms + p.alarms,
+            fires: st.fires + p.fires,
+            calls: st.calls + p.calls,
+            conflicts: st.conflicts + p.conflicts,
+            dedup_hits: st.dedup_hits + p.dedup_hits,
+            rejected_full: st.rejected_full + p.rejected_full,
+            lag_breaches: st.lag_breaches + p.lag_breaches,
+            last_prune_ms: st.last_prune_ms,
+            last_alarm,
+            rows_written_day: day,
+            rows_written_today: stored_today + p.writes,
+        };
+        (state, map_stored)
+    }
+
     /// The state row as stored.
     pub(crate) fn stored(&self) -> Result<Stored, StoreError> {
         let row =
@@ -248,15 +312,27 @@ impl<S: Sql> Outbox<S> {
     /// read in one statement: every read of the state needs both, and each
     /// statement is a call into the runtime.
     pub(crate) fn stored_and_tail(&self) -> Result<(Stored, Tail), StoreError> {
-        let row = self.sql.first(&STORED_AND_TAIL_SQL, vec![])?;
+        let (stored, tail, _) = self.stored_and_tail_with(&STORED_AND_TAIL_SQL, vec![])?;
+        Ok((stored, tail))
+    }
+
+    /// [`stored_and_tail`](Outbox::stored_and_tail) by `query`, a statement
+    /// of [`stored_and_tail_sql`], and the row itself for its extra columns.
+    pub(super) fn stored_and_tail_with(
+        &self,
+        query: &str,
+        params: Vec<SqlValue>,
+    ) -> Result<(Stored, Tail, Row), StoreError> {
+        let row = self.sql.first(query, params)?;
         let r = row.ok_or(StoreError::Corrupt("relay_state row is missing".into()))?;
         let stored = stored_from(&r)?;
+        self.memory.folded_os.set(Some(stored.os));
         let base = STORED_COLUMN_COUNT;
         let (queued_rows, queued_bytes) = count_and_bytes(&r.text(base)?)?;
         let (parked_rows, parked_bytes) = count_and_bytes(&r.text(base + 1)?)?;
         let newest = [r.opt_u64(base + 2)?, r.opt_u64(base + 3)?].into_iter().flatten().max().unwrap_or(0);
         let tail = Tail { os: newest.max(stored.os), queued_rows, queued_bytes, parked_rows, parked_bytes };
-        Ok((stored, tail))
+        Ok((stored, tail, r))
     }
 
     /// Writes the state row: folds `tail`, applies `w` and every pending
@@ -282,7 +358,10 @@ impl<S: Sql> Outbox<S> {
         params.push(int(guarded));
         params.push(expected);
         match self.sql.run(STATE_WRITE_SQL, params) {
-            Ok(1) => Ok(true),
+            Ok(1) => {
+                self.memory.folded_os.set(Some(tail.os));
+                Ok(true)
+            }
             Ok(_) => {
                 self.restore_pending(pending, since);
                 Ok(false)

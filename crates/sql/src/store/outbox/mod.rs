@@ -52,10 +52,12 @@ mod adoption;
 mod audit;
 mod checkpoint;
 mod enqueue;
+mod handover;
 mod ledger;
 mod parking;
 mod prune;
 mod routing;
+mod view;
 mod window;
 
 use std::cell::Cell;
@@ -301,6 +303,8 @@ pub struct Outbox<S> {
     clock_ms: Cell<u64>,
     /// The last alarm's figures when its checkpoint wrote no state row.
     last_alarm: std::cell::RefCell<Option<String>>,
+    /// The handover and the delivered row kept (see `handover.rs`).
+    memory: handover::Memory,
     /// The endpoints rows may be addressed to (`endpoint:<name>`), as the
     /// operator configured them; a row to any other is refused. Not stored.
     endpoints: std::cell::RefCell<std::collections::BTreeSet<String>>,
@@ -319,6 +323,7 @@ impl<S: Sql> Outbox<S> {
             pending_since_ms: Cell::new(None),
             clock_ms: Cell::new(0),
             last_alarm: std::cell::RefCell::new(None),
+            memory: handover::Memory::default(),
             endpoints: std::cell::RefCell::new(std::collections::BTreeSet::new()),
             batched: std::cell::RefCell::new(std::collections::BTreeSet::new()),
         })
@@ -356,53 +361,11 @@ impl<S: Sql> Outbox<S> {
         self.batched.borrow().clone()
     }
 
-    /// The source's state: the state row with the tail folded in, the
-    /// derived counts, and the counts not yet written.
-    pub fn state(&self) -> Result<SourceState, StoreError> {
-        Ok(self.state_and_map_stored()?.0)
-    }
-
-    /// [`state`](Outbox::state), and whether this object ever stored a
-    /// partition map, from the same one statement.
-    fn state_and_map_stored(&self) -> Result<(SourceState, bool), StoreError> {
-        let (st, t) = self.stored_and_tail()?;
-        let map_stored = st.map_stored;
-        let p = self.pending.get();
-        let queued_rows = st.queued_rows + t.queued_rows;
-        let parked_rows = st.parked_rows + t.parked_rows;
-        let last_alarm = self.last_alarm.borrow().clone().or(st.last_alarm);
-        let day = crate::core::utc_day(self.clock_ms.get()).max(st.rows_written_day);
-        let stored_today = if st.rows_written_day == day { st.rows_written_today } else { 0 };
-        let state = SourceState {
-            os: t.os,
-            rs: st.rs,
-            queued_rows,
-            queued_bytes: st.queued_bytes + t.queued_bytes,
-            parked_rows,
-            parked_bytes: st.parked_bytes + t.parked_bytes,
-            enqueued_rows: t.os,
-            delivered_rows: t.os.saturating_sub(queued_rows + parked_rows + st.discarded_total),
-            discarded_total: st.discarded_total,
-            sql_rows_written: st.sql_rows_written + p.writes,
-            alarms: st.alarms + p.alarms,
-            fires: st.fires + p.fires,
-            calls: st.calls + p.calls,
-            conflicts: st.conflicts + p.conflicts,
-            dedup_hits: st.dedup_hits + p.dedup_hits,
-            rejected_full: st.rejected_full + p.rejected_full,
-            lag_breaches: st.lag_breaches + p.lag_breaches,
-            last_prune_ms: st.last_prune_ms,
-            last_alarm,
-            rows_written_day: day,
-            rows_written_today: stored_today + p.writes,
-        };
-        Ok((state, map_stored))
-    }
-
     /// The oldest row still owed to a target (queued or parked), in one
     /// statement: the head of each table (tombstones and discarded rows are
     /// not rows), tagged 0 for queued and 1 for parked.
     pub fn owed_head(&self) -> Result<Option<Head>, StoreError> {
+        self.flush_delivered()?;
         let rows = self.sql.rows(
             "SELECT 0, seq, at_ms, due_ms FROM (SELECT seq, at_ms, due_ms FROM relay_outbox \
              WHERE target != '' ORDER BY seq LIMIT 1) \

@@ -60,6 +60,7 @@ impl<S: Sql> Outbox<S> {
         after: &str,
         limit: u32,
     ) -> Result<TargetPage, StoreError> {
+        self.flush_delivered()?;
         let limit = limit.clamp(1, crate::core::MAX_TARGETS_PER_PAGE);
         let filter = match which {
             TargetFilter::All => "",
@@ -88,6 +89,7 @@ impl<S: Sql> Outbox<S> {
     /// the bodies the page holds, so a page never holds more in memory than
     /// it answers.
     pub fn parked_page(&self, target: &str, after: u64, limit: u32) -> Result<ParkedPage, StoreError> {
+        self.flush_delivered()?;
         let limit = limit.clamp(1, crate::core::MAX_PARKED_ROWS_PER_PAGE);
         let sizes = self.sql.rows(
             "SELECT seq, at_ms, length(CAST(body AS BLOB)) FROM relay_parked \
@@ -130,6 +132,7 @@ impl<S: Sql> Outbox<S> {
     /// marker, so the next fire rescans from the head (no row returns below
     /// an active cursor) and any fire in flight loses its checkpoint guard.
     pub fn redrive(&self, target: &str) -> Result<ActionOutcome, StoreError> {
+        self.flush_delivered()?;
         self.sql.transaction(|| {
             let (stored, tail) = self.stored_and_tail()?;
             let was_parked = self.is_parked(target)?;
@@ -175,6 +178,7 @@ impl<S: Sql> Outbox<S> {
     /// target that is failing but not parked keeps its record, which passes
     /// it over for the rest of the cycle; it has nothing to discard.
     pub fn discard(&self, target: &str, now_ms: u64) -> Result<ActionOutcome, StoreError> {
+        self.flush_delivered()?;
         self.note_time(now_ms);
         self.sql.transaction(|| {
             let (_, tail) = self.stored_and_tail()?;

@@ -102,6 +102,7 @@ impl<S: Sql> Outbox<S> {
         rows: &[EnqueueRow],
         fence: Fence,
     ) -> Result<Option<Enqueued>, EnqueueFailure> {
+        self.flush_delivered()?;
         if fence.epoch == 0 {
             return self.enqueue(Entry::Unrouted(seat), now_ms, None, rows).map(Some);
         }
@@ -275,6 +276,7 @@ impl<S: Sql> Outbox<S> {
         digest: &str,
         ticket: Ticket,
     ) -> Result<Sealed, EnqueueFailure> {
+        self.flush_delivered()?;
         let stored = self.routed_record(key)?;
         let record = decide_seal(key, stored.as_ref(), digest, ticket, now_ms)?;
         if stored.as_ref() != Some(&record) {
@@ -298,6 +300,7 @@ impl<S: Sql> Outbox<S> {
         digest: &str,
         reach: &[Part],
     ) -> Result<KeyVerdict, EnqueueFailure> {
+        self.flush_delivered()?;
         let row = self
             .sql
             .first("SELECT digest, gen_ms, attempt, reach FROM relay_keys WHERE key = ?", vec![key.into()])?;

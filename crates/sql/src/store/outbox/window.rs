@@ -10,6 +10,7 @@
 
 use std::collections::BTreeMap;
 
+use super::handover::Handover;
 use super::{int, Outbox, Sql, StoreError};
 use crate::core::{Begun, Failing, FireStart, Name, RelayBudget, StoredRow};
 
@@ -34,11 +35,22 @@ impl<S: Sql> Outbox<S> {
         now_ms: u64,
     ) -> Result<FireStart, StoreError> {
         self.note_time(now_ms);
-        let state = self.state()?;
+        let (os, rs_text) = match self.take_handover() {
+            Some(h) => {
+                let start = (h.os, h.rs_text.clone());
+                *self.memory.handed.borrow_mut() = Some(h);
+                start
+            }
+            None => {
+                self.flush_delivered()?;
+                let state = self.state()?;
+                (state.os, state.rs)
+            }
+        };
         Ok(FireStart {
             source: source.clone(),
-            os: state.os,
-            rs_text: state.rs,
+            os,
+            rs_text,
             now_ms,
             budget,
             calls_left,
@@ -48,21 +60,66 @@ impl<S: Sql> Outbox<S> {
         })
     }
 
+    /// Ends the fire that began last: when it took its window from an
+    /// enqueue's handover and no enqueue ran since, the rows it handed (all
+    /// the outbox held) and the parked rows the enqueue saw.
+    pub(crate) fn end_handed(&self) -> Option<(u64, u64)> {
+        let h = self.memory.handed.borrow_mut().take()?;
+        self.no_enqueue_since(&h).then_some((h.rows.len() as u64, h.parked_rows))
+    }
+
     /// Reads the begun fire's window: its rows, ascending, with bodies only
     /// for the rows the fire can send, and whether they are all the rows left
     /// up to the cycle end. Adds the failure records of the window's targets
     /// to `begun.start.failing`.
     pub fn read_window(&self, begun: &mut Begun) -> Result<(Vec<StoredRow>, bool), StoreError> {
         let w = begun.window;
+        let handed = self.memory.handed.borrow().clone();
+        let mut meta = match &handed {
+            Some(h) => handed_meta(h, w.after, w.through, w.probe_rows()),
+            None => self.window_meta(w.after, w.through, w.probe_rows())?,
+        };
+        let sizes: Vec<(u64, u32)> = meta.iter().map(|m| (m.seq, m.bytes)).collect();
+        let (take, exhausted) = w.take(&sizes);
+        meta.truncate(take);
+        for m in &meta {
+            // A stored name that no longer validates cannot be a row's target.
+            if let (Some(f), Ok(name)) = (m.failing, Name::new(m.target.as_str())) {
+                begun.start.failing.insert(name, f);
+            }
+        }
+        let through = begun.bodies_through(meta.iter().map(|m| (m.seq, m.target.as_str(), m.due_ms)));
+        let mut bodies = match (through, &handed) {
+            (None, _) => Vec::new(),
+            (Some(last), Some(h)) => {
+                let between = h.rows.iter().filter(|r| r.seq > w.after && r.seq <= last);
+                between.map(|r| (r.seq, r.body.clone())).collect()
+            }
+            (Some(last), None) => self.bodies_between(w.after, last)?,
+        }
+        .into_iter()
+        .peekable();
+        let window = meta
+            .into_iter()
+            .map(|m| {
+                let body = bodies.next_if(|(seq, _)| *seq == m.seq).map(|(_, b)| b).unwrap_or_default();
+                StoredRow { seq: m.seq, target: m.target, at_ms: m.at_ms, due_ms: m.due_ms, body }
+            })
+            .collect();
+        Ok((window, exhausted))
+    }
+
+    /// The window's rows after `after` up to `through`, at most `limit`,
+    /// without bodies, each with its target's failure record if failing.
+    fn window_meta(&self, after: u64, through: u64, limit: u32) -> Result<Vec<Meta>, StoreError> {
         let rows = self.sql.rows(
             "SELECT o.seq, o.target, o.at_ms, o.bytes, o.due_ms, t.failed_cycles, t.last_failure_ms, t.retry_after_ms \
              FROM relay_outbox o LEFT JOIN relay_targets t \
              ON t.target = o.target AND t.parked = 0 AND t.failed_cycles > 0 \
              WHERE o.seq > ? AND o.seq <= ? AND o.target != '' ORDER BY o.seq LIMIT ?",
-            vec![int(w.after), int(w.through), int(u64::from(w.probe_rows()))],
+            vec![int(after), int(through), int(u64::from(limit))],
         )?;
-        let mut meta = rows
-            .iter()
+        rows.iter()
             .map(|r| {
                 let failing = match (r.opt_u64(5)?, r.opt_u64(6)?) {
                     (Some(cycles), last) => Some(Failing {
@@ -81,31 +138,7 @@ impl<S: Sql> Outbox<S> {
                     failing,
                 })
             })
-            .collect::<Result<Vec<_>, StoreError>>()?;
-        let sizes: Vec<(u64, u32)> = meta.iter().map(|m| (m.seq, m.bytes)).collect();
-        let (take, exhausted) = w.take(&sizes);
-        meta.truncate(take);
-        for m in &meta {
-            // A stored name that no longer validates cannot be a row's target.
-            if let (Some(f), Ok(name)) = (m.failing, Name::new(m.target.as_str())) {
-                begun.start.failing.insert(name, f);
-            }
-        }
-        let through = begun.bodies_through(meta.iter().map(|m| (m.seq, m.target.as_str(), m.due_ms)));
-        let mut bodies = match through {
-            None => Vec::new(),
-            Some(last) => self.bodies_between(w.after, last)?,
-        }
-        .into_iter()
-        .peekable();
-        let window = meta
-            .into_iter()
-            .map(|m| {
-                let body = bodies.next_if(|(seq, _)| *seq == m.seq).map(|(_, b)| b).unwrap_or_default();
-                StoredRow { seq: m.seq, target: m.target, at_ms: m.at_ms, due_ms: m.due_ms, body }
-            })
-            .collect();
-        Ok((window, exhausted))
+            .collect::<Result<Vec<_>, StoreError>>()
     }
 
     /// `(seq, body)` of rows with `after < seq <= last`, ascending.
@@ -116,4 +149,19 @@ impl<S: Sql> Outbox<S> {
         )?;
         rows.iter().map(|r| Ok((r.u64(0)?, r.text(1)?))).collect()
     }
+}
+
+/// [`Outbox::window_meta`] over a handover's rows: the same selection, from
+/// memory.
+fn handed_meta(h: &Handover, after: u64, through: u64, limit: u32) -> Vec<Meta> {
+    let rows = h.rows.iter().filter(|r| r.seq > after && r.seq <= through).take(limit as usize);
+    rows.map(|r| Meta {
+        seq: r.seq,
+        target: r.target.clone(),
+        at_ms: r.at_ms,
+        due_ms: r.due_ms,
+        bytes: u32::try_from(r.body.len()).unwrap_or(u32::MAX),
+        failing: Name::new(r.target.as_str()).ok().and_then(|n| h.failing.get(&n).copied()),
+    })
+    .collect()
 }
