@@ -20,7 +20,7 @@ const ENQUEUE_STATEMENTS_MAX: u64 = 2;
 /// The enqueue handed it the row, the source's `os` and `rs` and the
 /// target's record; its checkpoint only removes the row, which the next
 /// enqueue's write does (or the safety-net alarm, within a second).
-const IN_TURN_DELIVERY_STATEMENTS_MAX: u64 = 0;
+const IN_TURN_DELIVERY_STATEMENTS: u64 = 0;
 
 /// Statements a target's apply of a lone row runs: the sender's watermark,
 /// the effect, the new watermark.
@@ -72,7 +72,7 @@ fn a_lone_row_delivered_in_turn_costs_source_and_target_at_most_eight_statements
         let apply = target_statements(&sim) - target - SIM_HOOK_STATEMENTS;
         println!("row {i}: enqueue {enqueue}, in-turn delivery {delivery}, apply {apply} statements");
         assert!(enqueue <= ENQUEUE_STATEMENTS_MAX, "row {i}: enqueue ran {enqueue} statements");
-        assert!(delivery <= IN_TURN_DELIVERY_STATEMENTS_MAX, "row {i}: delivery ran {delivery} statements");
+        assert_eq!(delivery, IN_TURN_DELIVERY_STATEMENTS, "row {i}: the in-turn delivery's statements");
         assert!(apply <= APPLY_STATEMENTS_MAX, "row {i}: apply ran {apply} statements");
         assert!(enqueue + delivery + apply <= LONE_ROW_STATEMENTS_MAX);
     }
