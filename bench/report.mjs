@@ -5,6 +5,7 @@
 
 import { billable, costPerMillion, costTable, priceNote, profileSection, workTable } from "./cost.mjs";
 import { totalRows } from "./workloads.mjs";
+import { cheaperThanQueuesAims, sideBySideTable } from "./sidebyside.mjs";
 
 const fmt = (v, digits = 2) => (v === null || v === undefined || Number.isNaN(v) ? "—" : Number(v).toFixed(digits));
 const int = (v) => (v === null || v === undefined ? "—" : Number(v).toLocaleString("en-US"));
@@ -88,59 +89,21 @@ export function evaluateAims(bySystem, healthy, backlog = []) {
   return aims;
 }
 
-/**
- * The aims of delivering in the enqueue's own invocation, each a ratio in
- * the same run, for the relay's presets (in-turn delivery on).
- */
-function inTurnAims(bySystem, add) {
-  const queues = bySystem.queues ?? {};
-  const direct = bySystem.direct ?? {};
-  const cost = (m) => costPerMillion(billable(m)).total;
-  for (const system of ["relay-free", "relay-paid"].filter((s) => bySystem[s])) {
-    const w = bySystem[system];
-    for (const id of ["W5-own-8", "W5-own-32"]) {
-      const m = w[id];
-      if (!m) continue;
-      const q = queues[id];
-      const d = direct[id];
-      if (q) {
-        const rate = m.accepted_per_s / q.accepted_per_s;
-        add("one source per producer: accepted req/s at least Queues'", system, id, rate, 1, rate >= 1, "req/s ÷ Queues' req/s");
-        if (m.cpu_ms_per_row && q.cpu_ms_per_row) {
-          const cpu = m.cpu_ms_per_row / q.cpu_ms_per_row;
-          add("one source per producer: worker CPU per row at most Queues'", system, id, cpu, 1, cpu <= 1, "CPU ms per row ÷ Queues'");
-        }
-        const c = cost(m) / cost(q);
-        add("one source per producer: cost per million rows on Paid at most 1.2x Queues'", system, id, c, 1.2, c <= 1.2, "USD per million ÷ Queues'");
-      }
-      if (d) {
-        const rate = m.accepted_per_s / d.accepted_per_s;
-        add("one source per producer: accepted req/s at least 0.9x direct writes", system, id, rate, 0.9, rate >= 0.9, "req/s ÷ direct's req/s");
-      }
-      add("one source per producer: at most 1.1 source invocations per row", system, id, m.all_invocations_per_row, 1.1, m.all_invocations_per_row <= 1.1, "(enqueue requests + alarms) ÷ rows");
-    }
-    for (const id of ["W5-shared-8-hot", "W5-shared-32-hot"]) {
-      const m = w[id];
-      const q = queues[id];
-      if (!m || !q) continue;
-      const c = cost(m) / cost(q);
-      add("shared source, hot targets: cost per million rows on Paid below Queues'", system, id, c, 1, c < 1, "USD per million ÷ Queues'");
-    }
-    const lone = w["W5-lone"];
-    if (lone) {
-      add("a lone row: at most 2 source SQLite rows written (setAlarm included)", system, "W5-lone", lone.source_sql_rows_per_row, 2, lone.source_sql_rows_per_row <= 2, "rows written ÷ rows");
-      const q = queues["W5-lone"];
-      if (q) {
-        const p50 = lone.e2e_p50_ms / Math.max(1, q.e2e_p50_ms);
-        add("a lone row: end-to-end p50 at most Queues'", system, "W5-lone", p50, 1, p50 <= 1, "e2e p50 ÷ Queues' (Queues' floored at 1 ms)");
-      }
-    }
-  }
-}
-
 /** The aims on W5 (workloads absent from the run are skipped). */
 function streamAims(bySystem, add) {
-  inTurnAims(bySystem, add);
+  cheaperThanQueuesAims(bySystem, add);
+  for (const system of ["relay-free", "relay-paid"].filter((s) => bySystem[s])) {
+    const m = bySystem[system]["W5-own-8"];
+    const d = bySystem.direct?.["W5-own-8"];
+    if (m && d) {
+      const rate = m.accepted_per_s / d.accepted_per_s;
+      add("one source per producer: accepted req/s at least 0.9x direct writes", system, "W5-own-8", rate, 0.9, rate >= 0.9, "req/s ÷ direct's req/s");
+    }
+    for (const id of ["W5-own-8", "W5-own-32"]) {
+      const o = bySystem[system][id];
+      if (o) add("one source per producer: at most 1.1 source invocations per row", system, id, o.all_invocations_per_row, 1.1, o.all_invocations_per_row <= 1.1, "(enqueue requests + alarms) ÷ rows");
+    }
+  }
   const relays = Object.keys(bySystem).filter((s) => s.startsWith("relay") && s !== "relay-coalesce");
   const queues = bySystem.queues ?? {};
   const ownIds = ["W5-own-8", "W5-own-32"];
@@ -342,6 +305,12 @@ Every request enqueues one row. Accepted req/s: rows ÷ (last reply − first re
 
 ${streamTable(bySystem, workloads)}
 ` : ""}
+### Beside Queues, where order matters
+
+One line per workload and system, ratios to Queues in the same run. Statements and rows read count the whole isolate per row (front door, source, target, and the driver's status reads); rows written are the source's and the target's own; rows per Free day is 100,000 ÷ rows written per row, source and target (Queues is held to its operations instead).
+
+${sideBySideTable(bySystem)}
+
 ### Work per row
 
 What each system asked of the platform per row, counted by the isolate between the first request and the drain (\`GET /v1/bench/work\`; the driver's own status reads are in it). Counts do not move with the machine's load, so they show what a change did where the milliseconds cannot.

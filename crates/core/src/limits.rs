@@ -262,10 +262,19 @@ pub const MAX_CALL_TIMEOUT_MS: u64 = 120_000;
 /// isolate restart). Those rows are then due when a recorded failure would
 /// have made them; a net as long as a call timeout left each of them, even
 /// one its target had already taken, that long. One arming still serves a
-/// stream of enqueues this long, and an alarm that finds the rows
-/// delivered writes nothing. While the delivery runs longer, the alarm is
+/// stream of enqueues this long; an alarm that finds the rows delivered
+/// removes the one kept for the next enqueue (one write), or, while the
+/// stream goes on, only arms itself again (see
+/// [`IN_TURN_KEPT_ALARMS_MAX`]). While the delivery runs longer, the alarm is
 /// kept ahead of it by [`in_turn_lease_ms`](crate::schedule::in_turn_lease_ms).
 pub const IN_TURN_ALARM_GRACE_MS: u64 = RETRY_BACKOFF_MS;
+/// Consecutive alarms that keep a delivered row in the outbox for the
+/// next enqueue to write over, while enqueues keep coming (see the
+/// source's alarm): each re-arms the safety net, the one write a live
+/// stream needs per second anyway, and skips the row's removal. The next
+/// alarm past it runs in full (removes the row, prunes), so a stream that
+/// never pauses is pruned at least this many seconds apart.
+pub const IN_TURN_KEPT_ALARMS_MAX: u32 = 60;
 /// How long an alarm defers to a running in-turn delivery of its object,
 /// counted from the start of that delivery's latest run, ms. Within it the
 /// alarm delivers nothing, so a target never has two of the source's

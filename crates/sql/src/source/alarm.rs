@@ -3,7 +3,7 @@
 //! right (load, arm, re-check, re-arm, drop) and sharing it with the host.
 
 use super::*;
-use crate::core::IN_TURN_DEFER_MAX_MS;
+use crate::core::{IN_TURN_ALARM_GRACE_MS, IN_TURN_DEFER_MAX_MS, IN_TURN_KEPT_ALARMS_MAX};
 
 impl<S: Sql, A: AlarmStore> Relay<S, A> {
     /// Runs one alarm: the driver's fires against `targets`, then arms the
@@ -25,7 +25,41 @@ impl<S: Sql, A: AlarmStore> Relay<S, A> {
         if self.delivering.get() && now().saturating_sub(self.run_started_ms.get()) < IN_TURN_DEFER_MAX_MS {
             return self.defer_to_delivery(now).await;
         }
+        if retry_count == 0 {
+            if let Some(summary) = self.keep_for_stream(now).await? {
+                return Ok(summary);
+            }
+        }
+        self.kept_alarms.set(0);
         self.run(Run::Alarm { retry_count }, targets, now, observer).await
+    }
+
+    /// The safety-net alarm of a live stream: when every row is delivered
+    /// but the one kept for the next enqueue to write over (see the
+    /// outbox's `handover.rs`), and an enqueue asked for an in-turn
+    /// delivery within the last [`IN_TURN_ALARM_GRACE_MS`], the alarm only
+    /// arms itself that far ahead again, the one write a stream needs per
+    /// second anyway, and leaves the row for the next enqueue: removing it
+    /// now would cost a second. Not past [`IN_TURN_KEPT_ALARMS_MAX`] in a
+    /// row, nor when the host's own time has come: then the alarm runs in
+    /// full.
+    async fn keep_for_stream(&self, now: &dyn Fn() -> u64) -> Result<Option<AlarmSummary>, AlarmFailure> {
+        let started = now();
+        let live = started.saturating_sub(self.asked_ms.get()) < IN_TURN_ALARM_GRACE_MS;
+        let kept = self.kept_alarms.get();
+        if !live || kept >= IN_TURN_KEPT_ALARMS_MAX || !self.outbox.keeps_delivered_row() {
+            return Ok(None);
+        }
+        let store = |e| AlarmFailure { error: AlarmError::Store(e), retry_at_ms: None };
+        let host_due = self.host_alarm().map_err(store)?.is_some_and(|at| at <= started);
+        if host_due || self.outbox.state().map_err(store)?.queued_rows > 0 {
+            return Ok(None);
+        }
+        self.kept_alarms.set(kept + 1);
+        self.outbox.note_alarm();
+        let at = started.saturating_add(IN_TURN_ALARM_GRACE_MS);
+        self.arm_at(at).await.map_err(store)?;
+        Ok(Some(self.idle(started, at, now())))
     }
 
     /// An alarm that comes while an in-turn delivery of this instance runs

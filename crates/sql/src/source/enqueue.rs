@@ -149,6 +149,7 @@ impl<S: Sql, A: AlarmStore> Relay<S, A> {
                 return now_ms;
             }
             self.asked.set(true);
+            self.asked_ms.set(now_ms);
             // The rows are committed (or, for `enqueue_now`, forgotten
             // again): the delivery asked for may take them from memory.
             self.outbox.commit_handover();

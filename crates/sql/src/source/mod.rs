@@ -150,6 +150,12 @@ pub struct Relay<S, A> {
     /// [`IN_TURN_DEFER_MAX_MS`](crate::core::IN_TURN_DEFER_MAX_MS) ago or
     /// more (taken for stuck).
     delivering: Cell<bool>,
+    /// When an enqueue last asked for an in-turn delivery, ms.
+    asked_ms: Cell<u64>,
+    /// Alarms in a row that kept a delivered row for a live stream (see
+    /// `Relay::keep_for_stream`). Invariant: at most
+    /// [`IN_TURN_KEPT_ALARMS_MAX`](crate::core::IN_TURN_KEPT_ALARMS_MAX).
+    kept_alarms: Cell<u32>,
     /// When the running in-turn delivery started its latest run, ms.
     run_started_ms: Cell<u64>,
     /// When the running in-turn delivery last heard anything: its latest
@@ -240,6 +246,8 @@ impl<S: Sql, A: AlarmStore> Relay<S, A> {
             firing: Cell::new(false),
             asked: Cell::new(false),
             delivering: Cell::new(false),
+            asked_ms: Cell::new(0),
+            kept_alarms: Cell::new(0),
             run_started_ms: Cell::new(0),
             heard_ms: Cell::new(0),
             config: Cell::new(config),

@@ -97,6 +97,16 @@ impl<S: Sql> Outbox<S> {
         self.memory.delivered.take();
     }
 
+    /// Counts an alarm that ran no fire (it only re-armed).
+    pub fn note_alarm(&self) {
+        self.add_pending(Pending { alarms: 1, ..Pending::default() });
+    }
+
+    /// Whether a delivered row is kept in the outbox for the next enqueue.
+    pub fn keeps_delivered_row(&self) -> bool {
+        self.memory.delivered.get().is_some()
+    }
+
     /// Forgets the latest enqueue's handover: the enqueue ran inside a
     /// caller's transaction, which may yet roll back.
     pub fn forget_handover(&self) {
