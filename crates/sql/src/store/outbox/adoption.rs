@@ -17,7 +17,6 @@ use crate::core::{
 impl<S: Sql> Outbox<S> {
     /// What this object stored of the maps routers brought it.
     pub fn adoption(&self) -> Result<Adoption, StoreError> {
-        self.flush_delivered()?;
         let row = self
             .sql
             .first("SELECT epoch, map, active, since_ms, known FROM relay_partition WHERE id = 1", vec![])?;

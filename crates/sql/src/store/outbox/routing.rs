@@ -102,7 +102,6 @@ impl<S: Sql> Outbox<S> {
         rows: &[EnqueueRow],
         fence: Fence,
     ) -> Result<Option<Enqueued>, EnqueueFailure> {
-        self.flush_delivered()?;
         if fence.epoch == 0 {
             return self.enqueue(Entry::Unrouted(seat), now_ms, None, rows).map(Some);
         }
@@ -118,6 +117,9 @@ impl<S: Sql> Outbox<S> {
             None => BTreeMap::new(),
         };
         if fence.gate {
+            // Whether the target holds rows here must not count a row
+            // already delivered.
+            self.flush_delivered()?;
             let target = gate_target(rows)?;
             if !taken.contains_key(target.as_str()) && !self.holds_rows_for(target.as_str())? {
                 return Ok(None);
@@ -140,7 +142,6 @@ impl<S: Sql> Outbox<S> {
     ) -> Result<Enqueued, EnqueueFailure> {
         let fresh: Vec<EnqueueRow> =
             rows.iter().filter(|r| !taken.contains_key(r.target.as_str())).cloned().collect();
-        let state = self.state()?;
         let committed = match fresh.is_empty() {
             true => None,
             false => Some(self.enqueue(Entry::Fenced(FenceChecked::new()), now_ms, None, &fresh)?),
@@ -166,13 +167,21 @@ impl<S: Sql> Outbox<S> {
         if let Some(done) = &committed {
             at_ms = done.at_ms;
         }
-        let after = committed.as_ref();
+        // What the enqueue answered, or, when every row was taken before,
+        // the state as it stands (one read only then).
+        let (last_seq, queued_rows, parked_rows) = match &committed {
+            Some(d) => (d.last_seq, d.queued_rows, d.parked_rows),
+            None => {
+                let state = self.state()?;
+                (state.os, state.queued_rows, state.parked_rows)
+            }
+        };
         Ok(Enqueued {
             seqs,
-            last_seq: after.map_or(state.os, |d| d.last_seq),
+            last_seq,
             duplicate: committed.is_none(),
-            queued_rows: after.map_or(state.queued_rows, |d| d.queued_rows),
-            parked_rows: after.map_or(state.parked_rows, |d| d.parked_rows),
+            queued_rows,
+            parked_rows,
             at_ms,
             due_ms: if due_ms.iter().any(|d| *d > 0) { due_ms } else { Vec::new() },
         })
@@ -276,7 +285,6 @@ impl<S: Sql> Outbox<S> {
         digest: &str,
         ticket: Ticket,
     ) -> Result<Sealed, EnqueueFailure> {
-        self.flush_delivered()?;
         let stored = self.routed_record(key)?;
         let record = decide_seal(key, stored.as_ref(), digest, ticket, now_ms)?;
         if stored.as_ref() != Some(&record) {
@@ -300,7 +308,6 @@ impl<S: Sql> Outbox<S> {
         digest: &str,
         reach: &[Part],
     ) -> Result<KeyVerdict, EnqueueFailure> {
-        self.flush_delivered()?;
         let row = self
             .sql
             .first("SELECT digest, gen_ms, attempt, reach FROM relay_keys WHERE key = ?", vec![key.into()])?;
