@@ -93,13 +93,16 @@ pub(super) fn stored_and_tail_sql(extra: &str) -> String {
           WHERE seq > s.os AND target != ''), \
          (SELECT printf('%d %d', COUNT(*), COALESCE(SUM(bytes), 0)) FROM relay_parked \
           WHERE seq > s.os AND discarded_at_ms IS NULL), \
-         (SELECT MAX(seq) FROM relay_outbox), (SELECT MAX(seq) FROM relay_parked){extra} \
+         (SELECT MAX(seq) FROM relay_outbox), (SELECT MAX(seq) FROM relay_parked), \
+         (SELECT COUNT(*) FROM relay_outbox WHERE seq = ? AND bytes = ? AND target != ''){extra} \
          FROM relay_state AS s WHERE s.id = 1"
     )
 }
 
-/// The column of the first extra column of [`stored_and_tail_sql`].
-pub(super) const FIRST_EXTRA_COLUMN: usize = STORED_COLUMN_COUNT + 4;
+/// The column of the first extra column of [`stored_and_tail_sql`]. The
+/// one before it says whether the delivered row this instance keeps (its
+/// sequence and size, the first two parameters) is still in the outbox.
+pub(super) const FIRST_EXTRA_COLUMN: usize = STORED_COLUMN_COUNT + 5;
 
 /// A `"<count> <bytes>"` text of [`STORED_AND_TAIL_SQL`].
 fn count_and_bytes(text: &str) -> Result<(u64, u64), StoreError> {
@@ -261,13 +264,7 @@ impl<S: Sql> Outbox<S> {
 
     /// The state, and whether a partition map was ever stored, from the
     /// state row as stored and its tail.
-    pub(super) fn state_of(&self, st: Stored, mut t: Tail) -> (SourceState, bool) {
-        // A delivered row kept in the outbox is past the folded `os`, so the
-        // tail counted it: it is delivered, not queued.
-        if let Some(d) = self.memory.delivered.get().filter(|d| d.seq > st.os && d.seq <= t.os) {
-            t.queued_rows = t.queued_rows.saturating_sub(1);
-            t.queued_bytes = t.queued_bytes.saturating_sub(d.bytes);
-        }
+    pub(super) fn state_of(&self, st: Stored, t: Tail) -> (SourceState, bool) {
         let map_stored = st.map_stored;
         let p = self.pending.get();
         let queued_rows = st.queued_rows + t.queued_rows;
@@ -323,14 +320,28 @@ impl<S: Sql> Outbox<S> {
         query: &str,
         params: Vec<SqlValue>,
     ) -> Result<(Stored, Tail, Row), StoreError> {
-        let row = self.sql.first(query, params)?;
+        let kept = self.memory.delivered.get();
+        let mut all = vec![int(kept.map_or(0, |d| d.seq)), int(kept.map_or(0, |d| d.bytes))];
+        all.extend(params);
+        let row = self.sql.first(query, all)?;
         let r = row.ok_or(StoreError::Corrupt("relay_state row is missing".into()))?;
         let stored = stored_from(&r)?;
         self.memory.folded_os.set(Some(stored.os));
         let base = STORED_COLUMN_COUNT;
-        let (queued_rows, queued_bytes) = count_and_bytes(&r.text(base)?)?;
+        let (mut queued_rows, mut queued_bytes) = count_and_bytes(&r.text(base)?)?;
         let (parked_rows, parked_bytes) = count_and_bytes(&r.text(base + 1)?)?;
         let newest = [r.opt_u64(base + 2)?, r.opt_u64(base + 3)?].into_iter().flatten().max().unwrap_or(0);
+        // A delivered row kept for the next enqueue (`handover.rs`) is in
+        // the tail: delivered, not queued. One that is gone or folded
+        // (another instance's checkpoint took it) is forgotten.
+        match kept {
+            Some(d) if r.u64(base + 4)? == 1 && d.seq > stored.os => {
+                queued_rows = queued_rows.saturating_sub(1);
+                queued_bytes = queued_bytes.saturating_sub(d.bytes);
+            }
+            Some(_) => self.memory.delivered.set(None),
+            None => {}
+        }
         let tail = Tail { os: newest.max(stored.os), queued_rows, queued_bytes, parked_rows, parked_bytes };
         Ok((stored, tail, r))
     }

@@ -75,7 +75,7 @@ impl<S: Sql> Outbox<S> {
         let at = FIRST_EXTRA_COLUMN;
         let newest_is_tombstone = row.opt_text(at)?.is_some_and(|t| t.is_empty());
         let tombstone =
-            newest_is_tombstone.then(|| row.opt_u64(FIRST_EXTRA_COLUMN - 2)).transpose()?.flatten();
+            newest_is_tombstone.then(|| row.opt_u64(FIRST_EXTRA_COLUMN - 3)).transpose()?.flatten();
         let records: Vec<TargetRecord> =
             serde_json::from_str(&row.text(at + 1)?).map_err(|e| corrupt("targets' records", e))?;
         let mut view = EnqueueView {
