@@ -167,3 +167,28 @@ fn a_lone_row_routed_to_a_partition_costs_it_a_bounded_number_of_statements() {
     assert_eq!(delivered, 11, "every row delivered in turn");
     sim.audit().unwrap();
 }
+
+/// Statements a lone row to an HTTPS endpoint costs its source, enqueue and
+/// in-turn delivery: as a lone row to an object (the receiver keeps no
+/// watermark here, so there is no target side to count).
+const ENDPOINT_LONE_ROW_SOURCE_STATEMENTS_MAX: u64 = ENQUEUE_STATEMENTS_MAX + IN_TURN_DELIVERY_STATEMENTS;
+
+#[test]
+fn a_lone_row_to_an_endpoint_costs_its_source_as_a_lone_row_to_an_object() {
+    let mut sim = Sim::new(10);
+    sim.set_in_turn(true);
+    sim.enqueue("s", vec![row("t", 0)]).unwrap();
+    sim.deliver("s", RelayBudget::FREE);
+    sim.with_relay("s", |r| r.set_endpoints(["e1".to_owned()].into(), Default::default()));
+    for i in 1..=10 {
+        sim.advance(20);
+        let before = source_statements(&sim);
+        sim.enqueue("s", vec![row("endpoint:e1", i)]).unwrap();
+        let runs = sim.deliver("s", RelayBudget::FREE);
+        assert_eq!(runs.iter().map(|r| r.rows_delivered).sum::<u32>(), 1, "row {i}: delivered in turn");
+        let spent = source_statements(&sim) - before;
+        println!("row {i}: {spent} source statements to an endpoint");
+        assert!(spent <= ENDPOINT_LONE_ROW_SOURCE_STATEMENTS_MAX, "row {i}: {spent}");
+    }
+    sim.audit().unwrap();
+}
