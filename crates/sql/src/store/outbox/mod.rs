@@ -2,7 +2,11 @@
 //! failure records, the dedup records and the one-row state, over any
 //! [`Sql`] database.
 //!
-//! - [`enqueue`](Outbox::enqueue) applies the core's admission decision;
+//! - [`enqueue`](Outbox::enqueue) applies the core's admission decision,
+//!   after one read (`view.rs`);
+//! - `handover.rs`: what a lone row's round trip does not read or write
+//!   again (the enqueue's handover to its delivery, the delivered row kept
+//!   for the next enqueue's slot);
 //! - [`fire_start`](Outbox::fire_start) and [`read_window`](Outbox::read_window)
 //!   read what a fire needs;
 //! - [`checkpoint`](Outbox::checkpoint) writes a settled fire, guarded;
