@@ -60,15 +60,30 @@ pub async fn serve(
         SourceOp::Redrive(t) => json(&routed.redrive(&t).await?).map_err(HttpError::from),
         SourceOp::Discard(t) => json(&routed.discard(&t).await?).map_err(HttpError::from),
         SourceOp::Rearm => json(&routed.rearm().await?).map_err(HttpError::from),
+        SourceOp::Queued { target, after, limit } => {
+            json(&routed.queued(&target, after, limit).await?).map_err(HttpError::from)
+        }
         // A per-object read at the logical name: the plain object's, while
         // it is one of the objects (see `reaches_plain`).
-        op => {
+        op @ (SourceOp::DeliveredThrough(_) | SourceOp::ParkedRows { .. }) => {
             if !routed.reaches_plain().await? {
                 return Err(per_partition(logical, &op.path()));
             }
             let reply: serde_json::Value = routed.part(Part::Plain)?.call(op, None).await?;
             json(&reply).map_err(HttpError::from)
         }
+        // A router's own steps: the front door refuses them before this
+        // (they are not `Reach::Public`), so no logical source offers them.
+        op @ (SourceOp::Prepare
+        | SourceOp::Activate
+        | SourceOp::RecordKey
+        | SourceOp::Seal
+        | SourceOp::PlainKey
+        | SourceOp::Settling(_)) => Err(HttpError::new(
+            404,
+            ErrorCode::NoRoute,
+            format!("no route for {} {}", op.operation().method, op.path()),
+        )),
     }
 }
 

@@ -42,6 +42,7 @@ fn documented(route: &FrontRoute) -> Option<&'static str> {
                 SourceOp::DeliveredThrough(_) => Some("delivered through"),
                 SourceOp::ParkedTargets { .. } => Some("parked targets"),
                 SourceOp::ParkedRows { .. } => Some("parked rows"),
+                SourceOp::Queued { .. } => Some("queued rows"),
                 SourceOp::Redrive(_) => Some("redrive"),
                 SourceOp::Discard(_) => Some("discard"),
                 SourceOp::Rearm => Some("rearm"),
@@ -69,34 +70,16 @@ fn documented(route: &FrontRoute) -> Option<&'static str> {
     }
 }
 
-/// One route of every kind.
+/// One route of every kind: every operation from its declaration, and the
+/// front door's own routes.
 fn samples() -> Vec<FrontRoute> {
     let n = |s: &str| Name::new(s).unwrap();
     let source = |r| FrontRoute::Source(n("s"), r);
     let target = |r| FrontRoute::Target(n("t"), r);
     let mut out = vec![FrontRoute::Health, FrontRoute::Sources { after: None, limit: 1 }];
-    for op in [
-        SourceOp::Enqueue,
-        SourceOp::Status,
-        SourceOp::Watermark,
-        SourceOp::DeliveredThrough(1),
-        SourceOp::ParkedTargets { after: None, limit: 1 },
-        SourceOp::ParkedRows { target: n("t"), after: 0, limit: 1 },
-        SourceOp::Redrive(n("t")),
-        SourceOp::Discard(n("t")),
-        SourceOp::Rearm,
-    ] {
-        out.push(source(SourceRoute::Relay(op)));
-    }
+    out.extend(SourceOp::examples(1).into_iter().map(|op| source(SourceRoute::Relay(op))));
     out.extend([source(SourceRoute::Alarms), source(SourceRoute::Retire)]);
-    for op in [
-        TargetOp::Status,
-        TargetOp::Keys { prefix: String::new(), after: String::new(), limit: 1 },
-        TargetOp::Watermarks { after: None, limit: 1 },
-        TargetOp::ForgetWatermark(n("s")),
-    ] {
-        out.push(target(TargetRoute::Relay(op)));
-    }
+    out.extend(TargetOp::examples(1).into_iter().map(|op| target(TargetRoute::Relay(op))));
     out
 }
 
@@ -106,10 +89,10 @@ fn every_documented_route_parses_and_needs_the_scope_the_table_gives() {
     assert!(rows.len() >= 15, "the table has {} routes", rows.len());
     let mut kinds = BTreeSet::new();
     for (method, path, scope) in &rows {
-        let concrete = path
-            .split('?')
-            .next()
-            .unwrap()
+        let (line, query) = path.split_once('?').unwrap_or((path, ""));
+        // A query parameter a request must give, given; the others left out.
+        let required = if query.split('&').any(|q| q == "target=") { "?target=customer-1" } else { "" };
+        let concrete = format!("{line}{required}")
             .replace("{source}", "orders")
             .replace("{target}", "customer-1")
             .replace("{seq}", "4");

@@ -120,6 +120,25 @@ export interface ParkedPage {
   next: number | null;
 }
 
+/** One row still queued for a target. */
+export interface QueuedRow {
+  seq: number;
+  at_ms: number;
+  /** When it becomes due, ms since the epoch (its commit time unless delayed). */
+  due_ms: number;
+  effects: { puts: [string, JsonResult][]; deletes: string[] };
+}
+
+/** A page of the rows still queued for one target, in the order it receives them. */
+export interface QueuedPage {
+  /** The source object they are queued at (at a partitioned source, the partition). */
+  source: string;
+  target: string;
+  rows: QueuedRow[];
+  /** The `after` of the next page, at `source`, when this one is full. */
+  next: number | null;
+}
+
 /** What a re-arm check found and did. */
 export interface Rearmed {
   /** Whether it set the alarm (rows were queued and none was set). */
@@ -386,6 +405,8 @@ export interface RelayRpcOperations {
   parkedTargets(source: string, page?: { after?: string; limit?: number }): Promise<TargetPage>;
   /** A page of a parked target's rows, in sequence order (`limit` 1..=500). */
   parkedRows(source: string, target: string, page?: { after?: number; limit?: number }): Promise<ParkedPage>;
+  /** A page of the rows still queued for one target, in the order it receives them (`limit` 1..=500). */
+  queuedRows(source: string, page: { target: string; after?: number; limit?: number }): Promise<QueuedPage>;
   /** Puts a parked target's rows back, in their original order. */
   redrive(source: string, target: string): Promise<ActionOutcome>;
   /** Drops a parked target's rows (kept until the discard horizon). */

@@ -98,6 +98,7 @@ const SCOPES: &[(&str, &str, Scope)] = &[
     ("GET", "/v1/sources/a/delivered-through/7", Scope::Reader),
     ("GET", "/v1/sources/a/parked", Scope::Reader),
     ("GET", "/v1/sources/a/parked/t?after=3", Scope::Reader),
+    ("GET", "/v1/sources/a/queued?target=t", Scope::Reader),
     ("GET", "/v1/sources/a/alarms", Scope::Reader),
     ("GET", "/v1/targets/t/status", Scope::Reader),
     ("GET", "/v1/targets/t/keys?prefix=k", Scope::Reader),

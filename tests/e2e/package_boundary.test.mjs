@@ -475,6 +475,25 @@ test("parkedRows refuses a bad `after` as the HTTP route does (invalid_query)", 
   assert.equal((await get("/writer/cursor/parked-rows-after?after=0")).ok, true);
 });
 
+test("queuedRows pages a target's queued rows as GET /queued does, and refuses a bad target alike", async () => {
+  const row = (v) => ({ target: "q-late", puts: [["k", v]], delay_ms: 3_600_000 });
+  const sent = await app.api("POST", "/writer/queued-src/relay/enqueue", { rows: [row(1), row(2), row(3)] });
+  assert.equal(sent.status, 200, sent.text);
+  const http = await app.api("GET", "/writer/queued-src/relay/queued?target=q-late&after=0&limit=2");
+  assert.equal(http.status, 200, http.text);
+  assert.deepEqual(http.body.rows.map((r) => r.effects.puts[0][1]), [1, 2]);
+  assert.equal(http.body.next, sent.body.seqs[1]);
+  assert.equal(http.body.source, "queued-src");
+  const rpc = await get(`/writer/queued-src/queued?target=q-late&after=${http.body.next}`);
+  assert.equal(rpc.ok, true, JSON.stringify(rpc));
+  assert.deepEqual(rpc.page.rows.map((r) => [r.seq, r.effects.puts[0][1]]), [[sent.body.seqs[2], 3]]);
+  assert.ok(rpc.page.rows[0].dueMs >= rpc.page.rows[0].atMs + 3_600_000, "camelCased, with its due time");
+  const missing = await app.api("GET", "/writer/queued-src/relay/queued");
+  assert.deepEqual([missing.status, missing.body.error.code], [400, "invalid_target"], missing.text);
+  const bad = await get("/writer/queued-src/queued?target=");
+  assert.deepEqual([bad.ok, bad.code, bad.status], [false, "invalid_target", 400], JSON.stringify(bad));
+});
+
 test("a source reached through newUniqueId() refuses its caller with unnamed_source 400, as the chapter says", async () => {
   const v = await get("/unique");
   assert.deepEqual([v.ok, v.name, v.code, v.status], [false, "RelayError", "unnamed_source", 400], JSON.stringify(v));

@@ -13,7 +13,7 @@ const PRODUCER = join(ROOT, "examples", "producer", "wrangler.toml");
 
 let app;
 before(async () => {
-  app = await Relay.start({ before: [PRODUCER], ready: "/health", vars: { RELAY_MAX_QUEUED_ROWS: "20", RELAY_PARTITIONS: JSON.stringify({ "rpc-parted": { partitions: 3, epoch: 1 } }) } });
+  app = await Relay.start({ before: [PRODUCER], ready: "/health", vars: { RELAY_MAX_QUEUED_ROWS: "20", RELAY_PARTITIONS: JSON.stringify({ "rpc-parted": { partitions: 3, epoch: 1 }, "rpc-queued-parted": { partitions: 2, epoch: 1 } }) } });
 });
 after(async () => {
   await app?.stop();
@@ -82,6 +82,24 @@ test("RelayRpc routes a partitioned source's rows by target and reports over its
   assert.deepEqual(keys.body.keys, [{ key: "k", value: 5 }]);
 });
 
+test("RelayRpc lists a target's queued rows at a plain and at a partitioned source, named where they wait", async () => {
+  const late = (v) => ({ target: "q-late", puts: [["k", v]], delay_ms: 3_600_000 });
+  for (const source of ["rpc-queued", "rpc-queued-parted"]) {
+    const r = await app.api("POST", `/rpc/enqueue/${source}`, { rows: [late(1), late(2)] });
+    assert.equal(r.status, 200, r.text);
+    const page = (await app.api("GET", `/rpc/queued/${source}/q-late`)).body;
+    assert.deepEqual(page.rows.map((row) => row.effects.puts[0][1]), [1, 2], JSON.stringify(page));
+    const at = source === "rpc-queued" ? source : `${source}:${r.body.positions[0].partition}`;
+    assert.equal(page.source, at, "the object that holds them");
+    const http = await relayApi("GET", `/v1/sources/${source}/queued?target=q-late&limit=1`);
+    assert.deepEqual([http.body.rows.length, http.body.next, http.body.source], [1, page.rows[0].seq, at], http.text);
+    const next = await relayApi("GET", `/v1/sources/${at}/queued?target=q-late&after=${http.body.next}`);
+    assert.deepEqual(next.body.rows.map((row) => row.seq), [page.rows[1].seq], "paged on at the object named");
+  }
+  const bad = await relayApi("GET", "/v1/sources/rpc-queued/queued?target=q-late&limit=501");
+  assert.deepEqual([bad.status, bad.body.error.code], [400, "invalid_limit"], bad.text);
+});
+
 test("RelayRpc carries a traceparent option to the target's apply log line", async () => {
   const trace = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
   const r = await app.api("POST", "/rpc/enqueue/trace-src", { rows: [{ target: "trace-t", puts: [["k", 1]] }] }, { headers: { traceparent: trace } });
@@ -143,6 +161,7 @@ test("parked targets are listed, read and redriven over RPC", async () => {
   });
   assert.equal(r.status, 200, r.text);
   await until(async () => (await app.api("GET", "/rpc/parked/park-src")).body.targets.some((t) => t.parked), "parking");
+  assert.deepEqual((await app.api("GET", "/rpc/queued/park-src/park-t")).body.rows, [], "a parked row is not queued");
   const page = await app.api("GET", "/rpc/parked/park-src/park-t");
   assert.equal(page.body.rows.length, 1);
   assert.deepEqual(page.body.rows[0].effects, { puts: [["k", { deep: [1, "two", null] }]], deletes: [] }, "values cross RPC as JSON");

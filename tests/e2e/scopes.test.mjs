@@ -48,6 +48,7 @@ const OPERATION_SCOPES = {
   "source delivered_through": "reader",
   "source targets": "reader",
   "source parked_rows": "reader",
+  "source queued": "reader",
   "source redrive": "operator",
   "source discard": "operator",
   "source rearm": "operator",
@@ -65,7 +66,9 @@ function fill(kind, op) {
     .replace("{seq}", "1")
     .replace("{source}", SOURCE);
   const name = kind === "source" ? SOURCE : op.name === "forget_watermark" ? T.forget : T.applied;
-  return `/v1/${kind}s/${name}${path}`;
+  // A query parameter the operation requires, given.
+  const required = (op.path.split("?")[1] ?? "").split("&").includes("target") ? `?target=${T.applied}` : "";
+  return `/v1/${kind}s/${name}${path}${required}`;
 }
 
 /** Every front-door route: the protocol's public operations, then the Worker's own. */

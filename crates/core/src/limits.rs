@@ -208,6 +208,10 @@ pub const MAX_BEARER_TOKEN_BYTES: u32 = 256;
 pub const MAX_CONTROL_BODY_DEPTH: u32 = 4;
 /// Most parked rows one page returns.
 pub const MAX_PARKED_ROWS_PER_PAGE: u32 = 500;
+/// Most queued rows one page of `GET /queued` returns: as many as a page
+/// of parked rows, both cut at [`MAX_PAGE_BYTES`](crate::MAX_PAGE_BYTES)
+/// first when the rows are large.
+pub const MAX_QUEUED_ROWS_PER_PAGE: u32 = 500;
 /// Most target records (parked or failing) one page of `GET /parked`
 /// returns, and its default: a long outage can leave thousands, and one
 /// page reads only its own.

@@ -31,7 +31,7 @@ pub(crate) trait PathParam {
     /// Writes the segment back, as [`PathParam::parse`] reads it.
     fn write(value: &Self::Value) -> String;
     /// A value to check the round trip with, from `rng`.
-    #[cfg(test)]
+    #[cfg(any(test, feature = "samples"))]
     fn sample(rng: &mut samples::Rng) -> Self::Value;
 }
 
@@ -43,6 +43,8 @@ pub(crate) trait QueryParam {
     const TS: &'static str;
     /// The largest value it accepts, where it has one to tell a caller.
     const MAX: Option<u32> = None;
+    /// Whether a request must give it (refused when absent).
+    const REQUIRED: bool = false;
     /// Reads the parameter `key`'s value (`None`: not given), refusing a
     /// bad one.
     fn parse(key: &str, text: Option<String>) -> Result<Self::Value, Refusal>;
@@ -50,7 +52,7 @@ pub(crate) trait QueryParam {
     /// the parameter out, as [`QueryParam::parse`] reads it.
     fn write(value: &Self::Value) -> Option<String>;
     /// A value to check the round trip with, from `rng`.
-    #[cfg(test)]
+    #[cfg(any(test, feature = "samples"))]
     fn sample(rng: &mut samples::Rng) -> Self::Value;
 }
 
@@ -77,7 +79,7 @@ impl PathParam for TargetName {
     fn write(value: &Name) -> String {
         value.to_string()
     }
-    #[cfg(test)]
+    #[cfg(any(test, feature = "samples"))]
     fn sample(rng: &mut samples::Rng) -> Name {
         rng.name()
     }
@@ -96,7 +98,7 @@ impl PathParam for PathName {
     fn write(value: &Name) -> String {
         value.to_string()
     }
-    #[cfg(test)]
+    #[cfg(any(test, feature = "samples"))]
     fn sample(rng: &mut samples::Rng) -> Name {
         rng.name()
     }
@@ -114,7 +116,7 @@ impl PathParam for Seq {
     fn write(value: &u64) -> String {
         value.to_string()
     }
-    #[cfg(test)]
+    #[cfg(any(test, feature = "samples"))]
     fn sample(rng: &mut samples::Rng) -> u64 {
         rng.seq()
     }
@@ -133,7 +135,7 @@ impl PathParam for PathLayout {
     fn write(value: &Layout) -> String {
         value.to_string()
     }
-    #[cfg(test)]
+    #[cfg(any(test, feature = "samples"))]
     fn sample(rng: &mut samples::Rng) -> Layout {
         rng.layout()
     }
@@ -152,9 +154,32 @@ impl QueryParam for AfterName {
     fn write(value: &Option<Name>) -> Option<String> {
         value.as_ref().map(Name::to_string)
     }
-    #[cfg(test)]
+    #[cfg(any(test, feature = "samples"))]
     fn sample(rng: &mut samples::Rng) -> Option<Name> {
         rng.coin().then(|| rng.name())
+    }
+}
+
+/// The target a listing is about, which a request must give, refused with
+/// `invalid_target` (bad or absent).
+pub(crate) struct QueryTarget;
+
+impl QueryParam for QueryTarget {
+    type Value = Name;
+    const TS: &'static str = "string";
+    const REQUIRED: bool = true;
+    fn parse(key: &str, text: Option<String>) -> Result<Name, Refusal> {
+        let text = text.ok_or_else(|| {
+            Refusal::bad_request(ErrorCode::InvalidTarget, format!("query parameter {key:?} is required"))
+        })?;
+        name(&text, ErrorCode::InvalidTarget)
+    }
+    fn write(value: &Name) -> Option<String> {
+        Some(form_urlencoded::byte_serialize(value.as_str().as_bytes()).collect())
+    }
+    #[cfg(any(test, feature = "samples"))]
+    fn sample(rng: &mut samples::Rng) -> Name {
+        rng.name()
     }
 }
 
@@ -171,7 +196,7 @@ impl QueryParam for AfterSeq {
     fn write(value: &u64) -> Option<String> {
         Some(value.to_string())
     }
-    #[cfg(test)]
+    #[cfg(any(test, feature = "samples"))]
     fn sample(rng: &mut samples::Rng) -> u64 {
         rng.seq()
     }
@@ -190,7 +215,7 @@ impl QueryParam for AfterCursor {
     fn write(value: &Option<WatermarkCursor>) -> Option<String> {
         value.as_ref().map(WatermarkCursor::to_string)
     }
-    #[cfg(test)]
+    #[cfg(any(test, feature = "samples"))]
     fn sample(rng: &mut samples::Rng) -> Option<WatermarkCursor> {
         rng.coin().then(|| rng.cursor())
     }
@@ -211,7 +236,7 @@ impl QueryParam for KeyBound {
     fn write(value: &String) -> Option<String> {
         Some(form_urlencoded::byte_serialize(value.as_bytes()).collect())
     }
-    #[cfg(test)]
+    #[cfg(any(test, feature = "samples"))]
     fn sample(rng: &mut samples::Rng) -> String {
         rng.key()
     }
@@ -231,13 +256,18 @@ impl<const LIMIT: u32> QueryParam for Limit<LIMIT> {
     fn write(value: &u32) -> Option<String> {
         Some(value.to_string())
     }
-    #[cfg(test)]
+    #[cfg(any(test, feature = "samples"))]
     fn sample(rng: &mut samples::Rng) -> u32 {
         1 + rng.edged(u64::from(LIMIT) - 1) as u32
     }
 }
 
-#[cfg(test)]
+#[cfg(any(test, feature = "samples"))]
+#[allow(
+    clippy::unwrap_used,
+    clippy::indexing_slicing,
+    reason = "test values: every index is below its slice's length, every name built valid"
+)]
 pub(crate) mod samples {
     //! Seeded values for every parameter, for the round-trip property
     //! test: edges (0, the largest, the longest) as often as the middle.

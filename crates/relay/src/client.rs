@@ -42,8 +42,8 @@ use crate::http::HttpError;
 use crate::partition::{self, Partitions, RouteFailure};
 use crate::protocol::wire::{
     ActionOutcome, AdoptBody, DeliveredThrough, EnqueueBody, Enqueued, KeyBody, KeyReply, ParkedPage,
-    PlainKeyBody, PlainKeyReply, PrepareReply, Rearmed, RoutedEnqueue, RoutedKey, SealBody, Sealed,
-    SourceStatus, TargetPage, WatermarkReply,
+    PlainKeyBody, PlainKeyReply, PrepareReply, QueuedPage, Rearmed, RoutedEnqueue, RoutedKey, SealBody,
+    Sealed, SourceStatus, TargetPage, WatermarkReply,
 };
 use crate::routes::SourceOp;
 
@@ -176,6 +176,14 @@ impl SourceClient {
     /// with sequences after `after`.
     pub async fn parked_rows(&self, target: &Name, after: u64, limit: u32) -> Result<ParkedPage, RelayError> {
         self.call(SourceOp::ParkedRows { target: target.clone(), after, limit }, None).await
+    }
+
+    /// A page of the rows still queued for `target`, in the order it
+    /// receives them: at most `limit` (1..=
+    /// [`MAX_QUEUED_ROWS_PER_PAGE`](crate::core::MAX_QUEUED_ROWS_PER_PAGE))
+    /// with sequences after `after`.
+    pub async fn queued(&self, target: &Name, after: u64, limit: u32) -> Result<QueuedPage, RelayError> {
+        self.call(SourceOp::Queued { target: target.clone(), after, limit }, None).await
     }
 
     /// Puts a parked target's rows back, in order.

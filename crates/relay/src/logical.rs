@@ -15,7 +15,7 @@
 use crate::client::{PartitionedClient, RelayError};
 use crate::core::{Layout, Name, Part};
 use crate::protocol::wire::{
-    ActionOutcome, LogicalStatus, LogicalTargetPage, Rearmed, Settling, SourceStatus, TargetPage,
+    ActionOutcome, LogicalStatus, LogicalTargetPage, QueuedPage, Rearmed, Settling, SourceStatus, TargetPage,
 };
 use crate::routes::SourceOp;
 pub use durable_relay_sql::logical::{merge_pages, objects, Objects};
@@ -53,6 +53,13 @@ impl PartitionedClient<'_> {
     /// was, the rows summed, the soonest alarm.
     pub async fn rearm(&self) -> Result<Rearmed, RelayError> {
         durable_relay_sql::logical::rearm(self.map(), &Stubs(self)).await
+    }
+
+    /// A page of the rows still queued for `target`, from the object that
+    /// holds them now (named in the page's `source`, where its `next`
+    /// applies): see [`durable_relay_sql::logical::queued`].
+    pub async fn queued(&self, target: &Name, after: u64, limit: u32) -> Result<QueuedPage, RelayError> {
+        durable_relay_sql::logical::queued(self.map(), &Stubs(self), target, after, limit).await
     }
 
     /// Whether the logical name's own per-object routes (a position's
@@ -98,5 +105,15 @@ impl Objects for Stubs<'_, '_> {
 
     async fn rearm(&self, part: Part) -> Result<Rearmed, RelayError> {
         self.0.part(part)?.rearm().await
+    }
+
+    async fn queued(
+        &self,
+        part: Part,
+        target: &Name,
+        after: u64,
+        limit: u32,
+    ) -> Result<QueuedPage, RelayError> {
+        self.0.part(part)?.queued(target, after, limit).await
     }
 }

@@ -37,7 +37,7 @@ pub use driver::{AlarmError, AlarmOptions, AlarmSummary, FireObserver, FireRecor
 pub use source::{AlarmFailure, AlarmStore, Rearmed, Relay, SourceConfig, SourceStatus};
 pub use store::inbox::{ApplyFailure, Inbox, InboxTotals, KeyValue, KeysPage, Watermark, WatermarkPage};
 pub use store::outbox::{
-    ActionOutcome, Commit, EnqueueFailure, Enqueued, Outbox, OutboxSettings, ParkedPage, TargetPage,
-    TargetReport,
+    ActionOutcome, Commit, EnqueueFailure, Enqueued, Outbox, OutboxSettings, ParkedPage, QueuedPage,
+    TargetPage, TargetReport,
 };
 pub use store::{Sql, SqlValue, StoreError};

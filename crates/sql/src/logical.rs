@@ -1,7 +1,8 @@
 //! A partitioned logical source read and acted on as one source, written
 //! once over an [`Objects`] sink: its status, watermark and parked targets
 //! gathered from every object that may hold its rows ([`objects`]), and
-//! redrive, discard and rearm done at each, the replies merged. The
+//! redrive, discard and rearm done at each, the replies merged; a
+//! target's queued rows read where they are ([`queued`]). The
 //! library's `PartitionedClient` (and through it the reference Worker's
 //! front door) reaches the objects through Durable Object stubs, the
 //! simulator through its sources. The replies are the protocol's
@@ -31,8 +32,8 @@ use futures::future::join_all;
 
 use crate::core::{json_bytes, Layout, Name, PageBuilder, Part, PartitionMap};
 use durable_relay_protocol::wire::{
-    ActionOutcome, LogicalStatus, LogicalTargetPage, PartitionStatus, PartitionTarget, Rearmed, Settling,
-    SourceStatus, TargetPage, Totals,
+    ActionOutcome, LogicalStatus, LogicalTargetPage, PartitionStatus, PartitionTarget, QueuedPage, Rearmed,
+    Settling, SourceStatus, TargetPage, Totals,
 };
 
 #[cfg(test)]
@@ -66,6 +67,15 @@ pub trait Objects {
 
     /// Re-arms object `part` if it holds rows and no alarm.
     async fn rearm(&self, part: Part) -> Result<Rearmed, Self::Error>;
+
+    /// A page of the rows still queued for `target` at object `part`.
+    async fn queued(
+        &self,
+        part: Part,
+        target: &Name,
+        after: u64,
+        limit: u32,
+    ) -> Result<QueuedPage, Self::Error>;
 }
 
 /// Every object a logical read asks: the plain object first, whether the
@@ -182,6 +192,39 @@ pub async fn targets<O: Objects>(
     }
     let (targets, next) = merge_pages(targets, limit, bound.as_deref());
     Ok(LogicalTargetPage { targets, next })
+}
+
+/// A page of the rows still queued for `target`: from the first object
+/// that holds any, in the order its rows are delivered in (the plain
+/// object, then the target's old homes while a change settles, then its
+/// home); the home's empty page when none does. A target's rows are queued
+/// at one object at a time (an old home takes its new rows until it holds
+/// none), so the page is that object's, named in its `source`, and its
+/// `next` is a sequence there: a caller pages on at that object.
+pub async fn queued<O: Objects>(
+    map: &PartitionMap,
+    sink: &O,
+    target: &Name,
+    after: u64,
+    limit: u32,
+) -> Result<QueuedPage, O::Error> {
+    let mut chain = vec![Part::Plain];
+    chain.extend(map.route(target).chain());
+    chain.dedup();
+    let mut page = None;
+    for part in chain {
+        let here = sink.queued(part, target, after, limit).await?;
+        if !here.rows.is_empty() {
+            return Ok(here);
+        }
+        page = Some(here);
+    }
+    Ok(page.unwrap_or_else(|| QueuedPage {
+        source: String::new(),
+        target: target.to_string(),
+        rows: Vec::new(),
+        next: None,
+    }))
 }
 
 /// Puts `target`'s parked rows back at every object; the outcomes summed.

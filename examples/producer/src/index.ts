@@ -56,6 +56,8 @@ async function rpc(env: Env, parts: string[], request: Request): Promise<Respons
         return json({ relay_watermark: await env.RELAY.relayWatermark(source) });
       case "GET parked":
         return json(arg === undefined ? await env.RELAY.parkedTargets(source) : await env.RELAY.parkedRows(source, arg));
+      case "GET queued":
+        return json(await env.RELAY.queuedRows(source, { target: arg }));
       case "POST redrive":
         return json(await env.RELAY.redrive(source, arg));
       case "POST discard":

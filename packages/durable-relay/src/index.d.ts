@@ -47,6 +47,8 @@ export type TargetPage = Camelized<wire.TargetPage>;
 export type ParkedRow = Camelized<wire.ParkedRow>;
 /** A page of a parked target's rows. */
 export type ParkedPage = Camelized<wire.ParkedPage>;
+/** A page of the rows still queued for one target. */
+export type QueuedPage = Camelized<wire.QueuedPage>;
 /** What a re-arm check found and did. */
 export type Rearmed = Camelized<wire.Rearmed>;
 /** What a redrive or discard did. */
@@ -177,6 +179,8 @@ export interface RelaySourceOperations {
   parkedTargets(page?: { after?: string; limit?: number }): Promise<TargetPage>;
   /** A page of a parked target's rows, in sequence order (`limit` 1..=500). */
   parkedRows(target: string, page?: { after?: number; limit?: number }): Promise<ParkedPage>;
+  /** A page of the rows still queued for one target, in the order it receives them (`limit` 1..=500). */
+  queuedRows(page: { target: string; after?: number; limit?: number }): Promise<QueuedPage>;
   /** Puts a parked target's rows back, in their original order. */
   redrive(target: string): Promise<ActionOutcome>;
   /** Drops a parked target's rows (kept until the discard horizon). */

@@ -77,6 +77,18 @@ export const OPERATIONS = [
     "scope": "reader"
   },
   {
+    "method": "GET",
+    "name": "queued",
+    "path": "/queued?target&after&limit",
+    "request": null,
+    "rpc": {
+      "method": "queuedRows",
+      "returns": "QueuedPage",
+      "unwraps": null
+    },
+    "scope": "reader"
+  },
+  {
     "method": "POST",
     "name": "redrive",
     "path": "/parked/{target}/redrive",

@@ -16,7 +16,7 @@
 //!     path: /"literal"/{field: Codec},// segments; a {field} is read by a PathParam
 //!     query: [field: Codec, ...],     // optional; QueryParams, in the order written
 //!     reach: Public, scope: Reader,   // Reach and Scope variants
-//!     request: None, reply: "Type", codes: &[...],
+//!     request: None, reply: Type, codes: &[...], // reply: a wire type
 //!     rpc: None,                      // or Some(Rpc { method, unwraps, returns, doc })
 //! }
 //! ```
@@ -66,6 +66,7 @@ macro_rules! segment {
             place: Place::Path,
             ts: <$codec as $crate::params::PathParam>::TS,
             max: None,
+            required: true,
         });
     };
     (@sample $rng:ident $literal:literal) => {};
@@ -100,7 +101,7 @@ macro_rules! operations {
                 reach: $reach:ident,
                 scope: $scope:ident,
                 request: $request:expr,
-                reply: $reply:literal,
+                reply: $reply:ty,
                 rpc: $rpc:expr,
                 codes: $codes:expr $(,)?
             }
@@ -124,7 +125,7 @@ macro_rules! operations {
                 reach: Reach::$reach,
                 scope: Scope::$scope,
                 request: $request,
-                reply: $reply,
+                reply: stringify!($reply),
                 rpc: $rpc,
                 codes: $codes,
             };
@@ -132,6 +133,13 @@ macro_rules! operations {
 
         $(#[$table_doc])*
         pub const $TABLE: &[Operation] = &[$($CONST),+];
+
+        // Every reply is a wire type written as JSON: a misspelt or missing
+        // one does not compile.
+        const _: fn() = || {
+            fn wire<T: serde::Serialize>() {}
+            $(wire::<$reply>();)+
+        };
 
         impl $Op {
             /// Parses an operation from `method` and the path `segments`
@@ -181,14 +189,24 @@ macro_rules! operations {
                         place: Place::Query,
                         ts: <$codec as QueryParam>::TS,
                         max: <$codec as QueryParam>::MAX,
+                        required: <$codec as QueryParam>::REQUIRED,
                     });)*)?
                     (&$CONST, params)
                 }),+]
             }
 
+            /// One operation of every kind, in the declaration's order,
+            /// with values seeded by `seed` (edges as often as the middle):
+            /// what a test outside this crate walks to reach every
+            /// operation there is.
+            #[cfg(any(test, feature = "samples"))]
+            pub fn examples(seed: u64) -> Vec<$Op> {
+                $Op::samples(&mut $crate::params::samples::Rng::new(seed))
+            }
+
             /// One operation of every kind, with values from `rng` in its
             /// path and query.
-            #[cfg(test)]
+            #[cfg(any(test, feature = "samples"))]
             pub(crate) fn samples(rng: &mut $crate::params::samples::Rng) -> Vec<$Op> {
                 vec![$({
                     $(segment! { @sample rng $seg })+

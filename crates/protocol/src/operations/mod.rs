@@ -158,6 +158,9 @@ pub struct Param {
     /// The largest value it accepts, where it has one to tell a caller
     /// (a page's `limit`).
     pub max: Option<u32>,
+    /// Whether a call must give it (a path's always; a query's when its
+    /// codec says so).
+    pub required: bool,
 }
 
 /// One operation of a source's or a target's protocol.

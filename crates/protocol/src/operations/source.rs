@@ -10,10 +10,16 @@
 use url::Url;
 
 use super::*;
-use crate::core::{Layout, Name, MAX_PARKED_ROWS_PER_PAGE, MAX_TARGETS_PER_PAGE};
+use crate::core::{Layout, Name, MAX_PARKED_ROWS_PER_PAGE, MAX_QUEUED_ROWS_PER_PAGE, MAX_TARGETS_PER_PAGE};
 use crate::line::{no_route, params};
-use crate::params::{with_query, AfterName, AfterSeq, Limit, PathLayout, QueryParam, Seq, TargetName};
+use crate::params::{
+    with_query, AfterName, AfterSeq, Limit, PathLayout, QueryParam, QueryTarget, Seq, TargetName,
+};
 use crate::refusal::Refusal;
+use crate::wire::{
+    ActionOutcome, Activated, DeliveredThrough, Enqueued, KeyReply, ParkedPage, PlainKeyReply, PrepareReply,
+    QueuedPage, Rearmed, Sealed, Settling, SourceStatus, TargetPage, WatermarkReply,
+};
 
 operations! {
     /// What a request asks of a source.
@@ -29,7 +35,7 @@ operations! {
         reach: Public,
         scope: Producer,
         request: Some("EnqueueBody"),
-        reply: "Enqueued",
+        reply: Enqueued,
         rpc: Some(Rpc {
             method: "enqueue",
             unwraps: None,
@@ -47,7 +53,7 @@ operations! {
         reach: Public,
         scope: Reader,
         request: None,
-        reply: "SourceStatus",
+        reply: SourceStatus,
         rpc: Some(Rpc {
             method: "status",
             unwraps: None,
@@ -65,7 +71,7 @@ operations! {
         reach: Public,
         scope: Reader,
         request: None,
-        reply: "WatermarkReply",
+        reply: WatermarkReply,
         rpc: Some(Rpc {
             method: "relayWatermark",
             unwraps: Some("relay_watermark"),
@@ -83,7 +89,7 @@ operations! {
         reach: Public,
         scope: Reader,
         request: None,
-        reply: "DeliveredThrough",
+        reply: DeliveredThrough,
         rpc: Some(Rpc {
             method: "deliveredThrough",
             unwraps: Some("delivered"),
@@ -107,7 +113,7 @@ operations! {
         reach: Public,
         scope: Reader,
         request: None,
-        reply: "TargetPage",
+        reply: TargetPage,
         rpc: Some(Rpc {
             method: "parkedTargets",
             unwraps: None,
@@ -133,7 +139,7 @@ operations! {
         reach: Public,
         scope: Reader,
         request: None,
-        reply: "ParkedPage",
+        reply: ParkedPage,
         rpc: Some(Rpc {
             method: "parkedRows",
             unwraps: None,
@@ -141,6 +147,32 @@ operations! {
             doc: "A page of a parked target's rows, in sequence order.",
         }),
         codes: &[ErrorCode::InvalidTarget, ErrorCode::InvalidLimit],
+    }
+
+    /// `GET /queued?target=&after=&limit=`.
+    Queued {
+        /// The target whose rows are listed.
+        target: Name,
+        /// Rows after this sequence.
+        after: u64,
+        /// At most this many, 1..=[`MAX_QUEUED_ROWS_PER_PAGE`].
+        limit: u32,
+    } => QUEUED {
+        name: "queued",
+        method: GET,
+        path: /"queued",
+        query: [target: QueryTarget, after: AfterSeq, limit: Limit<MAX_QUEUED_ROWS_PER_PAGE>],
+        reach: Public,
+        scope: Reader,
+        request: None,
+        reply: QueuedPage,
+        rpc: Some(Rpc {
+            method: "queuedRows",
+            unwraps: None,
+            returns: "QueuedPage",
+            doc: "A page of the rows still queued for one target, in the order it receives them.",
+        }),
+        codes: &[ErrorCode::InvalidQuery, ErrorCode::InvalidTarget, ErrorCode::InvalidLimit],
     }
 
     /// `POST /parked/{target}/redrive`.
@@ -151,7 +183,7 @@ operations! {
         reach: Public,
         scope: Operator,
         request: None,
-        reply: "ActionOutcome",
+        reply: ActionOutcome,
         rpc: Some(Rpc {
             method: "redrive",
             unwraps: None,
@@ -169,7 +201,7 @@ operations! {
         reach: Public,
         scope: Operator,
         request: None,
-        reply: "ActionOutcome",
+        reply: ActionOutcome,
         rpc: Some(Rpc {
             method: "discard",
             unwraps: None,
@@ -189,7 +221,7 @@ operations! {
         reach: Public,
         scope: Operator,
         request: None,
-        reply: "Rearmed",
+        reply: Rearmed,
         rpc: Some(Rpc {
             method: "rearm",
             unwraps: None,
@@ -208,7 +240,7 @@ operations! {
         reach: Router,
         scope: Operator,
         request: Some("AdoptBody"),
-        reply: "PrepareReply",
+        reply: PrepareReply,
         rpc: None,
         codes: &[
             ErrorCode::InvalidPartition,
@@ -226,7 +258,7 @@ operations! {
         reach: Router,
         scope: Operator,
         request: Some("AdoptBody"),
-        reply: "Activated",
+        reply: Activated,
         rpc: None,
         codes: &[ErrorCode::InvalidPartition, ErrorCode::StaleEpoch, ErrorCode::EpochNotAdopted],
     }
@@ -240,7 +272,7 @@ operations! {
         reach: Router,
         scope: Operator,
         request: Some("KeyBody"),
-        reply: "KeyReply",
+        reply: KeyReply,
         rpc: None,
         codes: &[ErrorCode::IdempotencyConflict, ErrorCode::InvalidIdempotencyKey, ErrorCode::Superseded],
     }
@@ -254,7 +286,7 @@ operations! {
         reach: Router,
         scope: Operator,
         request: Some("SealBody"),
-        reply: "Sealed",
+        reply: Sealed,
         rpc: None,
         codes: &[ErrorCode::InvalidIdempotencyKey, ErrorCode::Superseded],
     }
@@ -269,7 +301,7 @@ operations! {
         reach: Router,
         scope: Operator,
         request: Some("PlainKeyBody"),
-        reply: "PlainKeyReply",
+        reply: PlainKeyReply,
         rpc: None,
         codes: &[
             ErrorCode::InvalidPartition,
@@ -290,7 +322,7 @@ operations! {
         reach: Router,
         scope: Operator,
         request: None,
-        reply: "Settling",
+        reply: Settling,
         rpc: None,
         codes: &[ErrorCode::InvalidPartition],
     }

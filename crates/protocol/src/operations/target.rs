@@ -15,6 +15,7 @@ use crate::line::{no_route, params};
 use crate::params::{with_query, AfterCursor, KeyBound, Limit, PathName, QueryParam};
 use crate::refusal::Refusal;
 use crate::routes::WatermarkCursor;
+use crate::wire::{ApplyReply, Forgotten, KeysPage, TargetStatus, WatermarkPage};
 
 operations! {
     /// What a request asks of a target.
@@ -30,7 +31,7 @@ operations! {
         reach: Source,
         scope: Operator,
         request: Some("ApplyRequest"),
-        reply: "ApplyReply",
+        reply: ApplyReply,
         rpc: None,
         codes: &[
             ErrorCode::MalformedBatch,
@@ -52,7 +53,7 @@ operations! {
         reach: Public,
         scope: Reader,
         request: None,
-        reply: "TargetStatus",
+        reply: TargetStatus,
         rpc: None,
         codes: &[],
     }
@@ -73,7 +74,7 @@ operations! {
         reach: Public,
         scope: Reader,
         request: None,
-        reply: "KeysPage",
+        reply: KeysPage,
         rpc: None,
         codes: &[ErrorCode::InvalidLimit],
     }
@@ -92,7 +93,7 @@ operations! {
         reach: Public,
         scope: Reader,
         request: None,
-        reply: "WatermarkPage",
+        reply: WatermarkPage,
         rpc: None,
         codes: &[ErrorCode::InvalidLimit],
     }
@@ -105,7 +106,7 @@ operations! {
         reach: Public,
         scope: Operator,
         request: None,
-        reply: "Forgotten",
+        reply: Forgotten,
         rpc: None,
         codes: &[],
     }

@@ -37,7 +37,7 @@ pub use router::{
 };
 pub use source::{
     ActionOutcome, AlarmOptions, CapacityReport, DeliveredThrough, EnqueueBody, Enqueued, OutboxSettings,
-    ParkedPage, ParkedRow, Position, Rearmed, RoutedEnqueue, SourceConfig, SourceStatus, TargetPage,
-    TargetReport, WatermarkReply,
+    ParkedPage, ParkedRow, Position, QueuedPage, QueuedRow, Rearmed, RoutedEnqueue, SourceConfig,
+    SourceStatus, TargetPage, TargetReport, WatermarkReply,
 };
 pub use target::{Forgotten, KeyValue, KeysPage, TargetStatus, Watermark, WatermarkPage};

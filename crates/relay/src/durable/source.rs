@@ -103,6 +103,9 @@ pub async fn serve<S: Sql>(
         SourceOp::ParkedRows { target, after, limit } => {
             json(&relay.parked_page(&target, after, limit)?).map_err(HttpError::from)
         }
+        SourceOp::Queued { target, after, limit } => {
+            json(&relay.queued_page(&target, after, limit)?).map_err(HttpError::from)
+        }
         SourceOp::Redrive(target) => {
             let outcome = relay.redrive(&target, now_ms()).await?;
             log_operator("redrive", relay, &target, outcome.rows, outcome.was_parked);

@@ -7,7 +7,7 @@ use crate::core::{Layout, Name, Part, PartitionMap};
 use crate::logical::{self, Objects};
 use crate::store::outbox::{ActionOutcome, Settling, TargetPage};
 use crate::store::StoreError;
-use durable_relay_protocol::wire::{LogicalStatus, LogicalTargetPage, Rearmed, SourceStatus};
+use durable_relay_protocol::wire::{LogicalStatus, LogicalTargetPage, QueuedPage, Rearmed, SourceStatus};
 
 /// The objects of one logical source, as a logical read's sink.
 struct SimObjects<'a> {
@@ -60,6 +60,16 @@ impl Objects for SimObjects<'_> {
     async fn rearm(&self, part: Part) -> Result<Rearmed, StoreError> {
         self.source(part).relay.rearm(self.sim.now_ms()).await
     }
+
+    async fn queued(
+        &self,
+        part: Part,
+        target: &Name,
+        after: u64,
+        limit: u32,
+    ) -> Result<QueuedPage, StoreError> {
+        self.source(part).relay.queued_page(target, after, limit)
+    }
 }
 
 /// The simulator's store is in memory: a storage error is a bug.
@@ -111,6 +121,20 @@ impl Sim {
     pub fn logical_rearm(&mut self, logical: &str, map: &PartitionMap) -> Rearmed {
         let sink = SimObjects { sim: self, logical: name(logical) };
         ok("rearm", futures::executor::block_on(logical::rearm(map, &sink)))
+    }
+
+    /// A page of `target`'s queued rows where they are
+    /// ([`crate::logical::queued`]).
+    pub fn logical_queued(
+        &self,
+        logical: &str,
+        map: &PartitionMap,
+        target: &str,
+        after: u64,
+        limit: u32,
+    ) -> QueuedPage {
+        let sink = SimObjects { sim: self, logical: name(logical) };
+        ok("queued", futures::executor::block_on(logical::queued(map, &sink, &name(target), after, limit)))
     }
 
     /// Whether the logical name's per-object routes reach the plain object

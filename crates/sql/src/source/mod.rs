@@ -51,8 +51,8 @@ use crate::core::{
 };
 use crate::driver::{run_alarm, AlarmError, AlarmSummary, FireObserver, Targets};
 use crate::store::outbox::{
-    ActionOutcome, EnqueueFailure, Enqueued, Outbox, ParkedPage, RoutedKey, Sealed, Seat, Settling,
-    SourceState, TargetFilter, TargetPage, TargetReport,
+    ActionOutcome, EnqueueFailure, Enqueued, Outbox, ParkedPage, QueuedPage, RoutedKey, Sealed, Seat,
+    Settling, SourceState, TargetFilter, TargetPage, TargetReport,
 };
 use crate::store::{int, Sql, StoreError};
 

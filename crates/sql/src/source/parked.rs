@@ -1,5 +1,6 @@
 //! The operator's view of parked and failing targets, and their actions on
-//! them: list, page through parked rows, redrive, discard.
+//! them: list, page through parked rows, redrive, discard; and the rows
+//! still queued for one target.
 
 use super::*;
 
@@ -13,6 +14,13 @@ impl<S: Sql, A: AlarmStore> Relay<S, A> {
     /// A page of `target`'s parked rows.
     pub fn parked_page(&self, target: &Name, after: u64, limit: u32) -> Result<ParkedPage, StoreError> {
         self.outbox.parked_page(target.as_str(), after, limit)
+    }
+
+    /// A page of the rows still queued for `target`, in the order it
+    /// receives them.
+    pub fn queued_page(&self, target: &Name, after: u64, limit: u32) -> Result<QueuedPage, StoreError> {
+        let page = self.outbox.queued_page(target.as_str(), after, limit)?;
+        Ok(QueuedPage { source: self.name().to_string(), ..page })
     }
 
     /// Puts `target`'s parked rows back in order and arms the alarm.

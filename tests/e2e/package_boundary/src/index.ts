@@ -236,6 +236,11 @@ export class Writer extends DurableObject<Env> {
     return this.relay.parkedTargets({ after });
   }
 
+  /** The rows still queued for `target`, through the package's method. */
+  async queuedRows(target: string, after: number) {
+    return this.relay.queuedRows({ target, after });
+  }
+
   /** `parkedRows` with `after`, refused as `parkedAfter` is. */
   async parkedRowsAfter(after: number) {
     return this.relay.parkedRows("t", { after });
@@ -345,6 +350,14 @@ export default {
         // What arrives over RPC of the RelayError the object's method rejects with.
         try {
           return Response.json({ ok: true, page: await writer.parkedAfter(url.searchParams.get("after") ?? "") });
+        } catch (e) {
+          return Response.json(refused(e));
+        }
+      }
+      if (op === "queued") {
+        try {
+          const target = url.searchParams.get("target") ?? "";
+          return Response.json({ ok: true, page: await writer.queuedRows(target, Number(url.searchParams.get("after") ?? 0)) });
         } catch (e) {
           return Response.json(refused(e));
         }

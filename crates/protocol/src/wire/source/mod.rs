@@ -190,6 +190,39 @@ pub struct ParkedPage {
     pub next: Option<u64>,
 }
 
+/// One row still queued for a target, as `GET /queued` lists it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueuedRow {
+    /// Its sequence at this source object.
+    pub seq: u64,
+    /// Commit-time clock reading, ms.
+    pub at_ms: u64,
+    /// When it becomes due, ms since the epoch (its commit time unless it
+    /// was enqueued with a delay).
+    pub due_ms: u64,
+    /// Its effects as JSON, written verbatim (as [`ParkedRow::effects`]).
+    #[serde(
+        serialize_with = "crate::core::json::verbatim_json",
+        deserialize_with = "crate::core::json::verbatim_json_text"
+    )]
+    pub effects: String,
+}
+
+/// One page of the rows still queued for a target (`GET /queued`'s reply).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueuedPage {
+    /// The source object the rows are queued at (at a partitioned source,
+    /// the partition that holds the target's rows now): a page's `next`
+    /// is a sequence of that object.
+    pub source: String,
+    /// The target.
+    pub target: String,
+    /// Its queued rows, ascending: the order it receives them in.
+    pub rows: Vec<QueuedRow>,
+    /// The `after` of the next page; none exactly when no row follows.
+    pub next: Option<u64>,
+}
+
 /// What an operator action did (redrive's and discard's reply).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ActionOutcome {

@@ -11,6 +11,7 @@
 //!   read what a fire needs;
 //! - [`checkpoint`](Outbox::checkpoint) writes a settled fire, guarded;
 //! - `parking.rs`: operator actions on parked targets;
+//! - `listing.rs`: pages of one target's parked or queued rows;
 //! - `prune.rs`: horizon pruning of dedup records, key claims and discarded rows;
 //! - `routing.rs`: an object's half of routing (fence, two-phase adoption, keys);
 //! - `audit.rs`: the invariants below, checked on the real tables.
@@ -58,6 +59,7 @@ mod checkpoint;
 mod enqueue;
 mod handover;
 mod ledger;
+mod listing;
 mod parking;
 mod prune;
 mod routing;
@@ -70,8 +72,8 @@ use serde::Serialize;
 
 pub use checkpoint::{Commit, LastRun, CHECKPOINT_GUARD_SQL};
 pub use durable_relay_protocol::wire::{
-    ActionOutcome, Enqueued, OutboxSettings, ParkedPage, ParkedRow, RoutedKey, Sealed, Settling, TargetPage,
-    TargetReport,
+    ActionOutcome, Enqueued, OutboxSettings, ParkedPage, ParkedRow, QueuedPage, RoutedKey, Sealed, Settling,
+    TargetPage, TargetReport,
 };
 pub use enqueue::{EnqueueFailure, Entry, FenceChecked};
 pub use ledger::Pending;

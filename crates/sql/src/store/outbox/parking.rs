@@ -2,9 +2,7 @@
 //! discard. Each is idempotent: repeating it changes nothing more.
 
 use super::ledger::StateWrite;
-use super::{
-    int, ActionOutcome, Outbox, ParkedPage, ParkedRow, Sql, SqlValue, StoreError, TargetPage, TargetReport,
-};
+use super::{int, ActionOutcome, Outbox, Sql, SqlValue, StoreError, TargetPage, TargetReport};
 use crate::core::{Failing, ScanState};
 
 /// Which target records a page lists.
@@ -80,44 +78,6 @@ impl<S: Sql> Outbox<S> {
         let (targets, more) = crate::core::cut_page(targets, limit, crate::core::json_bytes);
         let next = if more { targets.last().map(|t| t.target.clone()) } else { None };
         Ok(TargetPage { targets, next })
-    }
-
-    /// A page of `target`'s parked rows after `after`, ascending, at most
-    /// `limit` (1..=[`MAX_PARKED_ROWS_PER_PAGE`](crate::core::MAX_PARKED_ROWS_PER_PAGE))
-    /// and at most [`MAX_PAGE_BYTES`](crate::core::MAX_PAGE_BYTES) of rows
-    /// (a larger row alone). It reads the rows' sizes first and then only
-    /// the bodies the page holds, so a page never holds more in memory than
-    /// it answers.
-    pub fn parked_page(&self, target: &str, after: u64, limit: u32) -> Result<ParkedPage, StoreError> {
-        self.flush_delivered()?;
-        let limit = limit.clamp(1, crate::core::MAX_PARKED_ROWS_PER_PAGE);
-        let sizes = self.sql.rows(
-            "SELECT seq, at_ms, length(CAST(body AS BLOB)) FROM relay_parked \
-             WHERE target = ? AND seq > ? AND discarded_at_ms IS NULL ORDER BY seq LIMIT ?",
-            vec![target.into(), int(after), int(u64::from(limit) + 1)],
-        )?;
-        let sizes = sizes
-            .iter()
-            .map(|r| {
-                let row = ParkedRow { seq: r.u64(0)?, at_ms: r.u64(1)?, effects: "0".into() };
-                // The row as encoded, with its body in place of the one-byte stand-in.
-                Ok((row.seq, (crate::core::json_bytes(&row) + r.u64(2)?).saturating_sub(1)))
-            })
-            .collect::<Result<Vec<_>, StoreError>>()?;
-        let (page, more) = crate::core::cut_page(sizes, limit, |(_, bytes)| *bytes);
-        let Some(&(last, _)) = page.last() else {
-            return Ok(ParkedPage { target: target.to_owned(), rows: Vec::new(), next: None });
-        };
-        let rows = self.sql.rows(
-            "SELECT seq, at_ms, body FROM relay_parked WHERE target = ? AND seq > ? AND seq <= ? \
-             AND discarded_at_ms IS NULL ORDER BY seq",
-            vec![target.into(), int(after), int(last)],
-        )?;
-        let rows: Vec<ParkedRow> = rows
-            .iter()
-            .map(|r| Ok(ParkedRow { seq: r.u64(0)?, at_ms: r.u64(1)?, effects: r.text(2)? }))
-            .collect::<Result<_, StoreError>>()?;
-        Ok(ParkedPage { target: target.to_owned(), rows, next: more.then_some(last) })
     }
 
     fn parked_count(&self, target: &str) -> Result<(u64, u64), StoreError> {
