@@ -86,16 +86,22 @@ pub fn params<const N: usize>(url: &Url, allowed: [&'static str; N]) -> Result<[
 
 /// A sequence number `0..=SEQ_MAX` from text.
 pub(crate) fn seq(text: &str, code: ErrorCode) -> Result<u64, Refusal> {
-    text.parse::<u64>()
-        .ok()
+    decimal(text)
+        .and_then(|t| t.parse::<u64>().ok())
         .filter(|s| *s <= SEQ_MAX)
         .ok_or_else(|| Refusal::bad_request(code, format!("{text:?} is not a sequence number 0..=2^53-1")))
+}
+
+/// `text` when it is written in decimal digits only: Rust's integer parse
+/// also takes a leading `+`, which the documented grammar does not.
+fn decimal(text: &str) -> Option<&str> {
+    (!text.is_empty() && text.bytes().all(|b| b.is_ascii_digit())).then_some(text)
 }
 
 /// A page size `1..=max`, defaulting to `max`.
 pub fn limit(text: Option<String>, max: u32) -> Result<u32, Refusal> {
     let Some(text) = text else { return Ok(max) };
-    text.parse::<u32>().ok().filter(|n| (1..=max).contains(n)).ok_or_else(|| {
+    decimal(&text).and_then(|t| t.parse::<u32>().ok()).filter(|n| (1..=max).contains(n)).ok_or_else(|| {
         Refusal::bad_request(ErrorCode::InvalidLimit, format!("limit must be 1..={max}, got {text:?}"))
     })
 }
@@ -134,6 +140,16 @@ pub fn no_query(url: &Url) -> Result<(), Refusal> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn numbers_are_decimal_digits_only() {
+        assert_eq!(limit(Some("5".into()), 10).unwrap(), 5);
+        for bad in ["+5", "-5", " 5", "5 ", "", "0x5", "5.0"] {
+            assert_eq!(limit(Some(bad.into()), 10).unwrap_err().code, ErrorCode::InvalidLimit, "{bad:?}");
+            assert_eq!(seq(bad, ErrorCode::InvalidSeq).unwrap_err().code, ErrorCode::InvalidSeq, "{bad:?}");
+        }
+        assert_eq!(seq("007", ErrorCode::InvalidSeq).unwrap(), 7, "leading zeros are still decimal");
+    }
 
     #[test]
     fn a_bad_escape_stays_as_sent() {
