@@ -7,7 +7,7 @@
 //! the isolate); each refusal is a typed error with a known code; each
 //! accepted value round-trips to the target exactly.
 //!
-//! 125,000 generated inputs per run (the case counts below), from one base seed printed at
+//! 127,000 generated inputs per run (the case counts below), from one base seed printed at
 //! the start. `RELAY_FUZZ_SEED=<seed>` replays a run; `RELAY_FUZZ_SCALE=<n>`
 //! multiplies every case count. Inputs a run found are kept as named
 //! regression tests at the bottom of this file.
@@ -697,7 +697,7 @@ fn generated_batches_with_a_malformed_source_id_are_refused_and_write_nothing() 
     use durable_relay::sim::SqliteSql;
     use durable_relay::{ApplyFailure, Inbox};
     let strategy = (source_id_member(), prop::collection::vec(key_text(), 1..4));
-    fuzz("apply batches with ids", 6, 2_000, strategy, |(member, keys)| {
+    fuzz("apply batches with ids", 10, 2_000, strategy, |(member, keys)| {
         let deletes: Vec<String> = keys.iter().map(|k| quote(k)).collect();
         let puts: Vec<String> = keys.iter().map(|k| format!("[{},1]", quote(k))).collect();
         let text = format!(

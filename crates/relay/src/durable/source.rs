@@ -13,6 +13,8 @@
 //! | `GET /parked/{target}?after=&limit=` | | a [`ParkedPage`](crate::ParkedPage) |
 //! | `POST /parked/{target}/redrive` | | `{"rows":n,"was_parked":bool}` |
 //! | `POST /parked/{target}/discard` | | `{"rows":n,"was_parked":bool}` |
+//! | `GET /queued?target=&after=&limit=` | | a [`QueuedPage`](crate::protocol::wire::QueuedPage) |
+//! | `POST /rearm` | | `{"rearmed":bool,"alarm_at_ms":ms or null,"queued_rows":n}` |
 //! | `GET /settling/{layout}` | | a [`Settling`](crate::store::outbox::Settling) |
 //! | `POST /prepare` (routers) | `{"map":{...}}` | `{"known":[part...]}`: every object it knows |
 //! | `POST /activate` (routers) | `{"map":{...}}` | `{"active":true}` |
