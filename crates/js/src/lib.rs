@@ -20,7 +20,7 @@ use durable_relay::core::{
     SEQ_MAX,
 };
 use durable_relay::durable::now_ms;
-use durable_relay::embed::{log_alarm_as, Enqueue, HookError, OnApply, RelaySource, RelayTarget};
+use durable_relay::embed::{log_alarm_as, Enqueue, HookError, OnApply, RelaySource, RelayTarget, WriteError};
 use durable_relay::http::HttpError;
 use durable_relay::{DoSql, HostAlarm};
 use wasm_bindgen::prelude::*;
@@ -132,10 +132,10 @@ impl JsSource {
             let request = decode_enqueue(&body).map_err(js_error)?;
             let trace = parse_trace(traceparent)?;
             let options = Enqueue { key: request.idempotency_key.clone(), trace };
-            let run_writes = |_: &DoSql, done: &durable_relay::Enqueued| -> Result<(), String> {
+            let run_writes = |_: &DoSql, done: &durable_relay::Enqueued| -> Result<(), WriteError> {
                 let Some(writes) = &writes else { return Ok(()) };
-                let done = to_js(done).map_err(|e| thrown(&e))?;
-                writes.call1(&JsValue::NULL, &done).map(|_| ()).map_err(|e| thrown(&e))
+                let done = to_js(done).map_err(|e| WriteError::new(thrown(&e)))?;
+                writes.call1(&JsValue::NULL, &done).map(|_| ()).map_err(|e| WriteError::new(thrown(&e)))
             };
             let (_, done) =
                 source.enqueue_with(&request.rows, options, run_writes).await.map_err(js_error)?;

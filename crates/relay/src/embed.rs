@@ -37,7 +37,8 @@
 //!             .relay
 //!             .enqueue_with(&[row], Enqueue::key("order-17"), |sql, done| {
 //!                 let seq = done.seqs.first().copied().unwrap_or(0);
-//!                 sql.run("INSERT INTO orders (id, seq) VALUES (?, ?)", vec!["order-17".into(), int(seq)])
+//!                 sql.run("INSERT INTO orders (id, seq) VALUES (?, ?)", vec!["order-17".into(), int(seq)])?;
+//!                 Ok(())
 //!             })
 //!             .await?;
 //!         Ok(json(&done)?)
@@ -53,6 +54,7 @@ mod binding;
 mod log;
 mod source;
 mod target;
+mod write;
 
 use worker::Env;
 
@@ -63,6 +65,7 @@ use crate::http::HttpError;
 pub use log::{alarm_is_logged, log_alarm, log_alarm_as, log_alarm_with};
 pub use source::{Enqueue, RelaySource};
 pub use target::RelayTarget;
+pub use write::{EnqueueWithError, WriteError};
 
 /// The binding a [`RelaySource`] calls its targets through unless told another
 /// ([`RelaySource::targets`]): the reference Worker's.

@@ -12,7 +12,8 @@
 //! # assert_eq!(ORDERS_TABLE.len(), 2);
 //! ```
 //!
-//! It holds the facades ([`RelaySource`], [`RelayTarget`], [`row`], [`Enqueue`]),
+//! It holds the facades ([`RelaySource`], [`RelayTarget`], [`row`], [`Enqueue`], and
+//! [`WriteError`] and [`EnqueueWithError`] for an enqueue with your writes),
 //! what their callbacks and migrations are written with ([`DoSql`], the
 //! [`Sql`] trait that gives it `run`, [`int`], [`StoreError`], [`OnApply`],
 //! [`HookError`], [`ApplyRow`] and its [`PutDecodeError`], [`Name`], [`Sender`] (a source as its
@@ -26,7 +27,7 @@
 
 pub use crate::core::{ApplyRow, ErrorCode, Name, PutDecodeError, Sender};
 pub use crate::durable::{now_ms, DoSql};
-pub use crate::embed::{row, Enqueue, Migrations, RelaySource, RelayTarget};
+pub use crate::embed::{row, Enqueue, EnqueueWithError, Migrations, RelaySource, RelayTarget, WriteError};
 pub use crate::hook::{HookError, OnApply};
 pub use crate::http::{json, parse_json, read_body, respond, HttpError};
 pub use crate::store::{int, Sql, SqlValue, StoreError};

@@ -149,6 +149,7 @@ struct Order {
     fail_after_enqueue: bool,
 }
 
+// readme: source
 /// One stored order.
 #[derive(Serialize, Deserialize)]
 struct OrderRow {
@@ -159,7 +160,6 @@ struct OrderRow {
     seq: u64,
 }
 
-// readme: source
 /// A shard of orders: its own table, and the relay's outbox beside it.
 #[durable_object]
 pub struct Orders {
@@ -201,20 +201,17 @@ impl Orders {
                     [values, vec![int(order.amount.into()), int(seq)]].concat(),
                 )?;
                 if order.fail_after_enqueue {
-                    return Err(StoreError::Aborted(
-                        "the order was refused after its row was enqueued".into(),
-                    ));
+                    // Your own failure: it rolls back the order and the row.
+                    return Err(WriteError::new("the order was refused after its row was enqueued"));
                 }
                 Ok(())
             })
             .await?;
         Ok(json(&done)?)
     }
-}
-// readme: end
 
-impl Orders {
-    /// The shard's orders, in outbox order.
+    /// The shard's orders, in outbox order: your own rows, read as your
+    /// own type (its fields named as the query's columns).
     fn orders(&self) -> Result<Response, HttpError> {
         let sql = self.relay.sql()?;
         let rows: Vec<OrderRow> =
@@ -222,6 +219,7 @@ impl Orders {
         Ok(json(&rows)?)
     }
 }
+// readme: end
 
 // ---- a source that shares the object's alarm ---------------------------------
 

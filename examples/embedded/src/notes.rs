@@ -35,7 +35,10 @@ impl Notes {
     async fn add(&self, to: &str, req: &mut Request) -> Result<Response, HttpError> {
         let text = read_body(req).await?;
         let row = row(to)?.put("note", text.as_str().into());
-        let write = |sql: &DoSql, _: &_| sql.run("INSERT INTO sent VALUES (?)", vec![text.as_str().into()]);
+        let write = |sql: &DoSql, _: &_| {
+            sql.run("INSERT INTO sent VALUES (?)", vec![text.as_str().into()])?;
+            Ok(())
+        };
         // Your write and the row, atomically: both commit, or neither does.
         let (_, done) = self.relay.enqueue_with(&[row], Enqueue::default(), write).await?;
         Ok(json(&done)?)

@@ -12,6 +12,7 @@ use std::rc::Rc;
 use worker::{Env, Request, Response, State};
 
 use super::binding::target_namespace;
+use super::write::{EnqueueWithError, WriteError};
 use super::{config, log_alarm_as, Migrations, DEFAULT_TARGET_BINDING};
 use crate::config::AlarmLog;
 use crate::core::{EnqueueRow, ErrorCode, Traceparent};
@@ -22,7 +23,7 @@ use crate::http::{respond, HttpError};
 use crate::routes::SourceOp;
 use crate::source::Relay;
 use crate::store::outbox::Enqueued;
-use crate::store::{schema, Sql, StoreError};
+use crate::store::{schema, Sql};
 use crate::work::{self, Level};
 
 /// How to enqueue: an idempotency key, a `traceparent`. The default is
@@ -171,22 +172,23 @@ impl<S: Sql + 'static> RelaySource<S> {
 
     /// Enqueues `rows` in a transaction of their own.
     pub async fn enqueue(&self, rows: &[EnqueueRow], options: Enqueue) -> Result<Enqueued, HttpError> {
-        let (_, done) = self.enqueue_with(rows, options, |_, _| Ok::<(), StoreError>(())).await?;
+        let (_, done) = self.enqueue_with(rows, options, |_, _| Ok(())).await?;
         Ok(done)
     }
 
     /// Enqueues `rows` and runs `write` (your own writes, on the object's
     /// database) in **one** transaction: both commit, or neither does. An
-    /// error from `write` rolls everything back and is answered 409
-    /// `aborted`. A repeat of a keyed request writes nothing and does not
-    /// run `write` (its writes were made the first time): its result is
-    /// then `None`.
-    pub async fn enqueue_with<R, E: std::fmt::Display>(
+    /// error from `write` rolls everything back and comes back as
+    /// [`EnqueueWithError::Write`], as you returned it; `?` turns it into
+    /// 409 `aborted` in a handler that answers [`HttpError`]. A repeat of a
+    /// keyed request writes nothing and does not run `write` (its writes
+    /// were made the first time): its result is then `None`.
+    pub async fn enqueue_with<R>(
         &self,
         rows: &[EnqueueRow],
         options: Enqueue,
-        mut write: impl FnMut(&S, &Enqueued) -> Result<R, E>,
-    ) -> Result<(Option<R>, Enqueued), HttpError> {
+        mut write: impl FnMut(&S, &Enqueued) -> Result<R, WriteError>,
+    ) -> Result<(Option<R>, Enqueued), EnqueueWithError> {
         let relay = self.relay()?;
         let rows: Vec<EnqueueRow> =
             rows.iter().cloned().map(|r| r.with_trace(options.trace.clone())).collect();
@@ -198,7 +200,8 @@ impl<S: Sql + 'static> RelaySource<S> {
                 }
                 write(sql, done).map(Some)
             })
-            .await?;
+            .await
+            .map_err(EnqueueWithError::from)?;
         if !done.duplicate {
             self.deliver_in_turn();
         }
