@@ -42,9 +42,10 @@ test("the order and its outbox row commit together, and the row reaches the cust
 
 test("a throw after the enqueue inside the same transaction leaves neither the order nor the row", async () => {
   const r = await order("s2", { id: "o-bad", customer: "bob", amount: 5, fail_after_enqueue: true });
-  assert.equal(r.status, 409, r.text);
-  assert.equal(r.body.error.code, "aborted");
+  // The order's own Error, rethrown by `place` as not the relay's refusal: the Worker's 500.
+  assert.equal(r.status, 500, r.text);
   assert.match(r.body.error.message, /failed after its row was enqueued/);
+  assert.equal(r.body.error.code, "internal", "the Worker's own answer to an Error, not the relay's aborted");
   assert.deepEqual(await get("/orders/s2"), [], "no order");
   const status = await get("/orders/s2/relay/status");
   assert.equal(status.last_seq, 0, "no sequence allocated");

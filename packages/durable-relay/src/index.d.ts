@@ -87,7 +87,8 @@ export interface EnqueueOptions {
   /** W3C trace context, stored and sent with every row. */
   traceparent?: string;
   /**
-   * Your own writes, run inside the enqueue's transaction with what it did: a throw rolls both back.
+   * Your own writes, run inside the enqueue's transaction with what it did: a throw rolls both back,
+   * and `enqueue` rejects with what was thrown, as itself (not a `RelayError`).
    * Synchronous only (its type refuses an async function): one that returns a promise is refused
    * with `async_callback` and nothing is written.
    */

@@ -252,6 +252,19 @@ function synchronous(callback, what, refused) {
   };
 }
 
+/** `callback`, with what it throws told to `threw` before it is thrown on. */
+function keeping(callback, threw) {
+  if (callback === undefined) return undefined;
+  return (...args) => {
+    try {
+      return callback(...args);
+    } catch (e) {
+      threw(e);
+      throw e;
+    }
+  };
+}
+
 /** `callback` called with its arguments camelized (the engine hands it wire JSON). */
 function camelizingArgs(callback) {
   return callback && ((...args) => callback(...args.map(camelized)));
@@ -350,13 +363,18 @@ export class RelaySource {
     return rejecting(() => {
       const body = bodyText(rows, idempotencyKey);
       const trace = optionalText(traceparent, "invalid_traceparent", "traceparent");
-      // The engine answers a throw from `writes` as `aborted`; a promise
-      // from it is the caller's mistake and answers as itself.
+      // The engine answers a throw from `writes` as `aborted`, having
+      // rolled everything back; the caller gets what `writes` threw, as
+      // itself, so it tells its own failure from the relay's refusal. A
+      // promise from it is the caller's mistake and answers as itself.
       let refusal;
-      const run = camelizingArgs(synchronous(handler(writes, "writes"), "writes", (error) => (refusal = error)));
+      let thrown;
+      const run = camelizingArgs(
+        synchronous(keeping(handler(writes, "writes"), (error) => (thrown = { error })), "writes", (error) => (refusal = error)),
+      );
       return camelizing(
         this.#raw.enqueue(body, trace, run).catch((e) => {
-          throw refusal ?? e;
+          throw refusal ?? (thrown === undefined ? e : thrown.error);
         }),
       );
     });
