@@ -1,13 +1,14 @@
 // The npm package installed as a stranger would: `npm pack`, the tarball
 // installed into a fresh directory holding only a minimal TypeScript Worker
-// (tests/e2e/stranger: package.json, wrangler config, one .ts file with a
-// source and a target class), type-checked with tsc --strict, bundled with
-// wrangler deploy --dry-run, and run with wrangler dev until a row arrives.
+// (tests/e2e/stranger: package.json, wrangler config, one .ts file whose
+// source and target classes are replaced by the README's quick start,
+// extracted), type-checked with tsc --strict, bundled with wrangler deploy
+// --dry-run, and run with wrangler dev until a row arrives.
 
 import { test, after } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
-import { cpSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { cpSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ROOT, startWrangler, until } from "./harness.mjs";
@@ -28,9 +29,22 @@ const run = (cmd, args, cwd = dir) =>
     env: { ...process.env, PATH: `${BIN}:${process.env.PATH}` },
   });
 
+/** `source` with its quick-start region replaced by the README's TypeScript quick start. */
+function withReadmeQuickStart(source) {
+  const readme = readFileSync(join(ROOT, "README.md"), "utf8");
+  const block = [...readme.matchAll(/```ts\n([\s\S]*?)```/g)].map((m) => m[1]).find((b) => b.includes("new RelaySource("));
+  assert.ok(block, "the README has a TypeScript quick start");
+  const region = /(\/\/ readme: quick start\n)[\s\S]*?(\/\/ readme: end\n)/;
+  assert.match(source, region, "the fixture marks its quick-start region");
+  return source.replace(region, (_, open, close) => `${open}${block}${close}`);
+}
+
 test("the packed package installs, type-checks, bundles and relays in a stranger's Worker", async () => {
   const packed = run("npm", ["pack", "--pack-destination", dir, "--silent"], join(ROOT, "packages", "durable-relay")).trim();
   cpSync(join(ROOT, "tests", "e2e", "stranger"), dir, { recursive: true });
+  // The quick start is the README's own block, extracted: what a newcomer
+  // copies is what this builds, beside the fixture's router.
+  writeFileSync(join(dir, "src", "index.ts"), withReadmeQuickStart(readFileSync(join(dir, "src", "index.ts"), "utf8")));
   writeFileSync(join(dir, "package.json"), JSON.stringify({ name: "stranger", private: true, type: "module" }));
   run("npm", ["install", "--prefer-offline", "--no-audit", "--no-fund", join(dir, packed)]);
   assert.deepEqual(readdirSync(join(dir, "node_modules", "durable-relay", "dist")).sort(), [
