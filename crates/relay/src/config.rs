@@ -87,6 +87,9 @@ pub struct RelayConfig {
     /// its reply (`RELAY_IN_TURN`, `on` by default; see
     /// [`SourceConfig::in_turn`]).
     pub in_turn: bool,
+    /// Whether a multi-row enqueue is stored as one packed row
+    /// (`RELAY_PACK_ROWS`, `off` by default; see [`SourceConfig::pack_rows`]).
+    pub pack_rows: bool,
     /// The HTTPS endpoints rows may be addressed to (`endpoint:<name>`).
     pub endpoints: crate::endpoint::Endpoints,
 }
@@ -240,6 +243,7 @@ impl RelayConfig {
             settings: self.settings,
             coalesce_ms: self.coalesce_ms,
             in_turn: self.in_turn,
+            pack_rows: self.pack_rows,
         }
     }
 
@@ -298,7 +302,6 @@ impl RelayConfig {
         let call_timeout_ms =
             ranged(&get, "RELAY_CALL_TIMEOUT_MS", MIN_CALL_TIMEOUT_MS, MAX_CALL_TIMEOUT_MS)?
                 .unwrap_or(DEFAULT_CALL_TIMEOUT_MS);
-        let coalesce_ms = ranged(&get, "RELAY_COALESCE_MS", 0, MAX_COALESCE_MS)?.unwrap_or(0);
         let alarm_log = match get("RELAY_ALARM_LOG").as_deref().map(str::trim) {
             None | Some("every") => AlarmLog::Every,
             Some("notable") => AlarmLog::Notable,
@@ -316,23 +319,22 @@ impl RelayConfig {
             call_timeout_ms,
             settings: settings(&get)?,
             partitions: partitions(&get)?,
-            coalesce_ms,
+            coalesce_ms: ranged(&get, "RELAY_COALESCE_MS", 0, MAX_COALESCE_MS)?.unwrap_or(0),
             alarm_log,
-            in_turn: in_turn(&get)?,
+            in_turn: switch(&get, "RELAY_IN_TURN", true)?,
+            pack_rows: switch(&get, "RELAY_PACK_ROWS", false)?,
             endpoints: crate::endpoint::endpoints(&get, call_timeout_ms)?,
         })
     }
 }
 
-/// `RELAY_IN_TURN`: `on` (the default) or `off`.
-fn in_turn(get: &impl Fn(&str) -> Option<String>) -> Result<bool, ConfigError> {
-    match get("RELAY_IN_TURN").as_deref().map(str::trim) {
-        None | Some("on") => Ok(true),
+/// A switch variable, `on` or `off`; the parameter `on` is its value when unset.
+fn switch(get: &impl Fn(&str) -> Option<String>, var: &'static str, on: bool) -> Result<bool, ConfigError> {
+    match get(var).as_deref().map(str::trim) {
+        None => Ok(on),
+        Some("on") => Ok(true),
         Some("off") => Ok(false),
-        Some(other) => Err(ConfigError {
-            var: "RELAY_IN_TURN",
-            message: format!("must be `on` or `off`, got {other:?}"),
-        }),
+        Some(other) => Err(ConfigError { var, message: format!("must be `on` or `off`, got {other:?}") }),
     }
 }
 
@@ -456,14 +458,15 @@ mod tests {
     }
 
     #[test]
-    fn in_turn_delivery_is_on_by_default_and_refuses_other_words() {
-        assert!(
-            parse(&[]).unwrap().source().in_turn,
-            "an enqueue delivers in its own invocation unless told"
-        );
-        assert!(!parse(&[("RELAY_IN_TURN", "off")]).unwrap().source().in_turn);
-        assert!(parse(&[("RELAY_IN_TURN", " on ")]).unwrap().source().in_turn);
+    fn switches_default_and_refuse_other_words() {
+        let source = |vars: &[(&str, &str)]| parse(vars).unwrap().source();
+        assert!(source(&[]).in_turn, "an enqueue delivers in its own invocation unless told");
+        assert!(!source(&[("RELAY_IN_TURN", "off")]).in_turn);
+        assert!(source(&[("RELAY_IN_TURN", " on ")]).in_turn);
         assert_eq!(parse(&[("RELAY_IN_TURN", "yes")]).unwrap_err().var, "RELAY_IN_TURN");
+        assert!(!source(&[]).pack_rows, "a build before packs cannot read one");
+        assert!(source(&[("RELAY_PACK_ROWS", "on")]).pack_rows);
+        assert_eq!(parse(&[("RELAY_PACK_ROWS", "1")]).unwrap_err().var, "RELAY_PACK_ROWS");
     }
 
     #[test]

@@ -9,7 +9,8 @@
 //! `RELAY_EXPLORE=deep` runs the deep one (3); `RELAY_EXPLORE=N` any other.
 //! A failing sequence prints a `RELAY_EXPLORE_REPLAY=scenario:choices` line;
 //! with it set, the scenario's test runs that sequence alone and prints its
-//! script.
+//! script. The tests named for packed rows run their scenario with every
+//! multi-row enqueue stored as one pack (`SourceConfig::pack_rows`).
 
 use std::io::Write;
 
@@ -183,6 +184,24 @@ fn every_interleaving_of_a_target_older_than_ids_upgraded_mid_stream_applies_eac
 #[test]
 fn every_interleaving_of_a_source_upgraded_and_rolled_back_around_ids_applies_each_row_once() {
     explore_deliveries_of("a-source-before-ids-upgraded-and-rolled-back");
+}
+
+#[test]
+fn every_interleaving_of_deliveries_to_two_targets_from_packed_rows_keeps_order_and_effect_once() {
+    durable_relay_sql::sim::Sim::set_pack_rows(true);
+    explore_deliveries_of("two-targets");
+}
+
+#[test]
+fn every_interleaving_of_packed_rows_to_an_endpoint_beside_an_object_keeps_first_arrivals_in_order() {
+    durable_relay_sql::sim::Sim::set_pack_rows(true);
+    explore_deliveries_of("endpoint-beside-an-object");
+}
+
+#[test]
+fn every_sequence_of_a_grow_with_packed_rows_keeps_every_promise() {
+    durable_relay_sql::sim::Sim::set_pack_rows(true);
+    explore_scenario("grow");
 }
 
 #[test]

@@ -214,6 +214,8 @@ fn healthy_done(sim: &Sim, case: &Case) -> bool {
 }
 
 fn run_case(seed: u64) {
+    // Half the cases (of each parity) store multi-row enqueues as packs.
+    Sim::set_pack_rows(seed & 2 != 0);
     let mut rng = SimRng::new(seed ^ 0x5EED);
     let case = random_case(&mut rng);
     let mut sim = Sim::new(seed);

@@ -39,7 +39,7 @@ impl Sim {
         let src = self.world.open_source(&s, sql)?;
         let now = self.now_ms();
         futures::executor::block_on(src.relay.recheck_alarm(now))?;
-        let mut held = stored_rows(src.relay.sql(), "relay_outbox", "WHERE target != ''")?;
+        let mut held = stored_rows(src.relay.sql(), crate::store::outbox::pack::QUEUED_ROWS, "")?;
         held.extend(stored_rows(src.relay.sql(), "relay_parked", "WHERE discarded_at_ms IS NULL")?);
         held.sort_by_key(|r| r.seq);
         for row in held {

@@ -90,8 +90,10 @@ fn waiting(world: &World, source: &Name) -> Result<BTreeSet<u64>, String> {
     let rows = relay
         .sql()
         .rows(
-            "SELECT seq FROM relay_outbox WHERE target != '' UNION ALL \
-             SELECT seq FROM relay_parked WHERE discarded_at_ms IS NULL",
+            &format!(
+                "SELECT seq FROM {} UNION ALL SELECT seq FROM relay_parked WHERE discarded_at_ms IS NULL",
+                crate::store::outbox::pack::QUEUED_ROWS
+            ),
             vec![],
         )
         .map_err(|e| e.to_string())?;

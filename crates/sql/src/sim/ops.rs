@@ -223,7 +223,7 @@ impl Sim {
     pub fn queued_rows(&self, source: &str) -> Vec<StoredRow> {
         let src = self.world.source(&name(source));
         let relay = &src.relay;
-        stored_rows(relay.sql(), "relay_outbox", "WHERE target != ''").expect("queued rows")
+        stored_rows(relay.sql(), crate::store::outbox::pack::QUEUED_ROWS, "").expect("queued rows")
     }
 
     /// `source`'s last allocated sequence.

@@ -210,6 +210,14 @@ impl Sim {
         self.world.in_turn.set(on);
     }
 
+    /// Makes the sources this thread configures from now on store a
+    /// multi-row enqueue as one packed row (see `SourceConfig::pack_rows`),
+    /// in every world the thread builds: the explorers run their whole
+    /// space on the packed layout this way.
+    pub fn set_pack_rows(on: bool) {
+        super::world::PACK_ROWS.with(|p| p.set(on));
+    }
+
     /// Runs the in-turn delivery `source`'s enqueues asked for, as the
     /// enqueue's invocation does after its reply (none if none asked).
     #[allow(clippy::expect_used, reason = "the simulator's convenience form")]

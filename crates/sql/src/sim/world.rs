@@ -385,7 +385,8 @@ impl World {
     }
 }
 
-/// A source's configuration for `budget` and `settings`.
+/// A source's configuration for `budget` and `settings`, packing rows
+/// where the world's sources do (see [`Sim::set_pack_rows`](crate::sim::Sim::set_pack_rows)).
 pub(crate) fn source_config(
     budget: RelayBudget,
     settings: OutboxSettings,
@@ -397,5 +398,13 @@ pub(crate) fn source_config(
         settings,
         coalesce_ms,
         in_turn,
+        pack_rows: PACK_ROWS.with(Cell::get),
     }
+}
+
+thread_local! {
+    /// Whether the simulated sources of this thread pack multi-row
+    /// enqueues. A thread's, not a world's: the explorers build many worlds
+    /// per run, and a test runs on a thread of its own.
+    pub(crate) static PACK_ROWS: Cell<bool> = const { Cell::new(false) };
 }

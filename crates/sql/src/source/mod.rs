@@ -234,6 +234,7 @@ impl<S: Sql, A: AlarmStore> Relay<S, A> {
     ) -> Result<Self, AlarmError> {
         config.alarm.budget.validate()?;
         let outbox = Outbox::open(sql, config.settings)?;
+        outbox.set_pack_rows(config.pack_rows);
         Ok(Relay {
             name,
             id,
@@ -305,6 +306,7 @@ impl<S: Sql, A: AlarmStore> Relay<S, A> {
     pub fn set_config(&self, config: SourceConfig) -> Result<(), AlarmError> {
         config.alarm.budget.validate()?;
         self.outbox.set_settings(config.settings);
+        self.outbox.set_pack_rows(config.pack_rows);
         self.config.set(config);
         Ok(())
     }

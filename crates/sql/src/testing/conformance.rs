@@ -343,7 +343,7 @@ async fn script<S: Sql + Clone>(sql: &S) -> Result<(), String> {
     let mut settings = OutboxSettings::default();
     settings.policy.park_after_failed_cycles = Some(1);
     let alarm = AlarmOptions { budget: RelayBudget::FREE, max_in_flight: DEFAULT_MAX_IN_FLIGHT };
-    let config = SourceConfig { alarm, settings, coalesce_ms: 0, in_turn: false };
+    let config = SourceConfig { alarm, settings, coalesce_ms: 0, in_turn: false, pack_rows: false };
     let id = crate::core::SourceId::derive("conformance", "conformance:0");
     let relay = Relay::open(name("conformance:0")?, id, sql.clone(), MemoryAlarm::default(), config)
         .map_err(|x| e(&x))?;

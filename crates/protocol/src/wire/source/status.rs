@@ -164,6 +164,13 @@ pub struct SourceConfig {
     /// `coalesce_ms` asks rows to wait.
     #[serde(default)]
     pub in_turn: bool,
+    /// Whether an enqueue of several rows stores them as one packed row
+    /// (one row written for the request, where each row cost one), which
+    /// every build from the one that added it reads. Off by default: a
+    /// build before that one cannot run on storage holding a pack, and
+    /// refuses it.
+    #[serde(default)]
+    pub pack_rows: bool,
 }
 
 /// The limits one alarm runs under.

@@ -184,8 +184,10 @@ impl<S: Sql> Outbox<S> {
     pub fn targets_held(&self) -> Result<Vec<String>, StoreError> {
         self.flush_delivered()?;
         let rows = self.sql.rows(
-            "SELECT target FROM relay_outbox WHERE target != '' UNION \
-             SELECT target FROM relay_parked WHERE discarded_at_ms IS NULL",
+            &format!(
+                "SELECT target FROM {} UNION SELECT target FROM relay_parked WHERE discarded_at_ms IS NULL",
+                super::pack::QUEUED_ROWS
+            ),
             vec![],
         )?;
         rows.iter().map(|r| r.text(0)).collect()

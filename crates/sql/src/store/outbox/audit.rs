@@ -2,6 +2,7 @@
 //! real tables. The simulator runs this after every fire; the test builds
 //! of the Worker serve it so end-to-end tests run it after every test.
 
+use super::pack::QUEUED_ROWS;
 use super::{int, Outbox, Sql, StoreError};
 use crate::core::{Name, ScanState};
 
@@ -25,6 +26,7 @@ impl<S: Sql> Outbox<S> {
             Self::audit_sequences,
             Self::audit_cycle,
             Self::audit_map_stored,
+            Self::audit_packs,
         ];
         for check in checks {
             if let Some(breach) = check(self)? {
@@ -42,7 +44,7 @@ impl<S: Sql> Outbox<S> {
         let Some(kept) = self.memory.delivered.get() else { return Ok(None) };
         let row = self.sql.first(
             "SELECT COUNT(*), (SELECT os FROM relay_state WHERE id = 1) FROM relay_outbox \
-             WHERE seq = ? AND bytes = ? AND target != ''",
+             WHERE seq = ? AND bytes = ? AND target != '' AND first_seq IS NULL",
             vec![int(kept.seq), int(kept.bytes)],
         )?;
         let (found, folded) = row.map_or(Ok((0, 0)), |r| Ok::<_, StoreError>((r.u64(0)?, r.u64(1)?)))?;
@@ -60,7 +62,7 @@ impl<S: Sql> Outbox<S> {
         let state = self.state()?;
         let kept = self.memory.delivered.get().map_or(0, |d| d.seq);
         let queued = self.count(
-            "SELECT COUNT(*), COALESCE(SUM(bytes), 0) FROM relay_outbox WHERE target != '' AND seq != ?",
+            &format!("SELECT COUNT(*), COALESCE(SUM(bytes), 0) FROM {QUEUED_ROWS} WHERE seq != ?"),
             vec![int(kept)],
         )?;
         let parked = self.count(
@@ -80,8 +82,10 @@ impl<S: Sql> Outbox<S> {
             )));
         }
         let wrong = self.sql.first(
-            "SELECT seq FROM (SELECT seq, bytes, body FROM relay_outbox UNION ALL \
-             SELECT seq, bytes, body FROM relay_parked) WHERE bytes != length(CAST(body AS BLOB)) LIMIT 1",
+            &format!(
+                "SELECT seq FROM (SELECT seq, bytes, body FROM {QUEUED_ROWS} UNION ALL \
+                 SELECT seq, bytes, body FROM relay_parked) WHERE bytes != length(CAST(body AS BLOB)) LIMIT 1"
+            ),
             vec![],
         )?;
         Ok(wrong.map(|r| format!("row {:?} records a wrong byte count", r.u64(0))))
@@ -90,8 +94,10 @@ impl<S: Sql> Outbox<S> {
     /// A parked target has nothing queued, and its record says parked.
     fn audit_parked_targets(&self) -> Result<Option<String>, StoreError> {
         let row = self.sql.first(
-            "SELECT t.target FROM relay_targets t WHERE t.parked = 1 AND \
-             EXISTS (SELECT 1 FROM relay_outbox o WHERE o.target = t.target) LIMIT 1",
+            &format!(
+                "SELECT t.target FROM relay_targets t WHERE t.parked = 1 AND \
+                 EXISTS (SELECT 1 FROM {QUEUED_ROWS} o WHERE o.target = t.target) LIMIT 1"
+            ),
             vec![],
         )?;
         if let Some(r) = row {
@@ -152,9 +158,11 @@ impl<S: Sql> Outbox<S> {
             return Ok(None);
         }
         let rows = self.sql.rows(
-            "SELECT o.seq, o.target FROM relay_outbox o WHERE o.seq <= ? AND o.target != '' AND o.due_ms <= ? \
-             AND NOT EXISTS (SELECT 1 FROM relay_targets t WHERE t.target = o.target AND t.parked = 0 \
-             AND t.failed_cycles > 0) ORDER BY o.seq",
+            &format!(
+                "SELECT o.seq, o.target FROM {QUEUED_ROWS} o WHERE o.seq <= ? AND o.due_ms <= ? \
+                 AND NOT EXISTS (SELECT 1 FROM relay_targets t WHERE t.target = o.target AND t.parked = 0 \
+                 AND t.failed_cycles > 0) ORDER BY o.seq"
+            ),
             vec![super::int(scan.cursor), super::int(scan.clock_ms)],
         )?;
         for r in rows {

@@ -136,7 +136,7 @@ impl<S: Sql> Outbox<S> {
         last_alarm: Option<&str>,
     ) -> Result<Vec<(Name, u64, String)>, StoreError> {
         let (_, tail) = self.stored_and_tail()?;
-        let (deleted, deleted_bytes) = self.delete_delivered(cp)?;
+        let (deleted, deleted_bytes, deleted_written) = self.delete_delivered(cp)?;
         let moved = self.park_targets(changes, now_ms)?;
         let counted = self.count_failures(changes, now_ms)?;
         let signed = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
@@ -146,7 +146,7 @@ impl<S: Sql> Outbox<S> {
             queued: (-signed(u64::from(deleted) + moved.rows), -signed(deleted_bytes + moved.bytes)),
             parked: (signed(moved.rows), signed(moved.bytes)),
             last_alarm,
-            writes: u64::from(deleted) + moved.writes + counted,
+            writes: deleted_written + moved.writes + counted,
             ..StateWrite::default()
         };
         if !self.write_state(&tail, &write)? {
@@ -158,47 +158,77 @@ impl<S: Sql> Outbox<S> {
     /// Deletes delivered rows that the state row never counted, keeping the
     /// newest as a tombstone when the newest is among them.
     fn delete_tail(&self, cp: &Checkpoint) -> Result<(), StoreError> {
-        let newest = self.sql.first("SELECT MAX(seq) FROM relay_outbox", vec![])?;
-        let newest = newest.map(|r| r.opt_u64(0)).transpose()?.flatten();
-        let mut written = 0u64;
+        let newest =
+            self.sql.first("SELECT seq, first_seq FROM relay_outbox ORDER BY seq DESC LIMIT 1", vec![])?;
+        let (newest, packed) = match newest {
+            Some(r) => (Some(r.u64(0)?), r.opt_u64(1)?.is_some()),
+            None => (None, false),
+        };
+        let plain_newest = newest.filter(|_| !packed);
+        let mut plain = Vec::with_capacity(cp.deletes.len());
         for range in &cp.deletes {
-            let keep = newest.filter(|n| (range.first..=range.last).contains(n));
+            let keep = plain_newest.filter(|n| (range.first..=range.last).contains(n));
             let last = keep.map_or(range.last, |n| n - 1);
             let n = self.sql.run(
-                "DELETE FROM relay_outbox WHERE seq >= ? AND seq <= ? AND target != ''",
+                "DELETE FROM relay_outbox WHERE seq >= ? AND seq <= ? AND target != '' AND first_seq IS NULL",
                 vec![int(range.first), int(last)],
             )?;
             let tombstoned = match keep {
                 Some(seq) => self.sql.run(
-                    "UPDATE relay_outbox SET target = '', bytes = 0, body = '' WHERE seq = ? AND target != ''",
+                    "UPDATE relay_outbox SET target = '', bytes = 0, body = '' \
+                     WHERE seq = ? AND target != '' AND first_seq IS NULL",
                     vec![int(seq)],
                 )?,
                 None => 0,
             };
-            if n + tombstoned != range.rows {
-                return Err(StoreError::Guard("a delivered row changed"));
-            }
-            written += u64::from(n + tombstoned);
+            plain.push(n + tombstoned);
         }
+        let written = self.settle_packed(cp, &plain, newest, true)?;
         self.add_pending(Pending { writes: written, ..Pending::default() });
         Ok(())
     }
 
-    /// Deletes the delivered ranges, each guarded by its row count.
-    fn delete_delivered(&self, cp: &Checkpoint) -> Result<(u32, u64), StoreError> {
-        let (mut rows, mut bytes) = (0u32, 0u64);
+    /// Deletes the delivered ranges, each guarded by its row count. Answers
+    /// the rows and bytes delivered and the SQLite rows written.
+    fn delete_delivered(&self, cp: &Checkpoint) -> Result<(u32, u64, u64), StoreError> {
+        let (mut plain, mut bytes) = (Vec::with_capacity(cp.deletes.len()), 0u64);
         for range in &cp.deletes {
-            let n = self.sql.run(
-                "DELETE FROM relay_outbox WHERE seq >= ? AND seq <= ? AND target != ''",
+            plain.push(self.sql.run(
+                "DELETE FROM relay_outbox WHERE seq >= ? AND seq <= ? AND target != '' AND first_seq IS NULL",
                 vec![int(range.first), int(range.last)],
-            )?;
-            if n != range.rows {
-                return Err(StoreError::Guard("a delivered row changed"));
-            }
-            rows += n;
+            )?);
             bytes += range.bytes;
         }
-        Ok((rows, bytes))
+        let written = self.settle_packed(cp, &plain, None, false)?;
+        let rows: u32 = cp.deletes.iter().map(|r| r.rows).sum();
+        Ok((rows, bytes, written))
+    }
+
+    /// Removes from packs the delivered rows the plain deletes (`plain`, per
+    /// range) did not find, and checks every range's guard: each holds
+    /// exactly the rows the fire saw. Reads packs only where a range came
+    /// up short. Answers the rows written in packs.
+    fn settle_packed(
+        &self,
+        cp: &Checkpoint,
+        plain: &[u32],
+        newest: Option<u64>,
+        tombstone_newest: bool,
+    ) -> Result<u64, StoreError> {
+        let short = cp.deletes.iter().zip(plain).any(|(r, n)| *n < r.rows);
+        let (packed, written) = if short {
+            self.remove_from_packs(&cp.deletes, newest, tombstone_newest)?
+        } else {
+            (Vec::new(), 0)
+        };
+        for (i, range) in cp.deletes.iter().enumerate() {
+            let found = plain[i] + packed.get(i).copied().unwrap_or(0);
+            if found != range.rows {
+                return Err(StoreError::Guard("a delivered row changed"));
+            }
+        }
+        let plain_written: u64 = plain.iter().map(|n| u64::from(*n)).sum();
+        Ok(plain_written + written)
     }
 
     /// Moves every queued row of each target being parked to `relay_parked`
@@ -207,6 +237,7 @@ impl<S: Sql> Outbox<S> {
         let mut moved = Moved::default();
         for (target, reason) in &changes.parked {
             let t: SqlValue = target.as_str().into();
+            moved.writes += self.unpack_target(target.as_str())?;
             let (rows, bytes) = self.count(
                 "SELECT COUNT(*), COALESCE(SUM(bytes), 0) FROM relay_outbox WHERE target = ?",
                 vec![t.clone()],

@@ -14,7 +14,7 @@ use crate::core::{
 
 /// Rows per multi-row INSERT: six bound parameters each, under SQLite's
 /// 100-parameter limit per statement.
-const INSERT_ROWS_PER_STATEMENT: usize = 16;
+pub(super) const INSERT_ROWS_PER_STATEMENT: usize = 16;
 
 /// Why an enqueue wrote nothing. `E` is the error of the caller's own
 /// writes in [`Relay::enqueue_with`](crate::Relay::enqueue_with).
@@ -178,7 +178,10 @@ impl<S: Sql> Outbox<S> {
     fn write_append(&self, plan: &AppendPlan, tombstone: Option<u64>) -> Result<(), StoreError> {
         let mut written = 0u64;
         let mut queued: &[StoredRow] = &plan.queued;
-        if let (Some(first), Some(slot)) = (queued.first(), tombstone) {
+        if self.packs(queued) {
+            written += u64::from(self.write_pack(queued, tombstone)?);
+            queued = &[];
+        } else if let (Some(first), Some(slot)) = (queued.first(), tombstone) {
             written += u64::from(self.reuse_slot(slot, first)?);
             queued = queued.get(1..).unwrap_or_default();
         } else if let Some(first) = queued.first() {
@@ -190,7 +193,7 @@ impl<S: Sql> Outbox<S> {
         }
         for (table, list) in [("relay_outbox", queued), ("relay_parked", plan.parked.as_slice())] {
             for chunk in list.chunks(INSERT_ROWS_PER_STATEMENT) {
-                written += u64::from(self.insert(table, chunk)?);
+                written += u64::from(self.insert_rows(table, chunk)?);
             }
         }
         if let Some(record) = &plan.record {
@@ -224,6 +227,7 @@ impl<S: Sql> Outbox<S> {
             parked_rows: view.state.parked_rows,
             committed: false,
             enqueue: self.memory.enqueues.get(),
+            packed: self.packs(&plan.queued),
         });
     }
 
@@ -250,7 +254,14 @@ impl<S: Sql> Outbox<S> {
         Ok(n)
     }
 
-    fn insert(&self, table: &str, rows: &[StoredRow]) -> Result<u32, StoreError> {
+    /// Whether an enqueue writes its queued `rows` as one pack (see
+    /// `pack.rs`): where the source packs rows and there are enough.
+    fn packs(&self, rows: &[StoredRow]) -> bool {
+        self.pack_rows.get() && rows.len() >= super::pack::PACK_ROWS_MIN as usize
+    }
+
+    /// Inserts `rows` as plain rows of `table` in one statement.
+    pub(super) fn insert_rows(&self, table: &str, rows: &[StoredRow]) -> Result<u32, StoreError> {
         let placeholders = vec!["(?, ?, ?, ?, ?, ?)"; rows.len()].join(", ");
         let mut params: Vec<SqlValue> = Vec::with_capacity(rows.len() * 6);
         for r in rows {

@@ -52,6 +52,8 @@ pub(crate) struct Handover {
     pub(crate) committed: bool,
     /// The enqueue count when it was made (see [`Memory::enqueues`]).
     pub(crate) enqueue: u64,
+    /// Whether the enqueue wrote its rows as a pack.
+    pub(crate) packed: bool,
 }
 
 /// A delivered row still in the outbox: its sequence and body size.
@@ -77,6 +79,11 @@ pub(crate) struct Memory {
     /// Enqueues this instance ran: a handover's fire ran beside no other
     /// enqueue when the count is unchanged.
     pub(crate) enqueues: Cell<u64>,
+    /// Whether the last window read held a packed row: its checkpoint then
+    /// keeps no delivered row, which must be a plain one.
+    pub(crate) packed_window: Cell<bool>,
+    /// Whether this instance raised the schema version packs require.
+    pub(crate) packs_required: Cell<bool>,
 }
 
 impl<S: Sql> Outbox<S> {
@@ -139,7 +146,7 @@ impl<S: Sql> Outbox<S> {
         let written = self.sql.transaction(|| {
             let n = self.sql.run(
                 "UPDATE relay_outbox SET target = '', bytes = 0, body = '' WHERE seq = ? AND bytes = ? \
-                 AND target != '' AND seq = (SELECT MAX(seq) FROM relay_outbox) \
+                 AND target != '' AND first_seq IS NULL AND seq = (SELECT MAX(seq) FROM relay_outbox) \
                  AND seq > (SELECT os FROM relay_state WHERE id = 1)",
                 vec![seq.clone(), bytes.clone()],
             )?;
@@ -147,7 +154,7 @@ impl<S: Sql> Outbox<S> {
                 return Ok(n);
             }
             self.sql.run(
-                "DELETE FROM relay_outbox WHERE seq = ? AND bytes = ? AND target != '' \
+                "DELETE FROM relay_outbox WHERE seq = ? AND bytes = ? AND target != '' AND first_seq IS NULL \
                  AND seq > (SELECT os FROM relay_state WHERE id = 1)",
                 vec![seq.clone(), bytes.clone()],
             )
@@ -171,7 +178,8 @@ impl<S: Sql> Outbox<S> {
         let Some(d) = self.memory.delivered.take() else { return Ok(0) };
         self.sql.run(
             "UPDATE relay_outbox SET seq = ?, target = ?, at_ms = ?, bytes = ?, body = ?, due_ms = ? \
-             WHERE seq = ? AND bytes = ? AND target != '' AND seq > (SELECT os FROM relay_state WHERE id = 1)",
+             WHERE seq = ? AND bytes = ? AND target != '' AND first_seq IS NULL \
+             AND seq > (SELECT os FROM relay_state WHERE id = 1)",
             super::enqueue::row_values(row).into_iter().chain([int(d.seq), int(d.bytes)]).collect(),
         )
     }
@@ -181,7 +189,7 @@ impl<S: Sql> Outbox<S> {
     /// other is kept: answers whether it did.
     pub(crate) fn keep_delivered(&self, seq: u64, bytes: u64) -> bool {
         let past_folded = self.memory.folded_os.get().is_some_and(|f| seq > f);
-        if !past_folded || self.memory.delivered.get().is_some() {
+        if !past_folded || self.memory.delivered.get().is_some() || self.memory.packed_window.get() {
             return false;
         }
         self.memory.delivered.set(Some(Delivered { seq, bytes }));

@@ -89,12 +89,14 @@ static STORED_AND_TAIL_SQL: std::sync::LazyLock<String> =
 pub(super) fn stored_and_tail_sql(extra: &str) -> String {
     format!(
         "SELECT {STORED_COLUMNS}, \
-         (SELECT printf('%d %d', COUNT(*), COALESCE(SUM(bytes), 0)) FROM relay_outbox \
+         (SELECT printf('%d %d', COALESCE(SUM(CASE WHEN first_seq IS NULL THEN 1 \
+          ELSE json_array_length(body) END), 0), COALESCE(SUM(bytes), 0)) FROM relay_outbox \
           WHERE seq > s.os AND target != ''), \
          (SELECT printf('%d %d', COUNT(*), COALESCE(SUM(bytes), 0)) FROM relay_parked \
           WHERE seq > s.os AND discarded_at_ms IS NULL), \
          (SELECT MAX(seq) FROM relay_outbox), (SELECT MAX(seq) FROM relay_parked), \
-         (SELECT COUNT(*) FROM relay_outbox WHERE seq = ? AND bytes = ? AND target != ''){extra} \
+         (SELECT COUNT(*) FROM relay_outbox WHERE seq = ? AND bytes = ? AND target != '' \
+          AND first_seq IS NULL){extra} \
          FROM relay_state AS s WHERE s.id = 1"
     )
 }

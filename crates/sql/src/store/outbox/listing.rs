@@ -14,16 +14,19 @@ use durable_relay_protocol::wire::{QueuedPage, QueuedRow};
 enum List {
     /// `relay_parked`, leaving out the rows an operator discarded.
     Parked,
-    /// `relay_outbox` (a tombstone has no target, so never matches).
+    /// `relay_outbox`, packs unpacked (a tombstone has no target, so never
+    /// matches).
     Queued,
 }
 
 impl List {
     /// The `FROM ... WHERE` that selects the target's rows after a sequence.
-    fn rows_of(self) -> &'static str {
+    fn rows_of(self) -> String {
         match self {
-            List::Parked => "FROM relay_parked WHERE target = ? AND seq > ? AND discarded_at_ms IS NULL",
-            List::Queued => "FROM relay_outbox WHERE target = ? AND seq > ?",
+            List::Parked => {
+                "FROM relay_parked WHERE target = ? AND seq > ? AND discarded_at_ms IS NULL".into()
+            }
+            List::Queued => format!("FROM {} WHERE target = ? AND seq > ?", super::pack::QUEUED_ROWS),
         }
     }
 }

@@ -12,21 +12,24 @@
 //! - [`checkpoint`](Outbox::checkpoint) writes a settled fire, guarded;
 //! - `parking.rs`: operator actions on parked targets;
 //! - `listing.rs`: pages of one target's parked or queued rows;
+//! - `pack.rs`: packed rows, one outbox row for several rows of an enqueue;
 //! - `prune.rs`: horizon pruning of dedup records, key claims and discarded rows;
 //! - `routing.rs`: an object's half of routing (fence, two-phase adoption, keys);
 //! - `audit.rs`: the invariants below, checked on the real tables.
 //!
-//! Schema (component `relay_source`, version 11; version 2 added parking and
+//! Schema (component `relay_source`, version 13; version 2 added parking and
 //! dedup, version 7 the indexes that keep status and parking reads bounded,
 //! version 8 the records that keep a partitioned source's keys exactly once,
 //! version 9 the rows written in the current UTC day, version 10 the host's
-//! alarm time, version 11 whether a partition map was ever stored):
+//! alarm time, version 11 whether a partition map was ever stored, version
+//! 12 the pause a target asked for, version 13 packed rows):
 //!
 //! ```sql
 //! relay_state   (id = 1, os, rs, queued_rows, queued_bytes, parked_rows, parked_bytes,
 //!                counters..., last_alarm, last_prune_ms, rows_written_day, rows_written_today,
 //!                map_stored)
-//! relay_outbox  (seq INTEGER PRIMARY KEY, target, at_ms, bytes, body, due_ms)
+//! relay_outbox  (seq INTEGER PRIMARY KEY, target, at_ms, bytes, body, due_ms,
+//!                first_seq) -- version 13: set on a pack (see pack.rs), indexed where set
 //! relay_parked  (seq INTEGER PRIMARY KEY, target, at_ms, bytes, body, discarded_at_ms, due_ms)
 //! relay_holds   (target PRIMARY KEY, due_ms)   -- version 4: delayed rows
 //! relay_partition (id = 1, epoch, map, active, since_ms, known) -- partitioned sources: the
@@ -60,6 +63,7 @@ mod enqueue;
 mod handover;
 mod ledger;
 mod listing;
+pub(crate) mod pack;
 mod parking;
 mod prune;
 mod routing;
@@ -77,6 +81,7 @@ pub use durable_relay_protocol::wire::{
 };
 pub use enqueue::{EnqueueFailure, Entry, FenceChecked};
 pub use ledger::Pending;
+pub use pack::PACK_ROWS_MIN;
 pub use parking::TargetFilter;
 pub use routing::Seat;
 
@@ -219,10 +224,21 @@ const MIGRATIONS: &[&[&str]] = &[
     // failure (an endpoint's Retry-After), so that it is not called again
     // before it, across restarts (0: it asked for none).
     &["ALTER TABLE relay_targets ADD COLUMN retry_after_ms INTEGER NOT NULL DEFAULT 0"],
+    // Version 13: packed rows (see pack.rs). A pack's oldest sequence
+    // (NULL on a plain row), and the packs by sequence, so the window reads
+    // only the packs in its range. A build before it runs on this step: it
+    // writes no pack and reads none, and a partial index holds no plain
+    // row, so its writes cost what they did. The first pack written raises
+    // the required version to this one.
+    &[
+        "ALTER TABLE relay_outbox ADD COLUMN first_seq INTEGER",
+        "CREATE INDEX relay_outbox_packs ON relay_outbox (seq) WHERE first_seq IS NOT NULL",
+    ],
 ];
 
-/// The outbox's stored schema. Every step so far is required: the
-/// releases before this one could not run on any of them.
+/// The outbox's stored schema. Every step up to 12 is required: the
+/// releases before each could not run on it. Step 13 is not, until a pack
+/// is written (see `pack.rs`).
 pub(crate) const SCHEMA: schema::Schema =
     schema::Schema { component: COMPONENT, migrations: MIGRATIONS, required: 12 };
 
@@ -316,6 +332,9 @@ pub struct Outbox<S> {
     endpoints: std::cell::RefCell<std::collections::BTreeSet<String>>,
     /// Of `endpoints`, those that take many rows per request.
     batched: std::cell::RefCell<std::collections::BTreeSet<String>>,
+    /// Whether a multi-row enqueue writes its rows as one pack (see
+    /// `pack.rs`). Not stored; every build reads packs either way.
+    pack_rows: Cell<bool>,
 }
 
 impl<S: Sql> Outbox<S> {
@@ -332,7 +351,13 @@ impl<S: Sql> Outbox<S> {
             memory: handover::Memory::default(),
             endpoints: std::cell::RefCell::new(std::collections::BTreeSet::new()),
             batched: std::cell::RefCell::new(std::collections::BTreeSet::new()),
+            pack_rows: Cell::new(false),
         })
+    }
+
+    /// Whether a multi-row enqueue writes its rows as one pack.
+    pub fn set_pack_rows(&self, on: bool) {
+        self.pack_rows.set(on);
     }
 
     /// The database this outbox lives in: write your own tables through
@@ -374,7 +399,9 @@ impl<S: Sql> Outbox<S> {
         self.flush_delivered()?;
         let rows = self.sql.rows(
             "SELECT 0, seq, at_ms, due_ms FROM (SELECT seq, at_ms, due_ms FROM relay_outbox \
-             WHERE target != '' ORDER BY seq LIMIT 1) \
+             WHERE target != '' AND first_seq IS NULL ORDER BY seq LIMIT 1) \
+             UNION ALL SELECT 0, j.value ->> 0, j.value ->> 2, j.value ->> 3 FROM (SELECT body FROM relay_outbox \
+             WHERE first_seq IS NOT NULL ORDER BY seq LIMIT 1) p, json_each(p.body) j WHERE j.key = 0 \
              UNION ALL SELECT 1, seq, at_ms, due_ms FROM (SELECT seq, at_ms, due_ms FROM relay_parked \
              WHERE discarded_at_ms IS NULL ORDER BY seq LIMIT 1)",
             vec![],
@@ -383,7 +410,8 @@ impl<S: Sql> Outbox<S> {
         for r in rows {
             let head = Head { seq: r.u64(1)?, at_ms: r.u64(2)?, due_ms: r.u64(3)? };
             if r.u64(0)? == 0 {
-                queued = Some(head);
+                // A plain row and a pack's first row: the older is the head.
+                queued = Some(queued.filter(|q: &Head| q.seq < head.seq).unwrap_or(head));
             } else {
                 parked = Some(head);
             }

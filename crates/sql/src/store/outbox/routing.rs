@@ -345,8 +345,11 @@ impl<S: Sql> Outbox<S> {
     /// change settles.
     fn holds_rows_for(&self, target: &str) -> Result<bool, StoreError> {
         let row = self.sql.first(
-            "SELECT EXISTS (SELECT 1 FROM relay_outbox WHERE target = ?) \
-             OR EXISTS (SELECT 1 FROM relay_parked WHERE target = ? AND discarded_at_ms IS NULL)",
+            &format!(
+                "SELECT EXISTS (SELECT 1 FROM {} WHERE target = ?) \
+                 OR EXISTS (SELECT 1 FROM relay_parked WHERE target = ? AND discarded_at_ms IS NULL)",
+                super::pack::QUEUED_ROWS
+            ),
             vec![target.into(), target.into()],
         )?;
         Ok(row.map_or(Ok(0), |r| r.u64(0))? != 0)

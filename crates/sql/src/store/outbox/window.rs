@@ -76,7 +76,10 @@ impl<S: Sql> Outbox<S> {
         let w = begun.window;
         let handed = self.memory.handed.borrow().clone();
         let mut meta = match &handed {
-            Some(h) => handed_meta(h, w.after, w.through, w.probe_rows()),
+            Some(h) => {
+                self.memory.packed_window.set(h.packed);
+                handed_meta(h, w.after, w.through, w.probe_rows())
+            }
             None => self.window_meta(w.after, w.through, w.probe_rows())?,
         };
         let sizes: Vec<(u64, u32)> = meta.iter().map(|m| (m.seq, m.bytes)).collect();
@@ -111,16 +114,38 @@ impl<S: Sql> Outbox<S> {
 
     /// The window's rows after `after` up to `through`, at most `limit`,
     /// without bodies, each with its target's failure record if failing.
+    /// Plain rows and packed rows are read in one statement: the first
+    /// `limit` plain rows, and the rows in range of the first `limit` packs
+    /// that hold one (see `pack.rs`). Where that many packs were read, rows
+    /// past the last of them may be missing, so the window ends there; it
+    /// still holds `limit` rows or more, so it is not taken for the end of
+    /// the range.
     fn window_meta(&self, after: u64, through: u64, limit: u32) -> Result<Vec<Meta>, StoreError> {
+        let (a, t, l) = (int(after), int(through), int(u64::from(limit)));
         let rows = self.sql.rows(
-            "SELECT o.seq, o.target, o.at_ms, o.bytes, o.due_ms, t.failed_cycles, t.last_failure_ms, t.retry_after_ms \
-             FROM relay_outbox o LEFT JOIN relay_targets t \
-             ON t.target = o.target AND t.parked = 0 AND t.failed_cycles > 0 \
-             WHERE o.seq > ? AND o.seq <= ? AND o.target != '' ORDER BY o.seq LIMIT ?",
-            vec![int(after), int(through), int(u64::from(limit))],
+            &format!(
+                "SELECT * FROM (SELECT o.seq, o.target, o.at_ms, o.bytes, o.due_ms, {FAILING}, NULL \
+                 FROM relay_outbox o LEFT JOIN relay_targets t ON {FAILING_JOIN} = o.target \
+                 WHERE o.seq > ? AND o.seq <= ? AND o.target != '' AND o.first_seq IS NULL \
+                 ORDER BY o.seq LIMIT ?) UNION ALL \
+                 SELECT j.value ->> 0, j.value ->> 1, j.value ->> 2, j.value ->> 4, j.value ->> 3, {FAILING}, p.seq \
+                 FROM (SELECT p.seq, p.body FROM relay_outbox p WHERE {packs} AND EXISTS (SELECT 1 FROM \
+                 json_each(p.body) e WHERE e.value ->> 0 > ? AND e.value ->> 0 <= ?) ORDER BY p.seq LIMIT ?) p, \
+                 json_each(p.body) j LEFT JOIN relay_targets t ON {FAILING_JOIN} = j.value ->> 1 \
+                 WHERE j.value ->> 0 > ? AND j.value ->> 0 <= ?",
+                packs = super::pack::packs_overlapping(),
+            ),
+            vec![a.clone(), t.clone(), l.clone(), a.clone(), t.clone(), t.clone(), a.clone(), t.clone(), l, a, t],
         )?;
-        rows.iter()
+        let mut packs = 0u32;
+        let mut last_pack = 0u64;
+        let mut meta = rows
+            .iter()
             .map(|r| {
+                if let Some(pack) = r.opt_u64(8)? {
+                    packs += u32::from(pack != last_pack);
+                    last_pack = last_pack.max(pack);
+                }
                 let failing = match (r.opt_u64(5)?, r.opt_u64(6)?) {
                     (Some(cycles), last) => Some(Failing {
                         cycles: u32::try_from(cycles).unwrap_or(u32::MAX),
@@ -138,18 +163,41 @@ impl<S: Sql> Outbox<S> {
                     failing,
                 })
             })
-            .collect::<Result<Vec<_>, StoreError>>()
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        self.memory.packed_window.set(packs > 0);
+        if packs > 0 {
+            meta.sort_by_key(|m| m.seq);
+            if packs >= limit {
+                meta.retain(|m| m.seq <= last_pack);
+            }
+            meta.truncate(limit as usize);
+        }
+        Ok(meta)
     }
 
-    /// `(seq, body)` of rows with `after < seq <= last`, ascending.
+    /// `(seq, body)` of rows with `after < seq <= last`, ascending, plain
+    /// and packed.
     fn bodies_between(&self, after: u64, last: u64) -> Result<Vec<(u64, String)>, StoreError> {
+        let (a, l) = (int(after), int(last));
         let rows = self.sql.rows(
-            "SELECT seq, body FROM relay_outbox WHERE seq > ? AND seq <= ? AND target != '' ORDER BY seq",
-            vec![int(after), int(last)],
+            &format!(
+                "SELECT seq, body FROM relay_outbox WHERE seq > ? AND seq <= ? AND target != '' \
+                 AND first_seq IS NULL UNION ALL SELECT j.value ->> 0, j.value ->> 5 FROM relay_outbox p, \
+                 json_each(p.body) j WHERE {packs} AND j.value ->> 0 > ? AND j.value ->> 0 <= ? ORDER BY 1",
+                packs = super::pack::packs_overlapping(),
+            ),
+            vec![a.clone(), l.clone(), a.clone(), l.clone(), l.clone(), a, l],
         )?;
         rows.iter().map(|r| Ok((r.u64(0)?, r.text(1)?))).collect()
     }
 }
+
+/// A window row's target's failure record, as the window's columns 5-7.
+const FAILING: &str = "t.failed_cycles, t.last_failure_ms, t.retry_after_ms";
+
+/// What joins a failing (not parked) target's record to a window row's
+/// target, written before `= <the row's target>`.
+const FAILING_JOIN: &str = "t.parked = 0 AND t.failed_cycles > 0 AND t.target";
 
 /// [`Outbox::window_meta`] over a handover's rows: the same selection, from
 /// memory.

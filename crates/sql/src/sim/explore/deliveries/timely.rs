@@ -21,8 +21,8 @@ const TARGETS_READ_MAX: u32 = 100;
 /// failing target's retry time or else now, and no earlier than that.
 pub(crate) fn due_by(sim: &Sim, source: &str, now_ms: u64, first_ms: u64) -> Result<Option<u64>, String> {
     let src = sim.world.source(&name(source));
-    let rows: Vec<StoredRow> =
-        stored_rows(src.relay.sql(), "relay_outbox", "WHERE target != ''").map_err(|e| e.to_string())?;
+    let rows: Vec<StoredRow> = stored_rows(src.relay.sql(), crate::store::outbox::pack::QUEUED_ROWS, "")
+        .map_err(|e| e.to_string())?;
     let failing = src.relay.outbox().target_reports(TargetFilter::Failing, "", TARGETS_READ_MAX);
     let failing = failing.map_err(|e| e.to_string())?.targets;
     let retry_at = |target: &str| failing.iter().find(|t| t.target == target).and_then(|t| t.retry_at_ms);
