@@ -14,7 +14,7 @@ export const MAX_ROWS_PER_REQUEST = 256;
 export const FULL = [
   { id: "W1", short: "1 source, 4,096 rows to 4,096 targets", title: "1 source, 4,096 rows to 4,096 distinct targets", sources: 1, targets: 4096, rowsPerPair: 1, failing: 0 },
   { id: "W2", short: "1 source, 10,000 rows to 1 target", title: "1 source, 10,000 rows to one target", sources: 1, targets: 1, rowsPerPair: 10_000, failing: 0 },
-  { id: "W3", short: "16 sources x 64 targets x 20 rows", title: "16 sources x 64 targets, 20 rows per pair, concurrently", sources: 16, targets: 64, rowsPerPair: 20, failing: 0 },
+  { id: "W3", short: "16 sources x 64 targets x 20 rows", title: "16 sources x 64 targets, 20 rows per pair, concurrently", sources: 16, targets: 64, rowsPerPair: 20, failing: 0, packs: true },
   { id: "W4", short: "W3, 4 of 64 targets failing at first", title: "W3 with 4 of the 64 targets failing for the first half of the run", sources: 16, targets: 64, rowsPerPair: 20, failing: 4 },
 ];
 
@@ -75,6 +75,8 @@ export const SYSTEMS = [
   { id: "relay-free", code: "rf", kind: "relay", label: "relay, Free preset (8x2x2, cap 50)", vars: { RELAY_PLAN: "free" }, plans: ["free"] },
   { id: "relay-free-50", code: "r50", kind: "relay", label: "relay, Free at 50 (25x2x2, cap 50)", vars: FREE_50, plans: ["free"] },
   { id: "relay-paid", code: "rp", kind: "relay", label: "relay, Paid preset (32x8x2)", vars: { RELAY_PLAN: "paid" }, plans: ["paid"] },
+  { id: "relay-free-packed", code: "rfk", kind: "relay", label: "relay, Free preset, RELAY_PACK_ROWS=on (a multi-row request is one stored row)", vars: { RELAY_PLAN: "free", RELAY_PACK_ROWS: "on" }, plans: ["free"], optIn: "packs" },
+  { id: "relay-paid-packed", code: "rpk", kind: "relay", label: "relay, Paid preset, RELAY_PACK_ROWS=on", vars: { RELAY_PLAN: "paid", RELAY_PACK_ROWS: "on" }, plans: ["paid"], optIn: "packs" },
   { id: "relay-free-alarm", code: "ra", kind: "relay", label: "relay, Free preset, RELAY_IN_TURN=off (the alarm delivers every row)", vars: { RELAY_PLAN: "free", RELAY_IN_TURN: "off" }, plans: ["free"], optIn: "alarmOnly" },
   { id: "relay-coalesce", code: "rc", kind: "relay", label: "relay, Free preset, RELAY_COALESCE_MS=50", vars: { RELAY_PLAN: "free", RELAY_COALESCE_MS: "50" }, plans: ["free"], optIn: "coalesce" },
 ];
