@@ -16,7 +16,8 @@
 //! Test builds (feature `testing`, and only with `RELAY_TEST_FAULTS=on`)
 //! also serve `POST /faults` (`{"crash_checkpoints":n,"drop_alarm":bool,"refuse_writes":bool,
 //! "fail_alarms":n}`)
-//! and `GET /audit` (the outbox's invariants on its tables).
+//! and `GET /audit` (the outbox's invariants on its tables); that plumbing
+//! lives in `source_do/testing.rs`, so this file is the object as it ships.
 
 use durable_relay::core::ErrorCode;
 use durable_relay::work::{self, Level};
@@ -37,6 +38,11 @@ use worker::{durable_object, wasm_bindgen, DurableObject, Env, Request, Response
 
 use crate::routes::{DirectoryOp, SourceRoute};
 use crate::{config, directory, TARGET_BINDING};
+
+#[cfg(feature = "testing")]
+mod testing;
+#[cfg(feature = "testing")]
+pub use testing::{RelaySourceTwin, TWIN_SOURCE_BINDING};
 
 /// Alarms whose figures `GET /alarms` keeps: two minutes of a source that
 /// re-fires every second, in about 10 KB of memory.
@@ -326,36 +332,6 @@ impl RelaySource {
         Ok(())
     }
 
-    /// The storage suite over this object's SQLite (test builds, with
-    /// faults on): 200 with the report when every check held and the
-    /// script ran, else 500 with it.
-    #[cfg(feature = "testing")]
-    async fn conformance(&self) -> Result<Response, HttpError> {
-        if !crate::test_faults(self.env())? {
-            return Err(HttpError::new(
-                403,
-                ErrorCode::FaultsDisabled,
-                "test faults are off (RELAY_TEST_FAULTS)",
-            ));
-        }
-        let report = durable_relay::testing::conformance::run(DoSql::new(self.state())).await;
-        let status = if report.passed() { 200 } else { 500 };
-        let internal = |e: worker::Error| HttpError::internal(e.to_string());
-        Ok(json(&report).map_err(internal)?.with_status(status))
-    }
-
-    /// Test builds: the rows this request read and wrote, as the headers
-    /// `x-relay-rows-read` and `x-relay-rows-written`, so a test can hold a
-    /// route to a bounded cost.
-    #[cfg(feature = "testing")]
-    fn with_io(&self, mut resp: Response, before: durable_relay::testing::SqlIo) -> worker::Result<Response> {
-        let after = self.source.opened().map(|r| r.sql().io()).unwrap_or_default();
-        let headers = resp.headers_mut();
-        headers.set("x-relay-rows-read", &(after.read - before.read).to_string())?;
-        headers.set("x-relay-rows-written", &(after.written - before.written).to_string())?;
-        Ok(resp)
-    }
-
     /// Without the test plumbing there is no storage suite.
     #[cfg(not(feature = "testing"))]
     async fn conformance(&self) -> Result<Response, HttpError> {
@@ -376,56 +352,6 @@ impl RelaySource {
             "the fault switch and the audit exist only in test builds",
         ))
     }
-
-    /// The fault switch and the audit (test builds, with faults on).
-    #[cfg(feature = "testing")]
-    async fn testing(
-        &self,
-        relay: &Relay<SourceSql, DoAlarm>,
-        req: &mut Request,
-        route: SourceRoute,
-    ) -> Result<Response, HttpError> {
-        use durable_relay::http::{json, parse_json, read_body};
-        use durable_relay::testing::SourceFaultsBody;
-        if !crate::test_faults(self.env())? {
-            return Err(HttpError::new(
-                403,
-                ErrorCode::FaultsDisabled,
-                "test faults are off (RELAY_TEST_FAULTS)",
-            ));
-        }
-        let internal = |e: worker::Error| HttpError::internal(e.to_string());
-        if route == SourceRoute::Audit {
-            let verdict = relay.outbox().audit()?;
-            return json(&serde_json::json!({"ok": verdict.is_ok(), "breach": verdict.err().map(|b| b.0)}))
-                .map_err(internal);
-        }
-        let body: SourceFaultsBody = parse_json(&read_body(req).await?)?;
-        if body.retire_delay_ms > durable_relay::testing::MAX_RETIRE_DELAY_MS {
-            return Err(HttpError::bad_request(
-                ErrorCode::InvalidDelay,
-                format!("retire_delay_ms is at most {}", durable_relay::testing::MAX_RETIRE_DELAY_MS),
-            ));
-        }
-        if body.fail_alarms > durable_relay::testing::MAX_FAILED_ALARMS {
-            return Err(HttpError::bad_request(
-                ErrorCode::InvalidRequest,
-                format!("fail_alarms is at most {}", durable_relay::testing::MAX_FAILED_ALARMS),
-            ));
-        }
-        self.retire_delay_ms.set(body.retire_delay_ms);
-        self.failing_alarms.set(body.fail_alarms);
-        relay.sql().crash_checkpoints(body.crash_checkpoints);
-        let (failing, parked) = (body.seed_failing_targets, body.seed_parked_targets);
-        durable_relay::testing::seed_target_records(relay.sql(), failing, parked, now_ms())
-            .map_err(|e| HttpError::bad_request(ErrorCode::InvalidRequest, e.to_string()))?;
-        // Last: the seeding above is a write of its own.
-        relay.sql().refuse_writes(body.refuse_writes);
-        if body.drop_alarm {
-            relay.drop_alarm().await?;
-        }
-        json(&serde_json::json!({"ok": true})).map_err(internal)
-    }
 }
 
 /// The refusal of a retire while rows are owed.
@@ -435,38 +361,6 @@ fn not_empty(queued: u64, parked: u64) -> HttpError {
         ErrorCode::SourceNotEmpty,
         format!("{queued} rows queued and {parked} parked: deliver, redrive or discard them first"),
     )
-}
-
-/// Test builds: a second source class, the reference source under another
-/// class name. Its objects' ids differ from `RelaySource`'s, so an object of
-/// each class, both named `default`, are two sources at their targets
-/// (`tests/e2e/identity.test.mjs` binds it as [`TWIN_SOURCE_BINDING`];
-/// the front door reaches it when a request carries
-/// [`TWIN_SOURCE_HEADER`](crate::front::TWIN_SOURCE_HEADER)).
-#[cfg(feature = "testing")]
-#[durable_object]
-pub struct RelaySourceTwin {
-    /// The reference source, whole.
-    inner: RelaySource,
-}
-
-/// Binding name of the test builds' second source class, `RelaySourceTwin`.
-#[cfg(feature = "testing")]
-pub const TWIN_SOURCE_BINDING: &str = "TEST_SOURCE_TWIN";
-
-#[cfg(feature = "testing")]
-impl DurableObject for RelaySourceTwin {
-    fn new(state: State, env: Env) -> Self {
-        RelaySourceTwin { inner: <RelaySource as DurableObject>::new(state, env) }
-    }
-
-    async fn fetch(&self, req: Request) -> worker::Result<Response> {
-        DurableObject::fetch(&self.inner, req).await
-    }
-
-    async fn alarm(&self) -> worker::Result<Response> {
-        DurableObject::alarm(&self.inner).await
-    }
 }
 
 /// Adds what an alarm or an in-turn delivery did to `history`, dropping the
