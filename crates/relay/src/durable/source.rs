@@ -54,9 +54,14 @@ pub const TRACEPARENT_HEADER: &str = "traceparent";
 
 /// Parses and serves one request of the source's protocol.
 pub async fn handle<S: Sql>(relay: &Relay<S, DoAlarm>, req: &mut Request) -> Result<Response, HttpError> {
+    serve(relay, req, operation(req)?).await
+}
+
+/// The operation of the source's protocol `req` asks for: its request line,
+/// parsed once.
+pub fn operation(req: &Request) -> Result<SourceOp, HttpError> {
     let url = req.url().map_err(|e| HttpError::bad_request(ErrorCode::BadUrl, e.to_string()))?;
-    let op = SourceOp::from_url(req.method().as_ref(), &url)?;
-    serve(relay, req, op).await
+    Ok(SourceOp::from_url(req.method().as_ref(), &url)?)
 }
 
 /// Serves one parsed operation: the longer ones each in a function of

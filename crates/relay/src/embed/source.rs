@@ -355,19 +355,19 @@ impl<S: Sql + 'static> RelaySource<S> {
     /// [`durable::source`](crate::durable::source).
     pub async fn fetch(&self, mut req: Request) -> worker::Result<Response> {
         let served = match self.relay() {
-            Ok(relay) => crate::durable::source::handle(relay, &mut req).await,
+            Ok(relay) => match crate::durable::source::operation(&req) {
+                Ok(op) => {
+                    let enqueue = op == SourceOp::Enqueue;
+                    crate::durable::source::serve(relay, &mut req, op).await.map(|r| (enqueue, r))
+                }
+                Err(e) => Err(e),
+            },
             Err(e) => Err(e),
         };
-        if served.as_ref().is_ok_and(|r| r.status_code() == 200) && is_enqueue(&req) {
+        // An accepted enqueue delivers its rows after the reply, in this invocation.
+        if matches!(&served, Ok((true, r)) if r.status_code() == 200) {
             self.deliver_in_turn();
         }
-        respond(served).map(crate::durable::announce)
+        respond(served.map(|(_, r)| r)).map(crate::durable::announce)
     }
-}
-
-/// Whether `req` is the source protocol's `POST /enqueue` (direct, or
-/// through a partition router).
-fn is_enqueue(req: &Request) -> bool {
-    let op = req.url().ok().and_then(|url| SourceOp::from_url(req.method().as_ref(), &url).ok());
-    op == Some(SourceOp::Enqueue)
 }
