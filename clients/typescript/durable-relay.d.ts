@@ -392,7 +392,7 @@ export interface RelayRpcMethods extends RelayRpcOperations {
   enqueue(source: string, rows: Row[], options?: RpcEnqueueOptions): Promise<Enqueued>;
 }
 
-// Written from the protocol's table by `RELAY_BLESS=1 cargo test -p durable-relay --test protocol`: do not edit.
+// Written from the protocol's table by `scripts/generate`: do not edit.
 /** `RelayRpc`'s methods for the operations without a body. */
 export interface RelayRpcOperations {
   /** The source's status. */

@@ -6,13 +6,16 @@
 //! [`Refusal`]; [`wire`] holds the request and reply bodies the table
 //! names, one module per side. The Durable Object glue (`durable-relay`)
 //! serves these operations; the reference Worker's front door and the Rust
-//! client build them; the tests derive the TypeScript method list and
-//! `protocol.json` from the same table.
+//! client build them; [`generate`] (feature `generate`, the command
+//! `scripts/generate`) writes the TypeScript method list, the npm package's
+//! operations and `protocol.json` from the same table.
 
 #![deny(unsafe_code)]
 
 pub use durable_relay_core as core;
 
+#[cfg(feature = "generate")]
+pub mod generate;
 pub mod line;
 pub mod operations;
 mod params;

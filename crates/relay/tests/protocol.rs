@@ -1,16 +1,17 @@
 //! The protocol table (`durable_relay::protocol`) against everything that
 //! spells an operation: the routes' parser and builder, the Rust client,
 //! the RPC entrypoint, the TypeScript types, the route table of docs/http-api.md and
-//! `clients/typescript/protocol.json` (written from the table;
-//! `RELAY_BLESS=1` rewrites it after a deliberate change).
+//! `clients/typescript/protocol.json` (written from the table by
+//! `scripts/generate`, which `RELAY_BLESS=1` also runs).
 
 use std::collections::BTreeSet;
 
 use durable_relay::core::ErrorCode;
 use durable_relay::protocol::{
-    self, Operation, Param, Place, Reach, REFERENCE_WORKER_ONLY, SOURCE_OPERATIONS, TARGET_OPERATIONS,
+    Operation, Reach, REFERENCE_WORKER_ONLY, SOURCE_OPERATIONS, TARGET_OPERATIONS,
 };
 use durable_relay::routes::{SourceOp, TargetOp};
+use durable_relay_protocol::generate;
 
 fn repo_file(path: &str) -> String {
     let full = format!("{}/../../{path}", env!("CARGO_MANIFEST_DIR"));
@@ -123,61 +124,6 @@ fn the_rpc_entrypoint_builds_its_methods_from_the_table_and_writes_out_only_thos
     }
 }
 
-/// The first and last lines of a block of a `.d.ts` file that the table
-/// writes.
-const WRITTEN_FROM: &str =
-    "// Written from the protocol's table by `RELAY_BLESS=1 cargo test -p durable-relay --test protocol`: do not edit.\n";
-const WRITTEN_END: &str = "// End of what the protocol's table writes.\n";
-
-/// One TypeScript method per source operation with an RPC method and no
-/// body (those with a body are written out beside the block): its doc, its
-/// path's parameters as arguments (after `source: string` when `source`),
-/// its query as an optional object, and the type it resolves to.
-fn typescript_methods(source: bool) -> String {
-    let mut out = String::new();
-    for (op, params) in SourceOp::parameters() {
-        let Some(rpc) = op.rpc.filter(|_| op.request.is_none()) else { continue };
-        let mut args: Vec<String> = source.then(|| "source: string".to_owned()).into_iter().collect();
-        args.extend(
-            params.iter().filter(|p| p.place == Place::Path).map(|p| format!("{}: {}", p.name, p.ts)),
-        );
-        let query: Vec<&Param> = params.iter().filter(|p| p.place == Place::Query).collect();
-        if !query.is_empty() {
-            let optional = |p: &Param| if p.required { "" } else { "?" };
-            let fields: Vec<String> =
-                query.iter().map(|p| format!("{}{}: {}", p.name, optional(p), p.ts)).collect();
-            let name = if query.iter().any(|p| p.max.is_some()) { "page" } else { "query" };
-            let given = if query.iter().any(|p| p.required) { "" } else { "?" };
-            args.push(format!("{name}{given}: {{ {} }}", fields.join("; ")));
-        }
-        let bounds: Vec<String> =
-            query.iter().filter_map(|p| p.max.map(|max| format!("`{}` 1..={max}", p.name))).collect();
-        let doc = match bounds.is_empty() {
-            true => rpc.doc.to_owned(),
-            false => format!("{} ({})", rpc.doc.trim_end_matches('.'), bounds.join(", ")) + ".",
-        };
-        out += &format!("  /** {doc} */\n  {}({}): Promise<{}>;\n", rpc.method, args.join(", "), rpc.returns);
-    }
-    out
-}
-
-/// `path` with its written block (between [`WRITTEN_FROM`] and
-/// [`WRITTEN_END`]) made `block`: rewritten under `RELAY_BLESS=1`, else
-/// checked to be current.
-fn written_block(path: &str, block: &str) {
-    let text = repo_file(path);
-    let start = text.find(WRITTEN_FROM).unwrap_or_else(|| panic!("{path}: no block written from the table"));
-    let end =
-        text[start..].find(WRITTEN_END).unwrap_or_else(|| panic!("{path}: the written block's end")) + start;
-    let now = format!("{}{WRITTEN_FROM}{block}{}", &text[..start], &text[end..]);
-    if std::env::var("RELAY_BLESS").is_ok_and(|v| v == "1") {
-        let full = format!("{}/../../{path}", env!("CARGO_MANIFEST_DIR"));
-        std::fs::write(full, &now).unwrap();
-        return;
-    }
-    assert!(text == now, "{path}: the methods written from the table are stale: RELAY_BLESS=1 rewrites them");
-}
-
 #[test]
 fn the_typescript_methods_of_operations_without_a_body_are_written_from_the_table() {
     for op in rpc_operations() {
@@ -191,21 +137,6 @@ fn the_typescript_methods_of_operations_without_a_body_are_written_from_the_tabl
         }
         assert!(!rpc.doc.is_empty() && rpc.doc.ends_with('.'), "{}: a sentence of doc", op.name);
     }
-    let interface = |name: &str, doc: &str, source: bool| {
-        format!("/** {doc} */\nexport interface {name} {{\n{}}}\n", typescript_methods(source))
-    };
-    written_block(
-        "clients/typescript/durable-relay.d.ts",
-        &interface("RelayRpcOperations", "`RelayRpc`'s methods for the operations without a body.", true),
-    );
-    written_block(
-        "packages/durable-relay/src/index.d.ts",
-        &interface(
-            "RelaySourceOperations",
-            "`RelaySource`'s methods for the operations without a body.",
-            false,
-        ),
-    );
     let rpc = repo_file("clients/typescript/durable-relay.d.ts");
     assert!(rpc.contains("export interface RelayRpcMethods extends RelayRpcOperations {"));
     let package = repo_file("packages/durable-relay/src/index.d.ts");
@@ -248,53 +179,23 @@ fn the_readme_route_table_lists_every_public_operation_and_no_private_one() {
     }
 }
 
+/// What `scripts/generate` writes is current: protocol.json, the npm
+/// package's operations.js and the TypeScript methods of the operations
+/// without a body (`RELAY_BLESS=1` writes them too).
 #[test]
-fn protocol_json_is_written_from_the_table() {
-    let path = format!("{}/../../clients/typescript/protocol.json", env!("CARGO_MANIFEST_DIR"));
-    let now = serde_json::to_string_pretty(&protocol::to_json()).unwrap() + "\n";
-    if std::env::var("RELAY_BLESS").is_ok_and(|v| v == "1") {
-        std::fs::write(&path, &now).unwrap();
+fn the_files_the_table_writes_are_current() {
+    let root = format!("{}/../..", env!("CARGO_MANIFEST_DIR"));
+    let read =
+        |path: &str| std::fs::read_to_string(format!("{root}/{path}")).map_err(|e| format!("{path}: {e}"));
+    let written = generate::files(read).unwrap();
+    assert_eq!(written.len(), 4, "protocol.json, operations.js and two .d.ts files");
+    for file in written {
+        if std::env::var("RELAY_BLESS").is_ok_and(|v| v == "1") {
+            std::fs::write(format!("{root}/{}", file.path), &file.text).unwrap();
+        }
+        let recorded = read(file.path).unwrap_or_default();
+        assert!(recorded == file.text, "{} is stale: scripts/generate writes it", file.path);
     }
-    let recorded = std::fs::read_to_string(&path).unwrap_or_default();
-    assert!(recorded == now, "clients/typescript/protocol.json is stale: RELAY_BLESS=1 rewrites it");
-}
-
-/// The table's operations with an RPC method, and the variables that cover
-/// each scope, as a JavaScript module: what the npm package's RelaySource
-/// and the reference Worker's RelayRpc build their methods from.
-fn operations_module() -> String {
-    let table = protocol::to_json();
-    let ops: Vec<serde_json::Value> = table["source"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|op| !op["rpc"].is_null())
-        .map(|op| {
-            let pick = ["name", "method", "path", "scope", "request", "rpc"];
-            serde_json::Value::Object(pick.iter().map(|k| (k.to_string(), op[*k].clone())).collect())
-        })
-        .collect();
-    let pretty = |v: &serde_json::Value| serde_json::to_string_pretty(v).unwrap();
-    format!(
-        "// The relay's operations that RelaySource and RelayRpc offer as methods, and\n\
-         // the variables whose tokens cover each scope, written from the protocol's\n\
-         // table (crates/protocol/src/operations) by\n\
-         // `RELAY_BLESS=1 cargo test -p durable-relay --test protocol`. Do not edit.\n\n\
-         export const OPERATIONS = {};\n\nexport const SCOPES = {};\n",
-        pretty(&serde_json::Value::Array(ops)),
-        pretty(&table["scopes"]),
-    )
-}
-
-#[test]
-fn the_packages_operations_module_is_written_from_the_table() {
-    let path = format!("{}/../../packages/durable-relay/src/operations.js", env!("CARGO_MANIFEST_DIR"));
-    let now = operations_module();
-    if std::env::var("RELAY_BLESS").is_ok_and(|v| v == "1") {
-        std::fs::write(&path, &now).unwrap();
-    }
-    let recorded = std::fs::read_to_string(&path).unwrap_or_default();
-    assert!(recorded == now, "packages/durable-relay/src/operations.js is stale: RELAY_BLESS=1 rewrites it");
 }
 
 #[test]

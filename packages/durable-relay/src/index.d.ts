@@ -167,7 +167,7 @@ export declare class RelaySource<Env = any> {
 /** The class above with its methods for the relay's operations without a body, below. */
 export interface RelaySource extends RelaySourceOperations {}
 
-// Written from the protocol's table by `RELAY_BLESS=1 cargo test -p durable-relay --test protocol`: do not edit.
+// Written from the protocol's table by `scripts/generate`: do not edit.
 /** `RelaySource`'s methods for the operations without a body. */
 export interface RelaySourceOperations {
   /** The source's status. */

@@ -1,7 +1,6 @@
 // The relay's operations that RelaySource and RelayRpc offer as methods, and
 // the variables whose tokens cover each scope, written from the protocol's
-// table (crates/protocol/src/operations) by
-// `RELAY_BLESS=1 cargo test -p durable-relay --test protocol`. Do not edit.
+// table (crates/protocol/src/operations) by `scripts/generate`. Do not edit.
 
 export const OPERATIONS = [
   {
