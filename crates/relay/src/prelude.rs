@@ -19,7 +19,9 @@
 //! [`HookError`], [`ApplyRow`] and its [`PutDecodeError`], [`Name`], [`Sender`] (a source as its
 //! targets know it: name and id), [`Migrations`]), the HTTP helpers an object's
 //! `fetch` answers with ([`HttpError`], [`json`], [`parse_json`],
-//! [`read_body`], [`respond`]), the clock ([`now_ms`]), and the workers-rs names every Durable Object
+//! [`read_body`], [`respond`]), the clock ([`now_ms`]), serde's [`Serialize`] and [`Deserialize`]
+//! (traits and derives; the derives need `serde` among the embedder's
+//! dependencies), and the workers-rs names every Durable Object
 //! needs (`durable_object`, `event`, `wasm_bindgen`, [`DurableObject`],
 //! [`State`], [`Env`], [`Request`], [`Response`], [`Method`], [`Context`]),
 //! so the README's quick start compiles with this one line. Lower layers
@@ -31,6 +33,7 @@ pub use crate::embed::{row, Enqueue, EnqueueWithError, Migrations, RelaySource, 
 pub use crate::hook::{HookError, OnApply};
 pub use crate::http::{json, parse_json, read_body, respond, HttpError};
 pub use crate::store::{int, Sql, SqlValue, StoreError};
+pub use serde::{Deserialize, Serialize};
 pub use worker::{
     durable_object, event, wasm_bindgen, Context, DurableObject, Env, Method, Request, Response, State,
 };

@@ -42,12 +42,9 @@ use durable_relay::core::decode_enqueue;
 use durable_relay::durable::source::traceparent;
 use durable_relay::prelude::*;
 use durable_relay::{RelayClient, StubCall};
-use serde::{Deserialize, Serialize};
 
 /// Shard of `Orders` objects, by name.
 const ORDERS: &str = "ORDERS";
-/// `Customer` objects, by name.
-const CUSTOMERS: &str = "CUSTOMERS";
 /// The quick start's `Notes` objects (it uses one: `NOTES_OBJECT`).
 const NOTES: &str = "NOTES";
 /// The one `Notes` object, by name: the source name of every note.
@@ -133,6 +130,10 @@ async fn forward(
 // ---- the source -------------------------------------------------------------
 
 /// The orders table, beside the relay's outbox.
+// readme: source
+/// `Customer` objects, by the binding name wrangler.toml gives them.
+const CUSTOMERS: &str = "CUSTOMERS";
+
 const ORDERS_TABLE: Migrations =
     &[&["CREATE TABLE IF NOT EXISTS orders (id TEXT PRIMARY KEY, customer TEXT NOT NULL, \
      amount INTEGER NOT NULL, seq INTEGER NOT NULL)"]];
@@ -149,7 +150,6 @@ struct Order {
     fail_after_enqueue: bool,
 }
 
-// readme: source
 /// One stored order.
 #[derive(Serialize, Deserialize)]
 struct OrderRow {

@@ -6,6 +6,7 @@
 import { DurableObject } from "cloudflare:workers";
 import { RelayError, RelaySource, RelayTarget, type AppliedRow, type Row } from "../../../packages/durable-relay/src/index.js";
 
+// readme: source
 interface Env {
   ORDERS: DurableObjectNamespace<Orders>;
   CUSTOMERS: DurableObjectNamespace<Customers>;
@@ -18,7 +19,6 @@ interface Order {
   fail_after_enqueue?: boolean;
 }
 
-// readme: source
 export class Orders extends DurableObject<Env> {
   relay = new RelaySource(this.ctx, this.env, { targets: "CUSTOMERS" });
 
