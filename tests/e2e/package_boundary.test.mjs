@@ -2,8 +2,8 @@
 // JavaScript value JSON cannot carry exactly is refused with a RelayError
 // naming its path and writes nothing, whichever enqueue method gets it,
 // while every value JSON does carry arrives as sent (a seeded property test
-// over generated values); a `writes` or `onApply` that returns a promise is
-// refused, writes nothing and advances nothing, and its rejection is never
+// over generated values); a `writes`, `onApply` or `onPut` that returns a
+// promise is refused, writes nothing and advances nothing, and its rejection is never
 // left unhandled; the types refuse such callbacks under tsc --strict.
 
 import { test, before, after } from "node:test";
@@ -299,6 +299,59 @@ test("an async onApply is refused: nothing applied, no watermark moved, the row 
   const lines = app.output.split("\n").filter((l) => l.includes('"event":"relay_async_callback"'));
   assert.ok(lines.some((l) => l.includes('"source":"async-src"') && l.includes("onApply returned a promise")), app.output.slice(-2000));
   assert.doesNotMatch(app.output, /unhandled rejection: the async hook failed/, "the rejecting hook's rejection was handled");
+  assert.deepEqual(app.panics(), []);
+});
+
+test("onPut and onDelete hear each key of each new row once, after onApply, in the order the target applies them", async () => {
+  const [v] = await attempt("keys-src", [
+    {
+      rows: [
+        { target: "keys-t", puts: [["a", 1], ["b", { in_key: [2] }]], deletes: ["c"] },
+        { target: "keys-t", puts: [["c", 3]], deletes: ["a"] },
+      ],
+    },
+  ]);
+  assert.equal(v.ok, true, v.message);
+  const [first, second] = v.seqs;
+  await until(async () => (await get("/reader/keys-t/keyed")).length >= 6, "the hooks to run");
+  const { source_id } = await get("/writer/keys-src/relay/status");
+  const call = (callback, key, value, seq) => ({ callback, key, value, source: "keys-src", source_id, seq });
+  const expected = [
+    call("apply", null, "2", first),
+    call("put", "a", "1", first),
+    call("put", "b", '{"in_key":[2]}', first),
+    call("delete", "c", null, first),
+    call("put", "c", "3", second),
+    call("delete", "a", null, second),
+  ];
+  assert.deepEqual(await get("/reader/keys-t/keyed"), expected);
+
+  // A put hook that throws rolls the batch back, its own write with it; the
+  // source retries it, and the rows before it are not heard of again.
+  const [boom] = await attempt("keys-src", [{ rows: [{ target: "keys-t", puts: [["boom", 1]] }] }]);
+  assert.equal(boom.ok, true, boom.message);
+  await until(async () => {
+    const page = await get("/writer/keys-src/relay/parked");
+    return page.targets.some((t) => t.target === "keys-t" && /the put hook refused boom/.test(t.last_error ?? ""));
+  }, "the refusal reported at the source", 60_000);
+  assert.deepEqual(await get("/reader/keys-t/keyed"), expected, "nothing of the refused batch kept, nothing heard twice");
+  assert.equal((await get("/reader/keys-t/relay/keys")).keys.some((k) => k.key === "boom"), false, "boom not applied");
+});
+
+test("an async onPut is refused as an async onApply is, and the log names onPut", async () => {
+  const [v] = await attempt("async-put-src", [{ rows: [{ target: "async-put-t", puts: [["k", 1]] }] }]);
+  assert.equal(v.ok, true, v.message);
+  await until(async () => {
+    const page = await get("/writer/async-put-src/relay/parked");
+    return page.targets.some((t) => t.target === "async-put-t" && /async_callback/.test(t.last_error ?? ""));
+  }, "the target failing with async_callback at the source", 60_000);
+  assert.deepEqual((await get("/reader/async-put-t/relay/keys")).keys, [], "no key applied");
+  assert.deepEqual(await get("/reader/async-put-t/keyed"), [], "the hook's own write rolled back");
+  const lines = app.output.split("\n").filter((l) => l.includes('"event":"relay_async_callback"'));
+  assert.ok(
+    lines.some((l) => l.includes('"callback":"onPut"') && l.includes('"source":"async-put-src"') && l.includes("onPut returned a promise")),
+    app.output.slice(-2000),
+  );
   assert.deepEqual(app.panics(), []);
 });
 

@@ -83,7 +83,7 @@ codes! {
     InvalidIdempotencyKey => "invalid_idempotency_key": "The idempotency key is empty or too long.",
     IdempotencyConflict => "idempotency_conflict": "The idempotency key was used for other rows (409).",
     Aborted => "aborted": "An embedder's own writes refused the enqueue (409).",
-    AsyncCallback => "async_callback": "A callback given to the npm package (`writes`, `onApply`) returned a promise: callbacks run inside a synchronous transaction, so the call is refused and writes nothing (400; at a target the apply fails as `hook_refused` and the source retries it).",
+    AsyncCallback => "async_callback": "A callback given to the npm package (`writes`, `onApply`, `onPut`, `onDelete`) returned a promise: callbacks run inside a synchronous transaction, so the call is refused and writes nothing (400; at a target the apply fails as `hook_refused` and the source retries it).",
     InvalidSeq => "invalid_seq": "A sequence in the path is not 0..=2^53-1.",
     InvalidLimit => "invalid_limit": "A page limit is out of range.",
     InvalidQuery => "invalid_query": "An unknown, repeated or out-of-range query parameter.",

@@ -4,7 +4,7 @@
 // per row, in order.
 
 import { DurableObject } from "cloudflare:workers";
-import { RelayError, RelaySource, RelayTarget, type AppliedRow, type Row } from "../../../packages/durable-relay/src/index.js";
+import { RelayError, RelaySource, RelayTarget, type Row } from "../../../packages/durable-relay/src/index.js";
 
 // readme: source
 interface Env {
@@ -82,15 +82,12 @@ export class Orders extends DurableObject<Env> {
 // readme: target
 export class Customers extends DurableObject<Env> {
   relay = new RelayTarget(this.ctx, {
-    onApply: (_source: string, rows: AppliedRow[]) => {
-      for (const row of rows) {
-        for (const [, value] of row.effects.puts) {
-          const { amount } = value as { amount: number };
-          // A negative amount is refused: the batch rolls back and the source retries it.
-          if (amount < 0) throw new Error(`refused amount ${amount}`);
-          this.ctx.storage.sql.exec("UPDATE points SET points = points + ? WHERE id = 1", amount);
-        }
-      }
+    // Each put of each row new to this customer, once, inside the apply's transaction.
+    onPut: (_key, value) => {
+      const { amount } = value as { amount: number };
+      // A negative amount is refused: the batch rolls back and the source retries it.
+      if (amount < 0) throw new Error(`refused amount ${amount}`);
+      this.ctx.storage.sql.exec("UPDATE points SET points = points + ? WHERE id = 1", amount);
     },
   });
 

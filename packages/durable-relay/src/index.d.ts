@@ -199,6 +199,16 @@ export interface AppliedRow {
   effects: { puts: [key: string, value: JsonValue][]; deletes: string[] };
 }
 
+/** Where a key handed to `onPut` or `onDelete` comes from: its row's source and sequence there. */
+export interface AppliedFrom {
+  /** The name the source object was addressed by. */
+  source: string;
+  /** The source object's id; `null` only as for `onApply`'s `sourceId`. */
+  sourceId: string | null;
+  /** The row's sequence at its source. */
+  seq: number;
+}
+
 /** The target side of the relay in your Durable Object. */
 export declare class RelayTarget {
   /**
@@ -209,10 +219,18 @@ export declare class RelayTarget {
    * watermark by both, since two classes or two Workers may each have an object of one name, so key
    * anything you keep per source by both too (`${source}/${sourceId}`). `sourceId` is `null` only
    * for a sender older than ids whose name's watermark no identified sender has taken over.
+   *
+   * `onPut` and `onDelete` are the same, key by key: each put and each delete of each of those rows,
+   * in the order the target applies them (rows in sequence order, a row's puts, then its deletes),
+   * after `onApply` when both are given, in the same transaction and with the same refusals.
    */
   constructor(
     ctx: DurableObjectState,
-    options?: { onApply?: (source: string, rows: AppliedRow[], sourceId: string | null) => undefined },
+    options?: {
+      onApply?: (source: string, rows: AppliedRow[], sourceId: string | null) => undefined;
+      onPut?: (key: string, value: JsonValue, from: AppliedFrom) => undefined;
+      onDelete?: (key: string, from: AppliedFrom) => undefined;
+    },
   );
   /** Serves the relay's target protocol: pass it the requests sources send. */
   fetch(request: Request): Promise<Response>;

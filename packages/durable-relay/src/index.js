@@ -10,38 +10,15 @@ import wasm from "../dist/relay_bg.wasm";
 import { initSync, maxEnqueueDepth, RawSource, RawTarget, useErrorClass } from "../dist/relay.js";
 import { OPERATIONS } from "./operations.js";
 import { pathOf, replyOf } from "./calls.js";
+import { RelayError, relayError } from "./errors.js";
+import { applying, handler, keeping, synchronous } from "./callbacks.js";
+
+export { RelayError };
 
 initSync({ module: wasm });
 
-/**
- * A refusal of the caller's input (or a failure of the relay): `code` and
- * `status` are the HTTP API's, the message leads with the code. Every
- * error the package throws or rejects with is one, so `instanceof
- * RelayError` catches them; `name` is "RelayError" too.
- */
-export class RelayError extends Error {
-  /**
-   * @param {string} code the stable error code
-   * @param {string} message what was wrong
-   * @param {number} [status] the HTTP status the same refusal has (400)
-   * @param {number} [retryAfterS] seconds to wait before a retry (with `outbox_full`)
-   */
-  constructor(code, message, status = 400, retryAfterS = undefined) {
-    super(`${code}: ${message}`);
-    this.name = "RelayError";
-    this.code = code;
-    this.status = status;
-    if (retryAfterS !== undefined) this.retryAfterS = retryAfterS;
-  }
-}
-
 // The engine's own refusals are built as instances of the class above.
 useErrorClass(RelayError);
-
-/** A refusal of the caller's input (400). */
-function relayError(code, message) {
-  return new RelayError(code, message);
-}
 
 /**
  * The relay's own fields whose values are the caller's data, not the
@@ -224,47 +201,6 @@ function number(value, code, what) {
   return value;
 }
 
-function handler(value, what) {
-  if (value !== undefined && typeof value !== "function") throw relayError("invalid_request", `${what} must be a function`);
-  return value;
-}
-
-/**
- * `callback` as the engine runs it, inside a synchronous transaction: a
- * result that is a promise (any thenable) is refused by a throw, which
- * rolls the transaction back with whatever the callback wrote before its
- * first `await`. Its rejection is handled here, so it is never reported as
- * unhandled; `refused(error, args)` hears of each refusal.
- */
-function synchronous(callback, what, refused) {
-  if (callback === undefined) return undefined;
-  return (...args) => {
-    const result = callback(...args);
-    if (typeof result?.then !== "function") return;
-    Promise.resolve(result).catch(() => {});
-    const error = relayError(
-      "async_callback",
-      `${what} returned a promise; it runs inside the relay's synchronous transaction, so it must be synchronous ` +
-        "(what an async function writes after its first await would land outside the transaction)",
-    );
-    refused(error, args);
-    throw error;
-  };
-}
-
-/** `callback`, with what it throws told to `threw` before it is thrown on. */
-function keeping(callback, threw) {
-  if (callback === undefined) return undefined;
-  return (...args) => {
-    try {
-      return callback(...args);
-    } catch (e) {
-      threw(e);
-      throw e;
-    }
-  };
-}
-
 /** `callback` called with its arguments camelized (the engine hands it wire JSON). */
 function camelizingArgs(callback) {
   return callback && ((...args) => callback(...args.map(camelized)));
@@ -440,16 +376,6 @@ export class RelaySource {
 }
 
 /**
- * Logs an `onApply` that returned a promise, at the target where the
- * mistake is: the source only sees its apply fail (`hook_refused`, with
- * this message) and retries it until it parks the target.
- */
-function logRefusal(error, [source, rows]) {
-  const seqs = Array.isArray(rows) ? rows.map((row) => row.seq) : [];
-  console.error(JSON.stringify({ event: "relay_async_callback", callback: "onApply", source, seqs, message: error.message }));
-}
-
-/**
  * The target side of the relay in your Durable Object: applies the relay's
  * batches once each, in order, with an optional handler that runs inside
  * the apply's transaction.
@@ -459,12 +385,18 @@ export class RelayTarget {
 
   /**
    * @param {DurableObjectState} ctx your object's state
-   * @param {{ onApply?: (source: string, rows: object[], sourceId: string | null) => undefined }} [options]
-   *   a synchronous handler, told the source's name, the rows new to this object and the source
-   *   object's id (its watermark here is kept by both)
+   * @param {{
+   *   onApply?: (source: string, rows: object[], sourceId: string | null) => undefined,
+   *   onPut?: (key: string, value: unknown, from: object) => undefined,
+   *   onDelete?: (key: string, from: object) => undefined,
+   * }} [options]
+   *   synchronous handlers: `onApply` is told the source's name, the rows new to this object and
+   *   the source object's id (its watermark here is kept by both); `onPut` and `onDelete` each key
+   *   of those rows, with the row's source, source id and sequence
    */
-  constructor(ctx, { onApply } = {}) {
-    this.#raw = new RawTarget(ctx, camelizingArgs(synchronous(handler(onApply, "onApply"), "onApply", logRefusal)));
+  constructor(ctx, { onApply, onPut, onDelete } = {}) {
+    const apply = applying(handler(onApply, "onApply"), handler(onPut, "onPut"), handler(onDelete, "onDelete"));
+    this.#raw = new RawTarget(ctx, camelizingArgs(apply));
   }
 
   /** Serves the relay's target protocol: pass it the requests sources send. */

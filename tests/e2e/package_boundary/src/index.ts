@@ -6,7 +6,7 @@
 // async-*), which the package must refuse.
 
 import { DurableObject } from "cloudflare:workers";
-import { RelayError, RelaySource, RelayTarget, type AppliedRow, type Row } from "../../../../packages/durable-relay/src/index.js";
+import { RelayError, RelaySource, RelayTarget, type AppliedFrom, type AppliedRow, type JsonValue, type Row } from "../../../../packages/durable-relay/src/index.js";
 
 // workerd reports a promise rejected with no handler to this event (it
 // logs nothing by itself): the test reads these lines.
@@ -290,7 +290,33 @@ export class Reader extends DurableObject<Env> {
       for (const row of rows) ctx.storage.sql.exec("INSERT INTO seen VALUES (?, ?, ?)", source, sourceId, row.seq);
       this.#applied.push(rows);
     };
-    if (ctx.id.name?.startsWith("async-")) {
+    ctx.storage.sql.exec(
+      "CREATE TABLE IF NOT EXISTS keyed (n INTEGER PRIMARY KEY, callback TEXT, key TEXT, value TEXT, source TEXT, source_id TEXT, seq INTEGER)",
+    );
+    const keyed = (callback: string, key: string | null, value: unknown, from: AppliedFrom) => {
+      const text = value === undefined ? null : JSON.stringify(value);
+      ctx.storage.sql.exec("INSERT INTO keyed (callback, key, value, source, source_id, seq) VALUES (?, ?, ?, ?, ?, ?)", callback, key, text, from.source, from.sourceId, from.seq);
+    };
+    if (ctx.id.name?.startsWith("keys-")) {
+      // Key by key, after the batch's own hook; a put of `boom` throws.
+      this.relay = new RelayTarget(ctx, {
+        onApply: (source, rows, sourceId) => {
+          keyed("apply", null, rows.length, { source, sourceId, seq: rows[0]?.seq ?? 0 });
+        },
+        onPut: (key, value, from) => {
+          keyed("put", key, value, from);
+          if (key === "boom") throw new Error("the put hook refused boom");
+        },
+        onDelete: (key, from) => {
+          keyed("delete", key, undefined, from);
+        },
+      });
+    } else if (ctx.id.name?.startsWith("async-put-")) {
+      // An async onPut: it writes before its await, so inside the transaction.
+      const onPut = async (key: string, value: JsonValue, from: AppliedFrom) => keyed("put", key, value, from);
+      // @ts-expect-error: the types refuse an async onPut (it returns a promise, not undefined).
+      this.relay = new RelayTarget(ctx, { onPut });
+    } else if (ctx.id.name?.startsWith("async-")) {
       // Writes before any await (so inside the apply's transaction), then
       // resolves, or rejects for a row putting the key `boom`.
       const onApply = async (source: string, rows: AppliedRow[], sourceId: string | null) => {
@@ -313,6 +339,11 @@ export class Reader extends DurableObject<Env> {
 
   seen() {
     return this.ctx.storage.sql.exec("SELECT source, source_id, seq FROM seen ORDER BY seq").toArray();
+  }
+
+  /** What `onApply`, `onPut` and `onDelete` were told, in the order they ran. */
+  keyed() {
+    return this.ctx.storage.sql.exec("SELECT callback, key, value, source, source_id, seq FROM keyed ORDER BY n").toArray();
   }
 
   /** As JSON text: RPC's type mapping cannot follow the recursive `JsonValue`. */
@@ -383,6 +414,7 @@ export default {
       const reader = env.READERS.getByName(name);
       if (op === "relay") return reader.fetch(inner());
       if (op === "seen") return Response.json(await reader.seen());
+      if (op === "keyed") return Response.json(await reader.keyed());
       if (op === "applied") return new Response(await reader.applied(), { headers: { "content-type": "application/json" } });
     }
     return new Response("no route", { status: 404 });
