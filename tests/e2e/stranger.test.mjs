@@ -1,14 +1,15 @@
 // The npm package installed as a stranger would: `npm pack`, the tarball
 // installed into a fresh directory holding only a minimal TypeScript Worker
-// (tests/e2e/stranger: package.json, wrangler config, one .ts file whose
-// source and target classes are replaced by the README's quick start,
-// extracted), type-checked with tsc --strict, bundled with wrangler deploy
-// --dry-run, and run with wrangler dev until a row arrives.
+// (tests/e2e/stranger: one .ts file whose source and target classes are
+// replaced by the README's quick start, beside the TypeScript chapter's
+// wrangler.toml and tsconfig.json, all extracted from the docs),
+// type-checked with tsc, bundled with wrangler deploy --dry-run, and run
+// with wrangler dev until a row arrives.
 
 import { test, after } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
-import { cpSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ROOT, startWrangler, until } from "./harness.mjs";
@@ -39,26 +40,33 @@ function withReadmeQuickStart(source) {
   return source.replace(region, (_, open, close) => `${open}${block}${close}`);
 }
 
+/** The TypeScript chapter's block in `lang` that holds `needle`. */
+function chapterBlock(lang, needle) {
+  const chapter = readFileSync(join(ROOT, "docs", "embedding-typescript.md"), "utf8");
+  const blocks = [...chapter.matchAll(new RegExp("```" + lang + "\\n([\\s\\S]*?)```", "g"))].map((m) => m[1]);
+  const block = blocks.find((b) => b.includes(needle));
+  assert.ok(block, `the TypeScript chapter has a ${lang} block with ${needle}`);
+  return block;
+}
+
 test("the packed package installs, type-checks, bundles and relays in a stranger's Worker", async () => {
   const packed = run("npm", ["pack", "--pack-destination", dir, "--silent"], join(ROOT, "packages", "durable-relay")).trim();
   cpSync(join(ROOT, "tests", "e2e", "stranger"), dir, { recursive: true });
   // The quick start is the README's own block, extracted: what a newcomer
   // copies is what this builds, beside the fixture's router.
   writeFileSync(join(dir, "src", "index.ts"), withReadmeQuickStart(readFileSync(join(dir, "src", "index.ts"), "utf8")));
+  writeFileSync(join(dir, "wrangler.toml"), chapterBlock("toml", 'new_sqlite_classes = ["Notes", "Inbox"]'));
+  writeFileSync(join(dir, "tsconfig.json"), chapterBlock("json", '"compilerOptions"'));
   writeFileSync(join(dir, "package.json"), JSON.stringify({ name: "stranger", private: true, type: "module" }));
   run("npm", ["install", "--prefer-offline", "--no-audit", "--no-fund", join(dir, packed)]);
   assert.deepEqual(readdirSync(join(dir, "node_modules", "durable-relay", "dist")).sort(), [
     "relay.d.ts", "relay.js", "relay_bg.wasm", "snippets", "wire.d.ts",
   ]);
 
-  const tsconfig = {
-    compilerOptions: {
-      target: "es2022", module: "es2022", moduleResolution: "bundler", lib: ["es2022"], strict: true, noEmit: true,
-      typeRoots: [join(ROOT, "node_modules", "@cloudflare")], types: ["workers-types"],
-    },
-    include: ["src/**/*.ts"],
-  };
-  writeFileSync(join(dir, "tsconfig.json"), JSON.stringify(tsconfig));
+  // The chapter's dev dependencies, as the repository has them installed
+  // (the registry may be out of reach here): the types by a link.
+  mkdirSync(join(dir, "node_modules", "@cloudflare"), { recursive: true });
+  symlinkSync(join(ROOT, "node_modules", "@cloudflare", "workers-types"), join(dir, "node_modules", "@cloudflare", "workers-types"));
   run("tsc", ["-p", join(dir, "tsconfig.json")]);
 
   const dry = run("wrangler", ["deploy", "--dry-run", "--outdir", join(dir, "out")]);
