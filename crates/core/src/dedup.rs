@@ -7,11 +7,9 @@
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
 #![deny(clippy::unreachable, clippy::todo, clippy::unimplemented)]
 
-use std::fmt;
-
 use sha2::{Digest, Sha256};
 
-use crate::enqueue::EncodedRows;
+use crate::enqueue::{EncodedRows, KeyError};
 use crate::limits::MAX_IDEMPOTENCY_KEY_BYTES;
 use crate::row::Effects;
 
@@ -55,26 +53,6 @@ pub enum Dedup {
     Duplicate(Vec<u64>),
     /// The key was used for different content.
     Conflict,
-}
-
-/// An invalid idempotency key.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum KeyError {
-    /// The key is empty.
-    Empty,
-    /// The key is over [`MAX_IDEMPOTENCY_KEY_BYTES`]; carries its length.
-    TooLong(u32),
-}
-
-impl fmt::Display for KeyError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            KeyError::Empty => write!(f, "idempotency_key is empty"),
-            KeyError::TooLong(n) => {
-                write!(f, "idempotency_key is {n} bytes; the limit is {MAX_IDEMPOTENCY_KEY_BYTES}")
-            }
-        }
-    }
 }
 
 /// Checks a key's length.

@@ -19,7 +19,7 @@ use crate::trace::Traceparent;
 
 mod refusal;
 
-pub use refusal::{unknown_endpoint, Capacity, EnqueueError, EnqueueRefusal};
+pub use refusal::{unknown_endpoint, Capacity, EnqueueError, EnqueueRefusal, KeyError};
 
 /// One row as a caller submits it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

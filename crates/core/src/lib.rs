@@ -52,11 +52,11 @@ pub use daily::{
     next_utc_day_ms, projected_for_day, seconds_until_next_utc_day, utc_date, utc_day, DAY_MS,
     PROJECTION_MIN_ELAPSED_MS, UNWRITTEN_COUNTS_MAX_AGE_MS, WORKER_FREE_ROWS_WRITTEN_PER_DAY,
 };
-pub use dedup::{content_digest, decide, Dedup, DedupRecord, KeyError};
+pub use dedup::{content_digest, decide, Dedup, DedupRecord};
 pub use delay::{Delay, DelayError};
 pub use enqueue::{
     encode_rows, plan_encoded, plan_enqueue, unknown_endpoint, Capacity, EncodedRows, EnqueueError,
-    EnqueuePlan, EnqueueRefusal, EnqueueRow,
+    EnqueuePlan, EnqueueRefusal, EnqueueRow, KeyError,
 };
 pub use fire::{
     begin, classify_thrown, Begun, CallOutcome, Failing, Failure, Fire, FireStart, RelayPolicy, TargetCall,

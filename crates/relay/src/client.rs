@@ -314,10 +314,10 @@ impl PartitionedClient<'_> {
         self.part(Part::Index(index))
     }
 
-    /// Every object a logical read asks ([`crate::logical::objects`]),
-    /// with its part.
+    /// Every object a logical read asks
+    /// ([`durable_relay_sql::logical::objects`]), with its part.
     pub fn parts(&self) -> Result<Vec<(Part, SourceClient)>, RelayError> {
-        crate::logical::objects(&self.map).into_iter().map(|p| Ok((p, self.part(p)?))).collect()
+        durable_relay_sql::logical::objects(&self.map).into_iter().map(|p| Ok((p, self.part(p)?))).collect()
     }
 }
 

@@ -24,7 +24,6 @@
 //! | `RELAY_ENDPOINTS` | none | JSON: endpoint name to its URL and secret (see [`crate::endpoint`]) |
 
 use std::collections::BTreeMap;
-use std::fmt;
 
 use crate::core::{
     partition_of, EnqueueRefusal, Name, PartitionMap, RelayBudget, DEFAULT_CALL_TIMEOUT_MS,
@@ -35,6 +34,7 @@ use crate::core::{
 use crate::driver::AlarmOptions;
 use crate::source::SourceConfig;
 use crate::store::outbox::OutboxSettings;
+pub use crate::vars::ConfigError;
 
 /// The Workers plan the relay budgets for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -108,21 +108,6 @@ pub enum AlarmLog {
     /// routine alarms then write no log line (a log line per row at one
     /// row per alarm); its figures stay in its status and metrics.
     Notable,
-}
-
-/// A variable with a bad value.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConfigError {
-    /// The variable.
-    pub var: &'static str,
-    /// What is wrong.
-    pub message: String,
-}
-
-impl fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.var, self.message)
-    }
 }
 
 fn number(get: &impl Fn(&str) -> Option<String>, var: &'static str) -> Result<Option<u32>, ConfigError> {

@@ -12,8 +12,9 @@
 
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
 
-use crate::client::{PartitionedClient, RelayError};
+use crate::client::PartitionedClient;
 use crate::core::{Layout, Name, Part};
+use crate::http::RelayError;
 use crate::protocol::wire::{
     ActionOutcome, LogicalStatus, LogicalTargetPage, QueuedPage, Rearmed, Settling, SourceStatus, TargetPage,
 };

@@ -19,8 +19,24 @@
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
+use std::fmt;
 
 use wasm_bindgen::JsValue;
+
+/// A variable with a bad value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    /// The variable.
+    pub var: &'static str,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.var, self.message)
+    }
+}
 
 /// How many names' answers are kept per `env` object: several times the
 /// twenty-odd names the relay reads, so an embedder's own names fit too,

@@ -1,6 +1,6 @@
 //! Why an enqueue wrote nothing: the limit a request broke ([`EnqueueError`]),
-//! every other refusal an enqueue may meet on its way to a source
-//! ([`EnqueueRefusal`]), and the occupancy and backpressure bounds a request
+//! an invalid idempotency key ([`KeyError`]), every other refusal an enqueue
+//! may meet on its way to a source ([`EnqueueRefusal`]), and the occupancy and backpressure bounds a request
 //! is checked against ([`Capacity`]).
 
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
@@ -10,7 +10,8 @@ use std::fmt;
 
 use crate::codes::ErrorCode;
 use crate::limits::{
-    DEFAULT_MAX_QUEUED_BYTES, DEFAULT_MAX_QUEUED_ROWS, MAX_ENQUEUE_BYTES, MAX_ROWS_PER_ENQUEUE, SEQ_MAX,
+    DEFAULT_MAX_QUEUED_BYTES, DEFAULT_MAX_QUEUED_ROWS, MAX_ENQUEUE_BYTES, MAX_IDEMPOTENCY_KEY_BYTES,
+    MAX_ROWS_PER_ENQUEUE, SEQ_MAX,
 };
 use crate::row::RowError;
 
@@ -120,7 +121,7 @@ pub enum EnqueueRefusal {
     /// The rows broke a limit, or the outbox is full.
     Invalid(EnqueueError),
     /// The idempotency key is malformed.
-    Key(crate::dedup::KeyError),
+    Key(KeyError),
     /// The key was used before for different rows.
     Conflict {
         /// The key.
@@ -316,5 +317,25 @@ pub fn unknown_endpoint(
 impl From<EnqueueError> for EnqueueRefusal {
     fn from(e: EnqueueError) -> Self {
         EnqueueRefusal::Invalid(e)
+    }
+}
+
+/// An invalid idempotency key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeyError {
+    /// The key is empty.
+    Empty,
+    /// The key is over [`MAX_IDEMPOTENCY_KEY_BYTES`]; carries its length.
+    TooLong(u32),
+}
+
+impl fmt::Display for KeyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            KeyError::Empty => write!(f, "idempotency_key is empty"),
+            KeyError::TooLong(n) => {
+                write!(f, "idempotency_key is {n} bytes; the limit is {MAX_IDEMPOTENCY_KEY_BYTES}")
+            }
+        }
     }
 }

@@ -14,10 +14,10 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Deserialize;
 
-use crate::config::ConfigError;
 use crate::core::{
     CallOutcome, Failure, Name, ENDPOINT_PREFIX, MAX_CALL_TIMEOUT_MS, MAX_RETRY_AFTER_MS, MIN_CALL_TIMEOUT_MS,
 };
+use crate::vars::ConfigError;
 pub use sign::{batch_id, message_id, parse_secret, signature, signatures, SecretError, SigningKey};
 
 /// The variable that holds the endpoint table.

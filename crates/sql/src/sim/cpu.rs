@@ -7,11 +7,6 @@
 //! means the K-th unit of the run, wherever it falls.
 
 use std::cell::Cell;
-use std::rc::{Rc, Weak};
-
-use super::world::World;
-use crate::core::Name;
-use crate::driver::NearLimit;
 
 /// A CPU fault the simulated runtime injects.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -61,38 +56,35 @@ impl SimCpu {
         self.current.set(0);
         self.limited.set(false);
     }
+
+    /// Counts `work` units spent so far by the running invocation, and
+    /// answers the fault's verdict on it: whether the near-limit signal is
+    /// raised, and whether the invocation dies here (its source's next
+    /// checkpoint must fail).
+    pub(crate) fn observe(&self, work: u64) -> CpuVerdict {
+        self.current.set(work);
+        match self.fault.get() {
+            None => CpuVerdict::default(),
+            Some(CpuFault::Signal(k)) => CpuVerdict { near_limit: self.total() >= k, killed: false },
+            Some(CpuFault::Kill(k)) if !self.killed.get() && self.total() >= k => {
+                self.killed.set(true);
+                CpuVerdict { near_limit: false, killed: true }
+            }
+            Some(CpuFault::Limit(k)) if !self.limited.get() && work >= k => {
+                self.limited.set(true);
+                self.limit_kills.set(self.limit_kills.get() + 1);
+                CpuVerdict { near_limit: false, killed: true }
+            }
+            Some(CpuFault::Kill(_) | CpuFault::Limit(_)) => CpuVerdict::default(),
+        }
+    }
 }
 
-/// The near-limit signal a source reads while `world` runs its alarm.
-pub(crate) fn signal(world: &Rc<World>, source: &Name) -> Rc<NearLimit<'static>> {
-    let world: Weak<World> = Rc::downgrade(world);
-    let source = source.clone();
-    Rc::new(move |work: u64| {
-        let Some(world) = world.upgrade() else { return false };
-        let cpu = &world.cpu;
-        cpu.current.set(work);
-        match cpu.fault.get() {
-            None => false,
-            Some(CpuFault::Signal(k)) => cpu.total() >= k,
-            Some(CpuFault::Kill(k)) => {
-                if !cpu.killed.get() && cpu.total() >= k {
-                    cpu.killed.set(true);
-                    if let Some(src) = world.sources.borrow().get(&source) {
-                        src.relay.sql().crash_checkpoints(1);
-                    }
-                }
-                false
-            }
-            Some(CpuFault::Limit(k)) => {
-                if !cpu.limited.get() && work >= k {
-                    cpu.limited.set(true);
-                    cpu.limit_kills.set(cpu.limit_kills.get() + 1);
-                    if let Some(src) = world.sources.borrow().get(&source) {
-                        src.relay.sql().crash_checkpoints(1);
-                    }
-                }
-                false
-            }
-        }
-    })
+/// What a CPU fault makes of an invocation's work so far.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct CpuVerdict {
+    /// The runtime's near-limit signal is raised.
+    pub(crate) near_limit: bool,
+    /// The invocation dies here: nothing since its last checkpoint stands.
+    pub(crate) killed: bool,
 }

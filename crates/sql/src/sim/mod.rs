@@ -314,7 +314,7 @@ impl Sim {
         let now = || self.world.now();
         let relay = &src.relay;
         relay.alarm_retried(self.world.retries.borrow().get(&s).copied().unwrap_or(0));
-        relay.set_near_cpu_limit(cpu::signal(&self.world, &s));
+        relay.set_near_cpu_limit(world::cpu_signal(&self.world, &s));
         let result = futures::executor::block_on(relay.alarm(targets.as_ref(), &now, &observer));
         let mut fires = observer.fires.take();
         self.world.cpu.end_invocation(result.as_ref().map_or(0, |summary| summary.work));

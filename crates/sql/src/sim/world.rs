@@ -11,13 +11,13 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, BTreeSet};
-use std::rc::Rc;
+use std::rc::{Rc, Weak};
 
 use super::rng::SimRng;
 use super::sqlite::SqliteSql;
 use super::SimAlarm;
 use crate::core::{Name, RelayBudget, RelayHook, SourceId, DEFAULT_MAX_IN_FLIGHT};
-use crate::driver::{AlarmError, AlarmOptions};
+use crate::driver::{AlarmError, AlarmOptions, NearLimit};
 use crate::source::{Relay, SourceConfig};
 use crate::store::inbox::Inbox;
 use crate::store::outbox::OutboxSettings;
@@ -407,4 +407,22 @@ thread_local! {
     /// enqueues. A thread's, not a world's: the explorers build many worlds
     /// per run, and a test runs on a thread of its own.
     pub(crate) static PACK_ROWS: Cell<bool> = const { Cell::new(false) };
+}
+
+/// The near-limit signal a source reads while `world` runs its alarm: the
+/// world's CPU fault judges the work, and a kill crashes the source's next
+/// checkpoint.
+pub(crate) fn cpu_signal(world: &Rc<World>, source: &Name) -> Rc<NearLimit<'static>> {
+    let world: Weak<World> = Rc::downgrade(world);
+    let source = source.clone();
+    Rc::new(move |work: u64| {
+        let Some(world) = world.upgrade() else { return false };
+        let verdict = world.cpu.observe(work);
+        if verdict.killed {
+            if let Some(src) = world.sources.borrow().get(&source) {
+                src.relay.sql().crash_checkpoints(1);
+            }
+        }
+        verdict.near_limit
+    })
 }

@@ -5,16 +5,13 @@ use std::convert::Infallible;
 use std::fmt;
 
 use super::handover::Handover;
+use super::rows::{row_values, INSERT_ROWS_PER_STATEMENT};
 use super::view::EnqueueView;
 use super::{int, Enqueued, Outbox, Pending, Seat, Sql, SqlValue, StoreError};
 use crate::core::{
     admit, due_list, Admission, AdmissionInput, AppendPlan, DedupRecord, EnqueueError, EnqueueRefusal,
     EnqueueRow, StoredRow,
 };
-
-/// Rows per multi-row INSERT: six bound parameters each, under SQLite's
-/// 100-parameter limit per statement.
-pub(super) const INSERT_ROWS_PER_STATEMENT: usize = 16;
 
 /// Why an enqueue wrote nothing. `E` is the error of the caller's own
 /// writes in [`Relay::enqueue_with`](crate::Relay::enqueue_with).
@@ -260,19 +257,6 @@ impl<S: Sql> Outbox<S> {
         self.pack_rows.get() && rows.len() >= super::pack::PACK_ROWS_MIN as usize
     }
 
-    /// Inserts `rows` as plain rows of `table` in one statement.
-    pub(super) fn insert_rows(&self, table: &str, rows: &[StoredRow]) -> Result<u32, StoreError> {
-        let placeholders = vec!["(?, ?, ?, ?, ?, ?)"; rows.len()].join(", ");
-        let mut params: Vec<SqlValue> = Vec::with_capacity(rows.len() * 6);
-        for r in rows {
-            params.extend(row_values(r));
-        }
-        self.sql.run(
-            &format!("INSERT INTO {table} (seq, target, at_ms, bytes, body, due_ms) VALUES {placeholders}"),
-            params,
-        )
-    }
-
     /// Refuses rows addressed to an endpoint that is not configured, before
     /// anything is read or written: they could never be delivered.
     pub(crate) fn check_endpoints(&self, rows: &[EnqueueRow]) -> Result<(), EnqueueFailure> {
@@ -325,17 +309,4 @@ impl<S: Sql> Outbox<S> {
             ],
         )
     }
-}
-
-/// An outbox row's columns in the order every statement here binds them:
-/// `seq, target, at_ms, bytes, body, due_ms`.
-pub(super) fn row_values(row: &StoredRow) -> [SqlValue; 6] {
-    [
-        int(row.seq),
-        row.target.as_str().into(),
-        int(row.at_ms),
-        int(row.body.len() as u64),
-        row.body.as_str().into(),
-        int(row.due_ms),
-    ]
 }

@@ -180,7 +180,7 @@ impl<S: Sql> Outbox<S> {
             "UPDATE relay_outbox SET seq = ?, target = ?, at_ms = ?, bytes = ?, body = ?, due_ms = ? \
              WHERE seq = ? AND bytes = ? AND target != '' AND first_seq IS NULL \
              AND seq > (SELECT os FROM relay_state WHERE id = 1)",
-            super::enqueue::row_values(row).into_iter().chain([int(d.seq), int(d.bytes)]).collect(),
+            super::rows::row_values(row).into_iter().chain([int(d.seq), int(d.bytes)]).collect(),
         )
     }
 

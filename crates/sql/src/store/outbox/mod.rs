@@ -67,6 +67,7 @@ pub(crate) mod pack;
 mod parking;
 mod prune;
 mod routing;
+mod rows;
 mod view;
 mod window;
 

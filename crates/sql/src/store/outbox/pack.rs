@@ -267,7 +267,7 @@ impl<S: Sql> Outbox<S> {
             let (out, kept): (Vec<StoredRow>, Vec<StoredRow>) =
                 rows.into_iter().partition(|row| whole || row.target == target);
             written += u64::from(self.rewrite_pack(seq, &kept, false)?);
-            for chunk in out.chunks(super::enqueue::INSERT_ROWS_PER_STATEMENT) {
+            for chunk in out.chunks(super::rows::INSERT_ROWS_PER_STATEMENT) {
                 written += u64::from(self.insert_rows("relay_outbox", chunk)?);
             }
         }
