@@ -2,7 +2,9 @@
 //! and the chapters of docs/ put in backticks and that reads as code (a
 //! file or folder, a `Type`, a `Type::member`, a `module::item`) must exist
 //! in the sources, so a rename or a move that the pages miss fails here
-//! rather than misleading the next reader.
+//! rather than misleading the next reader. And the house's shape: no
+//! shipped file over its bound, and no two files of a crate that import
+//! each other in a loop.
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -61,6 +63,8 @@ const FOREIGN: [&str; 27] = [
 /// a clean checkout does not hold.
 const OUTPUTS: [&str; 2] = ["build/prod/entry.mjs", "results.json"];
 
+#[path = "support/circles.rs"]
+mod circles;
 #[path = "support/files.rs"]
 mod files;
 use files::{files_under, root};
@@ -268,4 +272,86 @@ fn tests_and_builds_are_not_held_to_the_source_bound() {
     assert!(!is_shipped_source("crates/sql/src/source/tests.rs"));
     assert!(!is_shipped_source("crates/sql/tests/scenarios.rs"));
     assert!(!is_shipped_source("bench/soak/soak.mjs"));
+}
+
+/// Each crate's source folder: within one, no file may import a file that
+/// imports it back (between crates, Cargo already refuses a loop).
+const CRATE_SOURCES: [&str; 6] =
+    ["crates/core/src", "crates/protocol/src", "crates/sql/src", "crates/relay/src", "crates/js/src", "src"];
+
+/// The circles of the crate at `src`, each with the arrows that tie it.
+fn circles_of(src: &std::path::Path) -> Vec<String> {
+    let arrows = circles::arrows(src);
+    circles::circles(&arrows)
+        .into_iter()
+        .map(|circle| {
+            let ties: Vec<String> = arrows
+                .iter()
+                .filter(|((from, to), _)| circle.contains(from) && circle.contains(to))
+                .map(|((from, to), names)| format!("  {from} -> {to}: {names:?}"))
+                .collect();
+            format!("{circle:?}\n{}", ties.join("\n"))
+        })
+        .collect()
+}
+
+#[test]
+fn no_file_imports_a_file_that_imports_it_back() {
+    let mut found = Vec::new();
+    for krate in CRATE_SOURCES {
+        let src = root().join(krate);
+        assert!(src.is_dir(), "{krate}");
+        found.extend(circles_of(&src).into_iter().map(|c| format!("{krate}: {c}")));
+    }
+    assert!(
+        found.is_empty(),
+        "files that import each other in a loop; move what ties them where one of them no longer needs the other:\n{}",
+        found.join("\n")
+    );
+}
+
+/// A crate written to a scratch folder: `files` as (path under src, text).
+fn scratch_crate(name: &str, files: &[(&str, &str)]) -> PathBuf {
+    let src = std::env::temp_dir().join(format!("relay-circles-{name}-{}", std::process::id())).join("src");
+    for (path, text) in files {
+        let file = src.join(path);
+        std::fs::create_dir_all(file.parent().expect("a folder")).expect("scratch folder");
+        std::fs::write(file, text).expect("scratch file");
+    }
+    src
+}
+
+#[test]
+fn a_circle_is_caught_through_a_re_export_and_a_submodule_using_its_parent_is_none() {
+    let two = scratch_crate(
+        "two",
+        &[
+            ("lib.rs", "mod a;\nmod b;\n"),
+            ("a.rs", "use crate::b::B;\npub struct A;\n"),
+            ("b.rs", "pub struct B;\nfn f(_: crate::a::A) {}\n"),
+        ],
+    );
+    assert_eq!(circles_of(&two).len(), 1, "a.rs and b.rs take each other's names");
+
+    let re_exported = scratch_crate(
+        "reexported",
+        &[
+            ("lib.rs", "mod c;\nmod m;\npub use m::M;\n"),
+            ("m.rs", "use crate::c::C;\npub struct M;\n"),
+            ("c.rs", "use crate::M;\npub struct C;\n"),
+        ],
+    );
+    let found = circles_of(&re_exported);
+    assert_eq!(found.len(), 1, "c.rs takes M through lib.rs's re-export: {found:?}");
+    assert!(found[0].contains("c.rs -> m.rs"), "{found:?}");
+
+    let nested = scratch_crate(
+        "nested",
+        &[
+            ("lib.rs", "mod p;\n"),
+            ("p.rs", "mod q;\npub use q::Q;\npub struct P;\nfn f(_: Q) {}\n"),
+            ("p/q.rs", "use super::P;\npub struct Q;\n#[cfg(test)]\nmod tests {\n    use crate::p::P;\n}\n"),
+        ],
+    );
+    assert_eq!(circles_of(&nested), Vec::<String>::new(), "q.rs is part of p.rs, which declares it");
 }

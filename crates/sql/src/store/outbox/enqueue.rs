@@ -7,11 +7,21 @@ use std::fmt;
 use super::handover::Handover;
 use super::rows::{row_values, INSERT_ROWS_PER_STATEMENT};
 use super::view::EnqueueView;
-use super::{int, Enqueued, Outbox, Pending, Seat, Sql, SqlValue, StoreError};
+use super::{int, Enqueued, Outbox, Pending, Sql, SqlValue, StoreError};
 use crate::core::{
     admit, due_list, Admission, AdmissionInput, AppendPlan, DedupRecord, EnqueueError, EnqueueRefusal,
-    EnqueueRow, StoredRow,
+    EnqueueRow, Name, Part, StoredRow,
 };
+
+/// Where an object stands in its logical source, for the checks that need
+/// its name.
+#[derive(Clone, Copy, Debug)]
+pub struct Seat<'a> {
+    /// The source object's name (`logical:index`, or the logical name).
+    pub name: &'a Name,
+    /// Which part of its logical source it is.
+    pub part: Part,
+}
 
 /// Why an enqueue wrote nothing. `E` is the error of the caller's own
 /// writes in [`Relay::enqueue_with`](crate::Relay::enqueue_with).

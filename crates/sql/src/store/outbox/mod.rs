@@ -80,11 +80,10 @@ pub use durable_relay_protocol::wire::{
     ActionOutcome, Enqueued, OutboxSettings, ParkedPage, ParkedRow, QueuedPage, RoutedKey, Sealed, Settling,
     TargetPage, TargetReport,
 };
-pub use enqueue::{EnqueueFailure, Entry, FenceChecked};
+pub use enqueue::{EnqueueFailure, Entry, FenceChecked, Seat};
 pub use ledger::Pending;
 pub use pack::PACK_ROWS_MIN;
 pub use parking::TargetFilter;
-pub use routing::Seat;
 
 use super::{int, schema, Sql, SqlValue, StoreError};
 use crate::core::{Capacity, Head};

@@ -22,22 +22,13 @@
 use std::collections::BTreeMap;
 
 use super::{
-    int, EnqueueFailure, Enqueued, Entry, FenceChecked, Outbox, Pending, RoutedKey, Sealed, Sql, StoreError,
+    int, EnqueueFailure, Enqueued, Entry, FenceChecked, Outbox, Pending, RoutedKey, Sealed, Seat, Sql,
+    StoreError,
 };
 use crate::core::{
     check_routed, check_unrouted, decide_key, decide_routed, decide_seal, EnqueueRefusal, EnqueueRow, Fence,
     KeyRecord, KeyVerdict, Name, Part, RoutedRecord, Taken, Ticket, SEQ_MAX,
 };
-
-/// Where an object stands in its logical source, for the checks that need
-/// its name.
-#[derive(Clone, Copy, Debug)]
-pub struct Seat<'a> {
-    /// The source object's name (`logical:index`, or the logical name).
-    pub name: &'a Name,
-    /// Which part of its logical source it is.
-    pub part: Part,
-}
 
 /// How an object's record of a routed key is stored: the targets it took.
 type StoredTaken = BTreeMap<String, Taken>;
