@@ -28,7 +28,7 @@ use worker::{durable_object, wasm_bindgen, DurableObject, Env, Method, Request, 
 use crate::routes::DirectoryOp;
 use durable_relay::core::Name;
 use durable_relay::durable::{now_ms, DoSql, StubCall};
-use durable_relay::http::{json, respond, HttpError};
+use durable_relay::http::{json, respond, RelayError};
 use durable_relay::store::{int, schema, Sql, StoreError};
 
 /// Binding name of the directory's namespace. Optional: without it the
@@ -92,18 +92,18 @@ impl DurableObject for RelayDirectory {
     }
 }
 
-fn store(e: StoreError) -> HttpError {
-    HttpError::internal(e.to_string())
+fn store(e: StoreError) -> RelayError {
+    RelayError::internal(e.to_string())
 }
 
 impl RelayDirectory {
-    fn route(&self, req: &Request) -> Result<Response, HttpError> {
+    fn route(&self, req: &Request) -> Result<Response, RelayError> {
         if self.ready.get().is_none() {
             schema::migrate(&self.db, COMPONENT, MIGRATIONS).map_err(store)?;
             let _ = self.ready.set(());
         }
-        let url = req.url().map_err(|e| HttpError::bad_request(ErrorCode::BadUrl, e.to_string()))?;
-        let internal = |e: worker::Error| HttpError::internal(e.to_string());
+        let url = req.url().map_err(|e| RelayError::bad_request(ErrorCode::BadUrl, e.to_string()))?;
+        let internal = |e: worker::Error| RelayError::internal(e.to_string());
         match DirectoryOp::from_url(req.method().as_ref(), &url)? {
             DirectoryOp::Register(name) => {
                 let new = self
@@ -155,7 +155,7 @@ impl RelayDirectory {
     /// Up to `limit` sources after `after` (and at most
     /// [`MAX_PAGE_BYTES`](durable_relay::core::MAX_PAGE_BYTES) of them), and
     /// whether more follow.
-    fn page(&self, after: Option<&Name>, limit: u32) -> Result<SourcePage, HttpError> {
+    fn page(&self, after: Option<&Name>, limit: u32) -> Result<SourcePage, RelayError> {
         let after = after.map_or("", |a| a.as_str());
         let sources: Vec<Listed> = self
             .db
@@ -171,8 +171,8 @@ impl RelayDirectory {
 }
 
 /// Sends `op` to the directory, if one is bound: `Ok(None)` when none is.
-pub async fn call(env: &Env, op: &DirectoryOp) -> Result<Option<Response>, HttpError> {
-    let internal = |e: worker::Error| HttpError::internal(e.to_string());
+pub async fn call(env: &Env, op: &DirectoryOp) -> Result<Option<Response>, RelayError> {
+    let internal = |e: worker::Error| RelayError::internal(e.to_string());
     let Ok(namespace) = env.durable_object(DIRECTORY_BINDING) else { return Ok(None) };
     let (method, path) = op.request();
     let call = StubCall::new(Method::from(method.to_owned()), path);

@@ -36,7 +36,7 @@ use worker::{Env, Method, Request, Response};
 use durable_relay::core::Name;
 use durable_relay::durable::source::TRACEPARENT_HEADER;
 use durable_relay::durable::StubCall;
-use durable_relay::http::{json, match_bearer, read_body, HttpError};
+use durable_relay::http::{json, match_bearer, read_body, RelayError};
 use durable_relay::routes::SourceOp;
 
 use crate::routes::{ConsoleAsset, DirectoryOp, FrontRoute, Scope, SourceRoute, TargetRoute};
@@ -70,12 +70,12 @@ impl std::fmt::Debug for Tokens {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Grant([bool; 3]);
 
-fn bad_configuration(message: String) -> HttpError {
-    HttpError::new(500, ErrorCode::BadConfiguration, message)
+fn bad_configuration(message: String) -> RelayError {
+    RelayError::new(500, ErrorCode::BadConfiguration, message)
 }
 
 /// Checks one configured token's length; the message never shows it.
-fn bounded(variable: &str, position: usize, token: &str) -> Result<(), HttpError> {
+fn bounded(variable: &str, position: usize, token: &str) -> Result<(), RelayError> {
     let bytes = token.len();
     if bytes > MAX_BEARER_TOKEN_BYTES as usize {
         return Err(bad_configuration(format!(
@@ -87,7 +87,7 @@ fn bounded(variable: &str, position: usize, token: &str) -> Result<(), HttpError
 
 /// A scope's comma-separated list: every entry a token (trimmed, not
 /// blank), at most [`MAX_TOKENS_PER_SCOPE`] of them.
-fn token_list(variable: &str, text: &str) -> Result<Vec<String>, HttpError> {
+fn token_list(variable: &str, text: &str) -> Result<Vec<String>, RelayError> {
     let entries: Vec<&str> = text.split(',').map(str::trim).collect();
     let count = entries.len();
     if count > MAX_TOKENS_PER_SCOPE as usize {
@@ -110,7 +110,7 @@ fn token_list(variable: &str, text: &str) -> Result<Vec<String>, HttpError> {
 impl Tokens {
     /// Reads `RELAY_TOKEN` and the three scope lists through `get`; a list
     /// that is unset holds no tokens.
-    pub fn from_vars(get: impl Fn(&str) -> Option<String>) -> Result<Tokens, HttpError> {
+    pub fn from_vars(get: impl Fn(&str) -> Option<String>) -> Result<Tokens, RelayError> {
         let all = get(TOKEN_SECRET).map(|t| t.trim().to_owned()).filter(|t| !t.is_empty());
         if let Some(token) = &all {
             bounded(TOKEN_SECRET, 1, token)?;
@@ -127,7 +127,7 @@ impl Tokens {
     /// The scopes the `Authorization` header's token holds; 401 when it
     /// holds none. Compares with every token of every list (see
     /// [`match_bearer`]).
-    pub fn grant(&self, header: Option<&str>) -> Result<Grant, HttpError> {
+    pub fn grant(&self, header: Option<&str>) -> Result<Grant, RelayError> {
         let [producer, reader, operator] = &self.scoped;
         let [all, p, r, o] = match_bearer(header, [&self.all[..], producer, reader, operator])?;
         Ok(Grant([all | p, all | r, all | o]))
@@ -136,7 +136,7 @@ impl Tokens {
 
 impl Grant {
     /// Whether a held scope covers `needed`; else the 403 naming it.
-    pub fn allows(self, needed: Scope) -> Result<(), HttpError> {
+    pub fn allows(self, needed: Scope) -> Result<(), RelayError> {
         let held = Scope::ALL.into_iter().zip(self.0).filter(|(_, h)| *h).map(|(s, _)| s);
         if held.clone().any(|s| s.covers(needed)) {
             return Ok(());
@@ -144,7 +144,7 @@ impl Grant {
         let lists: Vec<&str> =
             Scope::ALL.into_iter().filter(|s| s.covers(needed)).map(Scope::variable).collect();
         let held: Vec<&str> = held.map(Scope::as_str).collect();
-        Err(HttpError::new(
+        Err(RelayError::new(
             403,
             ErrorCode::ForbiddenScope,
             format!(
@@ -164,15 +164,15 @@ fn secret_or_var(env: &Env, name: &str) -> Option<String> {
 
 /// The scopes the request's bearer token holds, from the configured tokens
 /// (500 `bad_configuration` for a bad list, 401 for no valid token).
-pub fn authorize(req: &Request, env: &Env) -> Result<Grant, HttpError> {
+pub fn authorize(req: &Request, env: &Env) -> Result<Grant, RelayError> {
     let tokens = Tokens::from_vars(|name| secret_or_var(env, name))?;
     tokens.grant(req.headers().get("authorization").ok().flatten().as_deref())
 }
 
 /// Routes one request. The console's static files need no token; every
 /// other route needs one holding the route's scope.
-pub async fn handle(mut req: Request, env: &Env) -> Result<Response, HttpError> {
-    let url = req.url().map_err(|e| HttpError::bad_request(ErrorCode::BadUrl, e.to_string()))?;
+pub async fn handle(mut req: Request, env: &Env) -> Result<Response, RelayError> {
+    let url = req.url().map_err(|e| RelayError::bad_request(ErrorCode::BadUrl, e.to_string()))?;
     let method = req.method();
     if let Some(asset) = ConsoleAsset::from_url(method.as_ref(), &url) {
         return crate::console::serve(asset);
@@ -184,7 +184,7 @@ pub async fn handle(mut req: Request, env: &Env) -> Result<Response, HttpError> 
         FrontRoute::Health => health(env),
         FrontRoute::Sources { after, limit } => {
             crate::directory::call(env, &DirectoryOp::List { after, limit }).await?.ok_or_else(|| {
-                HttpError::new(501, ErrorCode::NoDirectory, "no source directory is bound (RELAY_DIRECTORY)")
+                RelayError::new(501, ErrorCode::NoDirectory, "no source directory is bound (RELAY_DIRECTORY)")
             })
         }
         FrontRoute::Source(source, route) => {
@@ -232,7 +232,7 @@ pub const TWIN_SOURCE_HEADER: &str = "relay-test-source-twin";
 /// The binding a source request goes to: `RELAY_SOURCE`, or in a test build
 /// with test faults on, the second source class when the request asks.
 #[cfg(feature = "testing")]
-fn source_binding(req: &Request, env: &Env) -> Result<&'static str, HttpError> {
+fn source_binding(req: &Request, env: &Env) -> Result<&'static str, RelayError> {
     let asked = req.headers().get(TWIN_SOURCE_HEADER).ok().flatten().is_some();
     if asked && crate::test_faults(env)? {
         return Ok(crate::source_do::TWIN_SOURCE_BINDING);
@@ -242,11 +242,11 @@ fn source_binding(req: &Request, env: &Env) -> Result<&'static str, HttpError> {
 
 /// The binding a source request goes to: `RELAY_SOURCE`.
 #[cfg(not(feature = "testing"))]
-fn source_binding(_: &Request, _: &Env) -> Result<&'static str, HttpError> {
+fn source_binding(_: &Request, _: &Env) -> Result<&'static str, RelayError> {
     Ok(SOURCE_BINDING)
 }
 
-fn health(env: &Env) -> Result<Response, HttpError> {
+fn health(env: &Env) -> Result<Response, RelayError> {
     let config = crate::config(env)?;
     json(&serde_json::json!({
         "ok": true,
@@ -255,7 +255,7 @@ fn health(env: &Env) -> Result<Response, HttpError> {
         "max_in_flight": config.max_in_flight,
         "test_faults": crate::test_faults(env)?,
     }))
-    .map_err(|e| HttpError::internal(e.to_string()))
+    .map_err(|e| RelayError::internal(e.to_string()))
 }
 
 /// Sends a request to the Durable Object `name` in `binding`.
@@ -266,7 +266,7 @@ pub async fn forward(
     method: Method,
     path: &str,
     body: Option<String>,
-) -> Result<Response, HttpError> {
+) -> Result<Response, RelayError> {
     forward_with(env, binding, name, method, path, body, None).await
 }
 
@@ -279,8 +279,8 @@ pub async fn forward_with(
     path: &str,
     body: Option<String>,
     traceparent: Option<String>,
-) -> Result<Response, HttpError> {
-    let internal = |e: worker::Error| HttpError::internal(e.to_string());
+) -> Result<Response, RelayError> {
+    let internal = |e: worker::Error| RelayError::internal(e.to_string());
     let namespace = env.durable_object(binding).map_err(internal)?;
     let stub = namespace.id_from_name(name.as_str()).map_err(internal)?.get_stub().map_err(internal)?;
     let mut call = StubCall::new(method, path).body(body);
@@ -294,11 +294,11 @@ pub async fn forward_with(
 mod tests {
     use super::*;
 
-    fn tokens(vars: &[(&str, &str)]) -> Result<Tokens, HttpError> {
+    fn tokens(vars: &[(&str, &str)]) -> Result<Tokens, RelayError> {
         Tokens::from_vars(|k| vars.iter().find(|(n, _)| *n == k).map(|(_, v)| (*v).to_owned()))
     }
 
-    fn grant(vars: &[(&str, &str)], token: &str) -> Result<Grant, HttpError> {
+    fn grant(vars: &[(&str, &str)], token: &str) -> Result<Grant, RelayError> {
         tokens(vars)?.grant(Some(&format!("Bearer {token}")))
     }
 

@@ -27,7 +27,7 @@ pub mod sweep;
 pub mod target_do;
 
 use durable_relay::core::ErrorCode;
-use durable_relay::http::HttpError;
+use durable_relay::http::RelayError;
 use durable_relay::work::{self, Level};
 use worker::{event, Context, Env, Request, Response, ScheduleContext, ScheduledEvent};
 
@@ -77,25 +77,25 @@ async fn scheduled(_event: ScheduledEvent, env: Env, _ctx: ScheduleContext) {
 /// 500 `bad_configuration` naming the variable. Test faults switched on in
 /// production make every read fail the same way, so the misconfiguration
 /// cannot go unnoticed.
-pub fn config(env: &Env) -> Result<durable_relay::RelayConfig, HttpError> {
+pub fn config(env: &Env) -> Result<durable_relay::RelayConfig, RelayError> {
     test_faults(env)?;
     durable_relay::RelayConfig::from_env(env)
-        .map_err(|e| HttpError::new(500, ErrorCode::BadConfiguration, e.to_string()))
+        .map_err(|e| RelayError::new(500, ErrorCode::BadConfiguration, e.to_string()))
 }
 
 /// Whether the test builds' fault routes are on (`RELAY_TEST_FAULTS=on`).
-pub fn test_faults(env: &Env) -> Result<bool, HttpError> {
+pub fn test_faults(env: &Env) -> Result<bool, RelayError> {
     test_faults_from(durable_relay::vars::reader(env))
 }
 
 /// [`test_faults`] over any variable lookup: `RELAY_TEST_FAULTS=on` is
 /// refused (500 `bad_configuration`) unless `RELAY_ENV` names an
 /// environment other than `production` (unset means production).
-pub fn test_faults_from(get: impl Fn(&str) -> Option<String>) -> Result<bool, HttpError> {
+pub fn test_faults_from(get: impl Fn(&str) -> Option<String>) -> Result<bool, RelayError> {
     let faults = get("RELAY_TEST_FAULTS").is_some_and(|v| v.trim() == "on");
     let production = get("RELAY_ENV").is_none_or(|e| e.trim() == "production");
     if faults && production {
-        return Err(HttpError::new(
+        return Err(RelayError::new(
             500,
             ErrorCode::BadConfiguration,
             "RELAY_TEST_FAULTS: test faults are refused when RELAY_ENV is production (or unset)",
@@ -108,7 +108,7 @@ pub fn test_faults_from(get: impl Fn(&str) -> Option<String>) -> Result<bool, Ht
 mod tests {
     use super::*;
 
-    fn faults(vars: &[(&str, &str)]) -> Result<bool, HttpError> {
+    fn faults(vars: &[(&str, &str)]) -> Result<bool, RelayError> {
         test_faults_from(|k| vars.iter().find(|(n, _)| *n == k).map(|(_, v)| (*v).to_owned()))
     }
 

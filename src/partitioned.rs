@@ -16,10 +16,10 @@ use worker::{Env, Request, Response};
 
 use durable_relay::core::{decode_enqueue, Name, Part, PartitionMap};
 use durable_relay::durable::source::traceparent;
-use durable_relay::http::{json, read_body, HttpError};
+use durable_relay::http::{json, read_body, RelayError};
 use durable_relay::partition::Position;
 use durable_relay::routes::SourceOp;
-use durable_relay::{RelayClient, RelayError};
+use durable_relay::RelayClient;
 
 use crate::routes::SourceRoute;
 
@@ -32,7 +32,7 @@ pub async fn serve(
     logical: &Name,
     map: &PartitionMap,
     route: SourceRoute,
-) -> Result<Response, HttpError> {
+) -> Result<Response, RelayError> {
     let client = RelayClient::from_env(env, SOURCE_BINDING)?;
     let endpoints = crate::config(env)?.endpoints.into_keys().collect();
     let routed = client.partitioned(logical, map.clone())?.with_endpoints(endpoints);
@@ -44,24 +44,24 @@ pub async fn serve(
             let trace = traceparent(req)?;
             let body = decode_enqueue(&read_body(req).await?)?;
             match routed.enqueue(body.idempotency_key.as_deref(), &body.rows, trace.as_ref()).await {
-                Ok(done) => json(&done).map_err(HttpError::from),
+                Ok(done) => json(&done).map_err(RelayError::from),
                 Err(failure) => partial(failure.error, &failure.committed),
             }
         }
-        SourceOp::Status => json(&routed.status().await?).map_err(HttpError::from),
+        SourceOp::Status => json(&routed.status().await?).map_err(RelayError::from),
         SourceOp::Watermark => {
             let min = routed.relay_watermark().await?;
             json(&serde_json::json!({ "relay_watermark": min, "now_ms": durable_relay::durable::now_ms() }))
-                .map_err(HttpError::from)
+                .map_err(RelayError::from)
         }
         SourceOp::ParkedTargets { after, limit } => {
-            json(&routed.targets(after.as_ref(), limit).await?).map_err(HttpError::from)
+            json(&routed.targets(after.as_ref(), limit).await?).map_err(RelayError::from)
         }
-        SourceOp::Redrive(t) => json(&routed.redrive(&t).await?).map_err(HttpError::from),
-        SourceOp::Discard(t) => json(&routed.discard(&t).await?).map_err(HttpError::from),
-        SourceOp::Rearm => json(&routed.rearm().await?).map_err(HttpError::from),
+        SourceOp::Redrive(t) => json(&routed.redrive(&t).await?).map_err(RelayError::from),
+        SourceOp::Discard(t) => json(&routed.discard(&t).await?).map_err(RelayError::from),
+        SourceOp::Rearm => json(&routed.rearm().await?).map_err(RelayError::from),
         SourceOp::Queued { target, after, limit } => {
-            json(&routed.queued(&target, after, limit).await?).map_err(HttpError::from)
+            json(&routed.queued(&target, after, limit).await?).map_err(RelayError::from)
         }
         // A per-object read at the logical name: the plain object's, while
         // it is one of the objects (see `reaches_plain`).
@@ -70,7 +70,7 @@ pub async fn serve(
                 return Err(per_partition(logical, &op.path()));
             }
             let reply: serde_json::Value = routed.part(Part::Plain)?.call(op, None).await?;
-            json(&reply).map_err(HttpError::from)
+            json(&reply).map_err(RelayError::from)
         }
         // A router's own steps: the front door refuses them before this
         // (they are not `Reach::Public`), so no logical source offers them.
@@ -79,7 +79,7 @@ pub async fn serve(
         | SourceOp::RecordKey
         | SourceOp::Seal
         | SourceOp::PlainKey
-        | SourceOp::Settling(_)) => Err(HttpError::new(
+        | SourceOp::Settling(_)) => Err(RelayError::new(
             404,
             ErrorCode::NoRoute,
             format!("no route for {} {}", op.operation().method, op.path()),
@@ -89,7 +89,7 @@ pub async fn serve(
 
 /// Whether the logical name's own per-object routes reach its plain object
 /// under `map` (one call to learn it when the map does not list it).
-pub async fn reaches_plain(env: &Env, logical: &Name, map: &PartitionMap) -> Result<bool, HttpError> {
+pub async fn reaches_plain(env: &Env, logical: &Name, map: &PartitionMap) -> Result<bool, RelayError> {
     if map.has_plain() {
         return Ok(true);
     }
@@ -98,8 +98,8 @@ pub async fn reaches_plain(env: &Env, logical: &Name, map: &PartitionMap) -> Res
 }
 
 /// The refusal of a per-partition operation at the logical source.
-fn per_partition(logical: &Name, path: &str) -> HttpError {
-    HttpError::bad_request(
+fn per_partition(logical: &Name, path: &str) -> RelayError {
+    RelayError::bad_request(
         ErrorCode::PartitionedSource,
         format!(
             "{logical} is partitioned: address one partition, /v1/sources/{logical}:<index>/{}",
@@ -110,14 +110,14 @@ fn per_partition(logical: &Name, path: &str) -> HttpError {
 
 /// A refusal that may leave some partitions committed: the partition's
 /// status and code, plus the positions that did commit.
-fn partial(error: RelayError, committed: &[Position]) -> Result<Response, HttpError> {
+fn partial(error: RelayError, committed: &[Position]) -> Result<Response, RelayError> {
     let e = error;
     let body =
         serde_json::json!({ "error": { "code": e.code, "message": e.message, "committed": committed } });
     // The refusal's own response (status, content type, Retry-After), with this body.
-    let response = e.response().map_err(|x| HttpError::internal(x.to_string()))?;
+    let response = e.response().map_err(|x| RelayError::internal(x.to_string()))?;
     let headers = response.headers().clone();
     Response::ok(body.to_string())
         .map(|r| r.with_status(e.status).with_headers(headers))
-        .map_err(|x| HttpError::internal(x.to_string()))
+        .map_err(|x| RelayError::internal(x.to_string()))
 }

@@ -30,7 +30,7 @@ use serde::Serialize;
 use durable_relay::core::Name;
 use durable_relay::durable::{now_ms, DoAlarm, DoSql};
 use durable_relay::embed::log_alarm_as;
-use durable_relay::http::{json, respond, HttpError};
+use durable_relay::http::{json, respond, RelayError};
 use durable_relay::routes::SourceOp;
 use durable_relay::store::{int, schema, Sql};
 use durable_relay::{embed, AlarmSummary, Relay};
@@ -185,7 +185,7 @@ impl RelaySource {
 
 impl RelaySource {
     /// The relay, opened on first use.
-    fn relay(&self) -> Result<&Relay<SourceSql, DoAlarm>, HttpError> {
+    fn relay(&self) -> Result<&Relay<SourceSql, DoAlarm>, RelayError> {
         self.source.relay()
     }
 
@@ -197,15 +197,15 @@ impl RelaySource {
         self.source.object().1
     }
 
-    async fn route(&self, req: &mut Request) -> Result<Response, HttpError> {
-        let url = req.url().map_err(|e| HttpError::bad_request(ErrorCode::BadUrl, e.to_string()))?;
+    async fn route(&self, req: &mut Request) -> Result<Response, RelayError> {
+        let url = req.url().map_err(|e| RelayError::bad_request(ErrorCode::BadUrl, e.to_string()))?;
         let route = SourceRoute::from_url(req.method().as_ref(), &url)?;
         if route == SourceRoute::Conformance {
             // Before the relay opens: the suite needs a database with nothing in it.
             return self.conformance().await;
         }
         let relay = self.relay()?;
-        let internal = |e: worker::Error| HttpError::internal(e.to_string());
+        let internal = |e: worker::Error| RelayError::internal(e.to_string());
         match route {
             SourceRoute::Faults | SourceRoute::Audit | SourceRoute::Conformance => {
                 self.testing(relay, req, route).await
@@ -246,12 +246,12 @@ impl RelaySource {
     }
 
     /// Whether the mark says this source is listed (read once).
-    fn listed(&self) -> Result<bool, HttpError> {
+    fn listed(&self) -> Result<bool, RelayError> {
         if let Some(listed) = self.listed.get() {
             return Ok(listed);
         }
         let db = DoSql::new(self.state());
-        let store = |e: durable_relay::StoreError| HttpError::internal(e.to_string());
+        let store = |e: durable_relay::StoreError| RelayError::internal(e.to_string());
         schema::migrate(&db, COMPONENT, MIGRATIONS).map_err(store)?;
         let row = db.first("SELECT listed_ms FROM reference_listed WHERE id = 1", vec![]).map_err(store)?;
         self.listed.set(Some(row.is_some()));
@@ -260,7 +260,7 @@ impl RelaySource {
 
     /// Lists this source in the directory once: one directory call and one
     /// mark row, the first time only.
-    async fn list(&self, name: &Name) -> Result<(), HttpError> {
+    async fn list(&self, name: &Name) -> Result<(), RelayError> {
         if self.listed()? {
             return Ok(());
         }
@@ -270,14 +270,14 @@ impl RelaySource {
             return Ok(());
         };
         if resp.status_code() != 200 {
-            return Err(HttpError::internal(format!("the directory answered {}", resp.status_code())));
+            return Err(RelayError::internal(format!("the directory answered {}", resp.status_code())));
         }
         DoSql::new(self.state())
             .run(
                 "INSERT INTO reference_listed (id, listed_ms) VALUES (1, ?) ON CONFLICT(id) DO NOTHING",
                 vec![int(now_ms())],
             )
-            .map_err(|e| HttpError::internal(e.to_string()))?;
+            .map_err(|e| RelayError::internal(e.to_string()))?;
         self.listed.set(Some(true));
         Ok(())
     }
@@ -290,7 +290,7 @@ impl RelaySource {
     /// the two directory calls then land in, a retire that sees rows
     /// arrived (`os` moved) lists the source again and answers 409: a
     /// source that holds rows never stays unlisted.
-    async fn retire(&self, relay: &Relay<SourceSql, DoAlarm>) -> Result<Response, HttpError> {
+    async fn retire(&self, relay: &Relay<SourceSql, DoAlarm>) -> Result<Response, RelayError> {
         let status = relay.status(now_ms()).await?;
         if status.queued_rows > 0 || status.parked_rows > 0 {
             return Err(not_empty(status.queued_rows, status.parked_rows));
@@ -307,10 +307,10 @@ impl RelaySource {
         let resp = directory::call(self.env(), &DirectoryOp::Retire(relay.name().clone()))
             .await?
             .ok_or_else(|| {
-                HttpError::new(501, ErrorCode::NoDirectory, "no source directory is bound (RELAY_DIRECTORY)")
+                RelayError::new(501, ErrorCode::NoDirectory, "no source directory is bound (RELAY_DIRECTORY)")
             })?;
         if resp.status_code() != 200 {
-            return Err(HttpError::internal(format!("the directory answered {}", resp.status_code())));
+            return Err(RelayError::internal(format!("the directory answered {}", resp.status_code())));
         }
         let after = relay.outbox().state()?;
         if after.os != status.last_seq {
@@ -320,22 +320,22 @@ impl RelaySource {
             return Err(not_empty(after.queued_rows, after.parked_rows));
         }
         json(&serde_json::json!({"source": relay.name(), "retired": true, "was_listed": was_listed}))
-            .map_err(|e| HttpError::internal(e.to_string()))
+            .map_err(|e| RelayError::internal(e.to_string()))
     }
 
     /// Forgets the mark: the next enqueue lists the source again.
-    fn unmark(&self) -> Result<(), HttpError> {
+    fn unmark(&self) -> Result<(), RelayError> {
         DoSql::new(self.state())
             .run("DELETE FROM reference_listed WHERE id = 1", vec![])
-            .map_err(|e| HttpError::internal(e.to_string()))?;
+            .map_err(|e| RelayError::internal(e.to_string()))?;
         self.listed.set(Some(false));
         Ok(())
     }
 
     /// Without the test plumbing there is no storage suite.
     #[cfg(not(feature = "testing"))]
-    async fn conformance(&self) -> Result<Response, HttpError> {
-        Err(HttpError::new(404, ErrorCode::NoRoute, "the storage suite exists only in test builds"))
+    async fn conformance(&self) -> Result<Response, RelayError> {
+        Err(RelayError::new(404, ErrorCode::NoRoute, "the storage suite exists only in test builds"))
     }
 
     /// Without the test plumbing there is no fault switch and no audit.
@@ -345,8 +345,8 @@ impl RelaySource {
         _relay: &Relay<SourceSql, DoAlarm>,
         _req: &mut Request,
         _route: SourceRoute,
-    ) -> Result<Response, HttpError> {
-        Err(HttpError::new(
+    ) -> Result<Response, RelayError> {
+        Err(RelayError::new(
             404,
             ErrorCode::NoRoute,
             "the fault switch and the audit exist only in test builds",
@@ -355,8 +355,8 @@ impl RelaySource {
 }
 
 /// The refusal of a retire while rows are owed.
-fn not_empty(queued: u64, parked: u64) -> HttpError {
-    HttpError::new(
+fn not_empty(queued: u64, parked: u64) -> RelayError {
+    RelayError::new(
         409,
         ErrorCode::SourceNotEmpty,
         format!("{queued} rows queued and {parked} parked: deliver, redrive or discard them first"),

@@ -18,7 +18,7 @@ use serde::Serialize;
 use worker::{Env, ObjectNamespace};
 
 use durable_relay::durable::StubCall;
-use durable_relay::http::HttpError;
+use durable_relay::http::RelayError;
 use durable_relay::routes::SourceOp;
 use durable_relay::Rearmed;
 
@@ -55,14 +55,14 @@ pub struct SweepReport {
 
 /// Runs one sweep: the next page of the directory, each source asked to
 /// re-arm. Without a directory bound there is nothing to sweep.
-pub async fn run(env: &Env) -> Result<SweepReport, HttpError> {
-    let internal = |e: worker::Error| HttpError::internal(e.to_string());
+pub async fn run(env: &Env) -> Result<SweepReport, RelayError> {
+    let internal = |e: worker::Error| RelayError::internal(e.to_string());
     let op = DirectoryOp::Sweep { limit: SWEEP_SOURCES_PER_RUN };
     let Some(mut resp) = crate::directory::call(env, &op).await? else {
         return Ok(SweepReport { round_complete: true, ..SweepReport::default() });
     };
     if resp.status_code() != 200 {
-        return Err(HttpError::internal(format!("the directory answered {}", resp.status_code())));
+        return Err(RelayError::internal(format!("the directory answered {}", resp.status_code())));
     }
     let page: SweepPage = resp.json().await.map_err(internal)?;
     let namespace = env.durable_object(SOURCE_BINDING).map_err(internal)?;

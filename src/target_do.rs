@@ -19,7 +19,7 @@ use std::cell::OnceCell;
 use crate::routes::TargetRoute;
 use durable_relay::core::NoHook;
 use durable_relay::durable::DoSql;
-use durable_relay::http::{respond, HttpError};
+use durable_relay::http::{respond, RelayError};
 use durable_relay::Inbox;
 use worker::{durable_object, wasm_bindgen, DurableObject, Env, Request, Response, State};
 
@@ -64,7 +64,7 @@ impl DurableObject for RelayTarget {
 }
 
 impl RelayTarget {
-    fn inbox(&self) -> Result<&Inbox<DoSql>, HttpError> {
+    fn inbox(&self) -> Result<&Inbox<DoSql>, RelayError> {
         if let Some(i) = self.inbox.get() {
             return Ok(i);
         }
@@ -72,8 +72,8 @@ impl RelayTarget {
         Ok(self.inbox.get_or_init(|| inbox))
     }
 
-    async fn route(&self, req: &mut Request) -> Result<Response, HttpError> {
-        let url = req.url().map_err(|e| HttpError::bad_request(ErrorCode::BadUrl, e.to_string()))?;
+    async fn route(&self, req: &mut Request) -> Result<Response, RelayError> {
+        let url = req.url().map_err(|e| RelayError::bad_request(ErrorCode::BadUrl, e.to_string()))?;
         let inbox = self.inbox()?;
         #[cfg(feature = "bench")]
         if url.path().starts_with(crate::bench::TARGET_PREFIX) {
@@ -86,7 +86,7 @@ impl RelayTarget {
         }
         match route {
             TargetRoute::Relay(op) => durable_relay::durable::target::serve(inbox, req, op, &NoHook).await,
-            TargetRoute::Faults | TargetRoute::Log(_) | TargetRoute::Audit => Err(HttpError::new(
+            TargetRoute::Faults | TargetRoute::Log(_) | TargetRoute::Audit => Err(RelayError::new(
                 404,
                 ErrorCode::NoRoute,
                 "the fault switch, the apply log and the audit exist only in test builds with faults on",

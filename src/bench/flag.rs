@@ -7,7 +7,7 @@
 use durable_relay::core::ErrorCode;
 use worker::Env;
 
-use durable_relay::http::HttpError;
+use durable_relay::http::RelayError;
 
 /// The variable that turns the benchmark plumbing on.
 pub const BENCH_VAR: &str = "RELAY_BENCH";
@@ -30,17 +30,17 @@ pub fn bench_enabled(get: impl Fn(&str) -> Option<String>) -> Result<bool, Strin
 
 /// [`bench_enabled`] over a Worker's variables; a bad value is a 500
 /// `bad_configuration`, as for the relay's own variables.
-pub fn enabled(env: &Env) -> Result<bool, HttpError> {
+pub fn enabled(env: &Env) -> Result<bool, RelayError> {
     bench_enabled(durable_relay::vars::reader(env))
-        .map_err(|m| HttpError::new(500, ErrorCode::BadConfiguration, m))
+        .map_err(|m| RelayError::new(500, ErrorCode::BadConfiguration, m))
 }
 
 /// Refuses with 403 `bench_disabled` unless the switch is on.
-pub fn require(env: &Env) -> Result<(), HttpError> {
+pub fn require(env: &Env) -> Result<(), RelayError> {
     if enabled(env)? {
         Ok(())
     } else {
-        Err(HttpError::new(
+        Err(RelayError::new(
             403,
             ErrorCode::BenchDisabled,
             format!("the benchmark routes are off ({BENCH_VAR})"),

@@ -16,7 +16,7 @@ use worker::{Env, Method, Request, Response};
 
 use super::{flag, BENCH_SOURCE_BINDING, FRONT_PREFIX};
 use crate::TARGET_BINDING;
-use durable_relay::http::{json_headers, read_body, HttpError};
+use durable_relay::http::{json_headers, read_body, RelayError};
 
 /// The JS global where `bench/boundary.mjs` counts calls across the
 /// JS/wasm boundary, when the profile loaded it.
@@ -24,14 +24,14 @@ const BOUNDARY_GLOBAL: &str = "__relayBoundary";
 
 /// The work counts, written without [`json`](durable_relay::http::json)
 /// so that reading them adds no JSON bytes to what they count.
-fn work_reply() -> Result<Response, HttpError> {
+fn work_reply() -> Result<Response, RelayError> {
     let body = serde_json::json!({
         "work": durable_relay::work::snapshot(),
         "boundary": boundary_calls(),
         "statements": durable_relay::work::statement_texts(),
         "memory": super::heap::snapshot(),
     });
-    let resp = Response::ok(body.to_string()).map_err(|e| HttpError::internal(e.to_string()))?;
+    let resp = Response::ok(body.to_string()).map_err(|e| RelayError::internal(e.to_string()))?;
     Ok(resp.with_headers(json_headers()))
 }
 
@@ -56,16 +56,16 @@ pub fn is_bench_path(path: &str) -> bool {
 }
 
 /// Routes one bench request.
-pub async fn handle(mut req: Request, env: &Env) -> Result<Response, HttpError> {
+pub async fn handle(mut req: Request, env: &Env) -> Result<Response, RelayError> {
     // Benchmark plumbing: an operator's, like the test-only routes.
     crate::front::authorize(&req, env)?.allows(crate::routes::Scope::Operator)?;
     flag::require(env)?;
-    let url = req.url().map_err(|e| HttpError::bad_request(ErrorCode::BadUrl, e.to_string()))?;
+    let url = req.url().map_err(|e| RelayError::bad_request(ErrorCode::BadUrl, e.to_string()))?;
     let method = req.method();
     let segments: Vec<&str> = url.path().trim_matches('/').split('/').collect();
     let name = |n: &str| {
         durable_relay::core::Name::new(n)
-            .map_err(|e| HttpError::bad_request(ErrorCode::InvalidName, format!("{n:?}: {e}")))
+            .map_err(|e| RelayError::bad_request(ErrorCode::InvalidName, format!("{n:?}: {e}")))
     };
     match (method.clone(), segments.as_slice()) {
         (Method::Post, ["v1", "bench", mode @ ("direct" | "queue"), s, "enqueue"]) => {
@@ -80,6 +80,6 @@ pub async fn handle(mut req: Request, env: &Env) -> Result<Response, HttpError> 
             forward(env, TARGET_BINDING, &name(t)?, Method::Get, "/bench/stats", None).await
         }
         (Method::Get, ["v1", "bench", "work"]) => work_reply(),
-        _ => Err(HttpError::new(404, ErrorCode::NoRoute, format!("no route for {method} {}", url.path()))),
+        _ => Err(RelayError::new(404, ErrorCode::NoRoute, format!("no route for {method} {}", url.path()))),
     }
 }

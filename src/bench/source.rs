@@ -38,7 +38,7 @@ use super::wire::{call_apply, encode_apply, QueueRow};
 use super::{flag, BENCH_MAX_IN_FLIGHT, BENCH_QUEUE_BINDING};
 use crate::TARGET_BINDING;
 use durable_relay::core::{plan_enqueue, Capacity, StoredRow};
-use durable_relay::http::{json, read_body, respond, HttpError};
+use durable_relay::http::{json, read_body, respond, RelayError};
 use durable_relay::store::{int, schema, Sql, StoreError};
 use durable_relay::DoSql;
 
@@ -116,8 +116,8 @@ fn now_ms() -> u64 {
     worker::Date::now().as_millis()
 }
 
-fn store(e: StoreError) -> HttpError {
-    HttpError::internal(e.to_string())
+fn store(e: StoreError) -> RelayError {
+    RelayError::internal(e.to_string())
 }
 
 impl DurableObject for BenchSource {
@@ -132,7 +132,7 @@ impl DurableObject for BenchSource {
 }
 
 impl BenchSource {
-    fn open(&self) -> Result<(), HttpError> {
+    fn open(&self) -> Result<(), RelayError> {
         if self.ready.get().is_none() {
             schema::migrate(&self.db, COMPONENT, MIGRATIONS).map_err(store)?;
             let _ = self.ready.set(());
@@ -140,18 +140,18 @@ impl BenchSource {
         Ok(())
     }
 
-    fn name(&self) -> Result<String, HttpError> {
+    fn name(&self) -> Result<String, RelayError> {
         self.state.id().name().ok_or_else(|| {
-            HttpError::bad_request(ErrorCode::UnnamedSource, "address the source with idFromName(<name>)")
+            RelayError::bad_request(ErrorCode::UnnamedSource, "address the source with idFromName(<name>)")
         })
     }
 
-    async fn route(&self, req: &mut Request) -> Result<Response, HttpError> {
+    async fn route(&self, req: &mut Request) -> Result<Response, RelayError> {
         flag::require(&self.env)?;
         self.open()?;
-        let url = req.url().map_err(|e| HttpError::bad_request(ErrorCode::BadUrl, e.to_string()))?;
+        let url = req.url().map_err(|e| RelayError::bad_request(ErrorCode::BadUrl, e.to_string()))?;
         let method = req.method().to_string();
-        let internal = |e: worker::Error| HttpError::internal(e.to_string());
+        let internal = |e: worker::Error| RelayError::internal(e.to_string());
         match (method.as_str(), url.path()) {
             ("POST", "/direct") => {
                 let rows = self.allocate(req).await?;
@@ -166,7 +166,7 @@ impl BenchSource {
                 json(&Accepted::new(&rows, &work)).map_err(internal)
             }
             ("GET", "/status") => self.status(),
-            (m, p) => Err(HttpError::new(
+            (m, p) => Err(RelayError::new(
                 404,
                 ErrorCode::NoRoute,
                 format!("no route for {m} {p} on a bench source"),
@@ -175,7 +175,7 @@ impl BenchSource {
     }
 
     /// Validates the body and allocates its sequences (one row written).
-    async fn allocate(&self, req: &mut Request) -> Result<Vec<StoredRow>, HttpError> {
+    async fn allocate(&self, req: &mut Request) -> Result<Vec<StoredRow>, RelayError> {
         let _ = self.name()?;
         let body = durable_relay::core::decode_enqueue(&read_body(req).await?)?;
         #[derive(Deserialize)]
@@ -203,7 +203,7 @@ impl BenchSource {
                 Ok(Ok(plan))
             })
             .map_err(store)?
-            .map_err(|e| HttpError::new(400, e.code(), e.to_string()))?;
+            .map_err(|e| RelayError::new(400, e.code(), e.to_string()))?;
         Ok(plan.rows)
     }
 
@@ -245,8 +245,8 @@ impl BenchSource {
     }
 
     /// Sends each row as one queue message.
-    async fn enqueue_messages(&self, rows: &[StoredRow]) -> Result<Work, HttpError> {
-        let internal = |e: worker::Error| HttpError::internal(e.to_string());
+    async fn enqueue_messages(&self, rows: &[StoredRow]) -> Result<Work, RelayError> {
+        let internal = |e: worker::Error| RelayError::internal(e.to_string());
         let queue = self.env.queue(BENCH_QUEUE_BINDING).map_err(internal)?;
         let source = self.name()?;
         let mut work = Work { rows: rows.len() as u64, ..Work::default() };
@@ -254,7 +254,7 @@ impl BenchSource {
         let mut bytes = 0;
         for (i, row) in rows.iter().enumerate() {
             if row.body.len() > QUEUE_MAX_MESSAGE_BYTES {
-                return Err(HttpError::bad_request(
+                return Err(RelayError::bad_request(
                     ErrorCode::RowTooLarge,
                     format!("rows[{i}] is over the {QUEUE_MAX_MESSAGE_BYTES}-byte queue message limit"),
                 ));
@@ -283,7 +283,7 @@ impl BenchSource {
     }
 
     /// Adds a request's work to the counters (measurement, not counted).
-    fn count(&self, work: &Work) -> Result<(), HttpError> {
+    fn count(&self, work: &Work) -> Result<(), RelayError> {
         self.db
             .run(
                 "INSERT INTO bench_source_counters (id, requests, rows, target_calls, failed_calls, queue_sends) \
@@ -302,7 +302,7 @@ impl BenchSource {
         Ok(())
     }
 
-    fn status(&self) -> Result<Response, HttpError> {
+    fn status(&self) -> Result<Response, RelayError> {
         #[derive(Deserialize, serde::Serialize, Default)]
         struct Allocation {
             os: u64,
@@ -333,14 +333,14 @@ impl BenchSource {
             "allocation": allocation.into_iter().next().unwrap_or_default(),
             "counters": counters.into_iter().next().unwrap_or_default(),
         }))
-        .map_err(|e| HttpError::internal(e.to_string()))
+        .map_err(|e| RelayError::internal(e.to_string()))
     }
 }
 
-async fn send(queue: &worker::Queue, rows: Vec<QueueRow>) -> Result<(), HttpError> {
+async fn send(queue: &worker::Queue, rows: Vec<QueueRow>) -> Result<(), RelayError> {
     let messages: Vec<_> = rows.into_iter().map(|r| MessageBuilder::new(r).build()).collect();
     queue
         .send_batch(BatchMessageBuilder::new().messages(messages).build())
         .await
-        .map_err(|e| HttpError::new(503, ErrorCode::QueueSendFailed, e.to_string()))
+        .map_err(|e| RelayError::new(503, ErrorCode::QueueSendFailed, e.to_string()))
 }

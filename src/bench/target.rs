@@ -33,7 +33,7 @@ use worker::{Request, Response};
 
 use super::wire::{BenchApply, BenchReply, MAX_BENCH_APPLY_ROWS};
 use durable_relay::core::{ApplyRow, Effects, RelayHook, Sender};
-use durable_relay::http::{json, read_body, HttpError};
+use durable_relay::http::{json, read_body, RelayError};
 use durable_relay::store::inbox::Inbox;
 use durable_relay::store::{int, schema, Sql, SqlValue, StoreError};
 use durable_relay::testing::TestTables;
@@ -95,11 +95,11 @@ pub struct Arrivals {
 }
 
 /// Opens (once per object) the arrival log in `cell`.
-pub fn arrivals<'a>(cell: &'a OnceCell<Arrivals>, db: &DoSql) -> Result<&'a Arrivals, HttpError> {
+pub fn arrivals<'a>(cell: &'a OnceCell<Arrivals>, db: &DoSql) -> Result<&'a Arrivals, RelayError> {
     if let Some(a) = cell.get() {
         return Ok(a);
     }
-    let opened = Arrivals::open(db.clone()).map_err(|e| HttpError::internal(e.to_string()))?;
+    let opened = Arrivals::open(db.clone()).map_err(|e| RelayError::internal(e.to_string()))?;
     Ok(cell.get_or_init(|| opened))
 }
 
@@ -269,15 +269,15 @@ pub fn apply(
     tables: &TestTables<DoSql>,
     arrivals: &Arrivals,
     body: &str,
-) -> Result<BenchReply, HttpError> {
-    let unavailable = |m: String| HttpError::new(503, ErrorCode::Unavailable, m);
+) -> Result<BenchReply, RelayError> {
+    let unavailable = |m: String| RelayError::new(503, ErrorCode::Unavailable, m);
     // The test fault switch refuses bench calls as it refuses the relay's:
     // 1 transiently (503), 2 permanently (422).
     match tables.faults().map_err(|e| unavailable(e.to_string()))?.reject {
         0 => {}
         1 => return Err(unavailable("test fault: target rejects calls".into())),
         _ => {
-            return Err(HttpError::new(
+            return Err(RelayError::new(
                 422,
                 ErrorCode::MalformedBatch,
                 "test fault: target rejects calls as invalid",
@@ -287,13 +287,13 @@ pub fn apply(
     use durable_relay::core::{BATCH_ENVELOPE_DEPTH, MAX_VALUE_DEPTH};
     let call: BenchApply = durable_relay::core::decode_json(body, MAX_VALUE_DEPTH + BATCH_ENVELOPE_DEPTH)?;
     if call.rows.is_empty() || call.rows.len() > MAX_BENCH_APPLY_ROWS as usize {
-        return Err(HttpError::bad_request(
+        return Err(RelayError::bad_request(
             ErrorCode::InvalidRequest,
             format!("a bench apply call carries 1..={MAX_BENCH_APPLY_ROWS} rows"),
         ));
     }
     for (i, row) in call.rows.iter().enumerate() {
-        row.effects.validate().map_err(|e| HttpError::bad_request(e.code(), format!("rows[{i}]: {e}")))?;
+        row.effects.validate().map_err(|e| RelayError::bad_request(e.code(), format!("rows[{i}]: {e}")))?;
     }
     let at_ms = now_ms();
     let db = inbox.sql();
@@ -332,15 +332,15 @@ pub async fn route(
     req: &mut Request,
     method: &str,
     path: &str,
-) -> Result<Response, HttpError> {
-    let internal = |e: worker::Error| HttpError::internal(e.to_string());
+) -> Result<Response, RelayError> {
+    let internal = |e: worker::Error| RelayError::internal(e.to_string());
     match (method, path) {
         ("POST", "/bench/apply") => {
             let body = read_body(req).await?;
             json(&apply(inbox, tables, arrivals, &body)?).map_err(internal)
         }
         ("GET", "/bench/stats") => {
-            let store = |e: StoreError| HttpError::internal(e.to_string());
+            let store = |e: StoreError| RelayError::internal(e.to_string());
             let mut stats = arrivals.stats().map_err(store)?;
             for w in inbox.watermarks().map_err(store)? {
                 stats.relay_applied_rows += w.applied_rows;
@@ -349,7 +349,7 @@ pub async fn route(
             }
             json(&stats).map_err(internal)
         }
-        (m, p) => Err(HttpError::new(404, ErrorCode::NoRoute, format!("no route for {m} {p} on a target"))),
+        (m, p) => Err(RelayError::new(404, ErrorCode::NoRoute, format!("no route for {m} {p} on a target"))),
     }
 }
 

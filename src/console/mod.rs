@@ -8,7 +8,7 @@
 use worker::{Headers, Response};
 
 use crate::routes::ConsoleAsset;
-use durable_relay::http::HttpError;
+use durable_relay::http::RelayError;
 
 const PAGE: &str = include_str!("index.html");
 const SCRIPT: &str = include_str!("console.js");
@@ -20,8 +20,8 @@ const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; conn
                    img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 
 /// Serves one console file.
-pub fn serve(asset: ConsoleAsset) -> Result<Response, HttpError> {
-    let internal = |e: worker::Error| HttpError::internal(e.to_string());
+pub fn serve(asset: ConsoleAsset) -> Result<Response, RelayError> {
+    let internal = |e: worker::Error| RelayError::internal(e.to_string());
     let (body, kind) = match asset {
         ConsoleAsset::Page => (PAGE, "text/html; charset=utf-8"),
         ConsoleAsset::Script => (SCRIPT, "text/javascript; charset=utf-8"),

@@ -5,7 +5,7 @@
 
 use durable_relay::core::ErrorCode;
 use durable_relay::durable::{now_ms, DoAlarm, DoSql};
-use durable_relay::http::{json, HttpError};
+use durable_relay::http::{json, RelayError};
 use durable_relay::Relay;
 use worker::{durable_object, wasm_bindgen, DurableObject, Env, Request, Response, State};
 
@@ -16,9 +16,9 @@ impl RelaySource {
     /// The storage suite over this object's SQLite (test builds, with
     /// faults on): 200 with the report when every check held and the
     /// script ran, else 500 with it.
-    pub(super) async fn conformance(&self) -> Result<Response, HttpError> {
+    pub(super) async fn conformance(&self) -> Result<Response, RelayError> {
         if !crate::test_faults(self.env())? {
-            return Err(HttpError::new(
+            return Err(RelayError::new(
                 403,
                 ErrorCode::FaultsDisabled,
                 "test faults are off (RELAY_TEST_FAULTS)",
@@ -26,7 +26,7 @@ impl RelaySource {
         }
         let report = durable_relay::testing::conformance::run(DoSql::new(self.state())).await;
         let status = if report.passed() { 200 } else { 500 };
-        let internal = |e: worker::Error| HttpError::internal(e.to_string());
+        let internal = |e: worker::Error| RelayError::internal(e.to_string());
         Ok(json(&report).map_err(internal)?.with_status(status))
     }
 
@@ -51,17 +51,17 @@ impl RelaySource {
         relay: &Relay<SourceSql, DoAlarm>,
         req: &mut Request,
         route: SourceRoute,
-    ) -> Result<Response, HttpError> {
+    ) -> Result<Response, RelayError> {
         use durable_relay::http::{json, parse_json, read_body};
         use durable_relay::testing::SourceFaultsBody;
         if !crate::test_faults(self.env())? {
-            return Err(HttpError::new(
+            return Err(RelayError::new(
                 403,
                 ErrorCode::FaultsDisabled,
                 "test faults are off (RELAY_TEST_FAULTS)",
             ));
         }
-        let internal = |e: worker::Error| HttpError::internal(e.to_string());
+        let internal = |e: worker::Error| RelayError::internal(e.to_string());
         if route == SourceRoute::Audit {
             let verdict = relay.outbox().audit()?;
             return json(&serde_json::json!({"ok": verdict.is_ok(), "breach": verdict.err().map(|b| b.0)}))
@@ -69,13 +69,13 @@ impl RelaySource {
         }
         let body: SourceFaultsBody = parse_json(&read_body(req).await?)?;
         if body.retire_delay_ms > durable_relay::testing::MAX_RETIRE_DELAY_MS {
-            return Err(HttpError::bad_request(
+            return Err(RelayError::bad_request(
                 ErrorCode::InvalidDelay,
                 format!("retire_delay_ms is at most {}", durable_relay::testing::MAX_RETIRE_DELAY_MS),
             ));
         }
         if body.fail_alarms > durable_relay::testing::MAX_FAILED_ALARMS {
-            return Err(HttpError::bad_request(
+            return Err(RelayError::bad_request(
                 ErrorCode::InvalidRequest,
                 format!("fail_alarms is at most {}", durable_relay::testing::MAX_FAILED_ALARMS),
             ));
@@ -85,7 +85,7 @@ impl RelaySource {
         relay.sql().crash_checkpoints(body.crash_checkpoints);
         let (failing, parked) = (body.seed_failing_targets, body.seed_parked_targets);
         durable_relay::testing::seed_target_records(relay.sql(), failing, parked, now_ms())
-            .map_err(|e| HttpError::bad_request(ErrorCode::InvalidRequest, e.to_string()))?;
+            .map_err(|e| RelayError::bad_request(ErrorCode::InvalidRequest, e.to_string()))?;
         // Last: the seeding above is a write of its own.
         relay.sql().refuse_writes(body.refuse_writes);
         if body.drop_alarm {

@@ -6,7 +6,7 @@
 
 use durable_relay::core::{ErrorCode, NoHook};
 use durable_relay::durable::DoSql;
-use durable_relay::http::HttpError;
+use durable_relay::http::RelayError;
 use durable_relay::routes::TargetOp;
 use durable_relay::Inbox;
 use std::cell::OnceCell;
@@ -42,7 +42,7 @@ impl RelayTarget {
         inbox: &Inbox<DoSql>,
         req: &mut Request,
         path: &str,
-    ) -> Result<Response, HttpError> {
+    ) -> Result<Response, RelayError> {
         crate::bench::flag::require(&self.env)?;
         let arrivals = crate::bench::target::arrivals(&self.test.bench, &self.sql)?;
         let tables = self.tables()?;
@@ -50,7 +50,7 @@ impl RelayTarget {
         crate::bench::target::route(inbox, tables, arrivals, req, method.as_ref(), path).await
     }
 
-    pub(super) fn tables(&self) -> Result<&durable_relay::testing::TestTables<DoSql>, HttpError> {
+    pub(super) fn tables(&self) -> Result<&durable_relay::testing::TestTables<DoSql>, RelayError> {
         if let Some(t) = self.test.tables.get() {
             return Ok(t);
         }
@@ -65,15 +65,16 @@ impl RelayTarget {
         inbox: &Inbox<DoSql>,
         req: &mut Request,
         route: TargetRoute,
-    ) -> Result<Response, HttpError> {
+    ) -> Result<Response, RelayError> {
         use durable_relay::http::{json, parse_json, read_body};
         use durable_relay::testing::TargetFaultsBody;
         let tables = self.tables()?;
-        let internal = |e: worker::Error| HttpError::internal(e.to_string());
+        let internal = |e: worker::Error| RelayError::internal(e.to_string());
         match route {
             TargetRoute::Faults => {
                 let body: TargetFaultsBody = parse_json(&read_body(req).await?)?;
-                let faults = body.faults().map_err(|m| HttpError::bad_request(ErrorCode::InvalidDelay, m))?;
+                let faults =
+                    body.faults().map_err(|m| RelayError::bad_request(ErrorCode::InvalidDelay, m))?;
                 tables.set_faults(faults)?;
                 body.seed(inbox)?;
                 json(&serde_json::json!({"ok": true})).map_err(internal)
@@ -88,7 +89,7 @@ impl RelayTarget {
                     // Each sender's own log; a watermark without an id
                     // (written before ids) is compared with the name's.
                     let id = w.source_id.as_deref().map(durable_relay::core::SourceId::new).transpose();
-                    let id = id.map_err(|e| HttpError::internal(e.to_string()))?;
+                    let id = id.map_err(|e| RelayError::internal(e.to_string()))?;
                     let last = tables.applied(&w.source, id.as_ref())?.last().copied().unwrap_or(0);
                     if last != w.watermark {
                         breaches.push(format!(
@@ -113,11 +114,11 @@ impl RelayTarget {
         inbox: &Inbox<DoSql>,
         tables: &durable_relay::testing::TestTables<DoSql>,
         req: &mut Request,
-    ) -> Result<Response, HttpError> {
+    ) -> Result<Response, RelayError> {
         if let Some((thrown, after_apply)) = tables.take_throw()? {
             self.test.throw.set(Some(thrown));
             if !after_apply {
-                return Err(HttpError::internal("thrown before the apply"));
+                return Err(RelayError::internal("thrown before the apply"));
             }
         }
         let faults = tables.faults()?;
@@ -126,9 +127,11 @@ impl RelayTarget {
         }
         match faults.reject {
             0 => {}
-            1 => return Err(HttpError::new(503, ErrorCode::Unavailable, "test fault: target rejects calls")),
+            1 => {
+                return Err(RelayError::new(503, ErrorCode::Unavailable, "test fault: target rejects calls"))
+            }
             _ => {
-                return Err(HttpError::new(
+                return Err(RelayError::new(
                     422,
                     ErrorCode::MalformedBatch,
                     "test fault: target rejects calls as invalid",

@@ -21,7 +21,7 @@ use durable_relay::core::{
 };
 use durable_relay::durable::now_ms;
 use durable_relay::embed::{log_alarm_as, Enqueue, HookError, OnApply, RelaySource, RelayTarget, WriteError};
-use durable_relay::http::HttpError;
+use durable_relay::http::RelayError;
 use durable_relay::{DoSql, HostAlarm};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
@@ -60,8 +60,8 @@ pub fn max_enqueue_depth() -> u32 {
 /// A refusal as a JavaScript `RelayError`: the message leads with the
 /// code, and `code`, `status` (and `retryAfterS` when there is one) carry
 /// the HTTP API's.
-fn js_error(e: impl Into<HttpError>) -> JsValue {
-    let e: HttpError = e.into();
+fn js_error(e: impl Into<RelayError>) -> JsValue {
+    let e: RelayError = e.into();
     let retry = e.retry_after_s.map_or(JsValue::UNDEFINED, JsValue::from);
     let args =
         js_sys::Array::of4(&e.code.as_str().into(), &e.message.as_str().into(), &e.status.into(), &retry);
@@ -80,7 +80,7 @@ fn js_error(e: impl Into<HttpError>) -> JsValue {
 
 /// A value the relay serialises, as a JavaScript value.
 fn to_js<T: serde::Serialize>(value: &T) -> Result<JsValue, JsValue> {
-    let text = serde_json::to_string(value).map_err(|e| js_error(HttpError::internal(e.to_string())))?;
+    let text = serde_json::to_string(value).map_err(|e| js_error(RelayError::internal(e.to_string())))?;
     js_sys::JSON::parse(&text)
 }
 
@@ -214,7 +214,7 @@ impl JsSource {
         let source = Rc::clone(&self.source);
         source.alarm_retried(retry_count.unwrap_or(0));
         future_to_promise(async move {
-            let summary = source.run_alarm().await.map_err(|e| js_error(HttpError::internal(e)))?;
+            let summary = source.run_alarm().await.map_err(|e| js_error(RelayError::internal(e)))?;
             log_alarm_as(&summary, serde_json::Map::new(), source.alarm_log());
             to_js(&summary)
         })
@@ -229,7 +229,7 @@ impl JsSource {
         future_to_promise(async move {
             let whole = at.fract() == 0.0 && (0.0..=SEQ_MAX as f64).contains(&at);
             if !whole {
-                return Err(js_error(HttpError::bad_request(
+                return Err(js_error(RelayError::bad_request(
                     ErrorCode::InvalidRequest,
                     format!("the alarm time {at} is not a whole number of ms since the epoch, 0..=2^53-1"),
                 )));
@@ -268,7 +268,7 @@ impl JsSource {
 fn parse_trace(text: Option<String>) -> Result<Option<Traceparent>, JsValue> {
     text.map(|t| Traceparent::parse(t.trim()))
         .transpose()
-        .map_err(|e| js_error(HttpError::bad_request(e.code(), e.to_string())))
+        .map_err(|e| js_error(RelayError::bad_request(e.code(), e.to_string())))
 }
 
 /// `web_sys::Request`, as workers-rs re-exports it.

@@ -1,6 +1,6 @@
 //! [`Refusal`]: what the protocol answers a request line it cannot accept,
 //! as data (an HTTP status, a stable [`ErrorCode`], a message naming the
-//! problem). The Durable Object glue turns it into its `HttpError` and a
+//! problem). The Durable Object glue turns it into its `RelayError` and a
 //! response; nothing here builds a response.
 
 use crate::core::ErrorCode;

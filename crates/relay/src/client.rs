@@ -5,10 +5,10 @@
 //! refusal is a [`RelayError`] with the relay's code and status.
 //!
 //! ```no_run
-//! use durable_relay::http::HttpError;
+//! use durable_relay::http::RelayError;
 //! use durable_relay::{row, ErrorCode, RelayClient};
 //!
-//! async fn place_order(env: &worker::Env) -> Result<bool, HttpError> {
+//! async fn place_order(env: &worker::Env) -> Result<bool, RelayError> {
 //!     let orders = RelayClient::from_env(env, "RELAY_SOURCE")?.source("orders")?;
 //!     let balance = row("customer-1")?.put("balance", serde_json::json!(10));
 //!     let done = match orders.enqueue_keyed("order-17", &[balance]).await {
@@ -38,7 +38,6 @@ use crate::core::{
 };
 use crate::durable::source::{fence_headers, ticket_headers, TRACEPARENT_HEADER};
 use crate::durable::{StubCall, StubReply};
-use crate::http::HttpError;
 use crate::partition::{self, Partitions, RouteFailure};
 use crate::protocol::wire::{
     ActionOutcome, AdoptBody, DeliveredThrough, EnqueueBody, Enqueued, KeyBody, KeyReply, ParkedPage,
@@ -414,7 +413,7 @@ impl Partitions for Sink<'_, '_> {
     }
 
     fn refused(&self, refusal: EnqueueRefusal) -> RelayError {
-        HttpError::from(refusal)
+        RelayError::from(refusal)
     }
 
     fn unadopted(&self, error: &RelayError) -> bool {

@@ -30,7 +30,7 @@
 //! }
 //!
 //! impl Orders {
-//!     async fn place(&self) -> Result<Response, HttpError> {
+//!     async fn place(&self) -> Result<Response, RelayError> {
 //!         // Your write and the row commit together, or neither does.
 //!         let row = row("customer-7")?.put("order:17", serde_json::json!({"amount": 30}));
 //!         let (_, done) = self
@@ -61,7 +61,7 @@ use worker::Env;
 use crate::config::RelayConfig;
 use crate::core::{EnqueueRow, ErrorCode, Name};
 pub use crate::hook::{HookError, KeysOnly, OnApply};
-use crate::http::HttpError;
+use crate::http::RelayError;
 pub use log::{alarm_is_logged, log_alarm, log_alarm_as, log_alarm_with};
 pub use source::{Enqueue, RelaySource};
 pub use target::RelayTarget;
@@ -78,13 +78,13 @@ pub type Migrations = &'static [&'static [&'static str]];
 
 /// A row for the target named `target`, to add effects to: refused (400
 /// `invalid_target`) when the name is not one.
-pub fn row(target: &str) -> Result<EnqueueRow, HttpError> {
+pub fn row(target: &str) -> Result<EnqueueRow, RelayError> {
     let name = Name::new(target)
-        .map_err(|e| HttpError::bad_request(ErrorCode::InvalidTarget, format!("{target:?}: {e}")))?;
+        .map_err(|e| RelayError::bad_request(ErrorCode::InvalidTarget, format!("{target:?}: {e}")))?;
     Ok(EnqueueRow::to(name))
 }
 
 /// The relay's configuration from the Worker's variables.
-fn config(env: &Env) -> Result<RelayConfig, HttpError> {
-    RelayConfig::from_env(env).map_err(|e| HttpError::new(500, ErrorCode::BadConfiguration, e.to_string()))
+fn config(env: &Env) -> Result<RelayConfig, RelayError> {
+    RelayConfig::from_env(env).map_err(|e| RelayError::new(500, ErrorCode::BadConfiguration, e.to_string()))
 }

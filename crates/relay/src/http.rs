@@ -35,8 +35,9 @@ pub struct RelayError {
     pub retry_after_s: Option<u32>,
 }
 
-/// [`RelayError`] under the name a handler's signature has always used:
-/// the same type.
+/// [`RelayError`] under the name handlers' signatures used before the two
+/// were one: the same type, kept so code written against it still builds.
+#[deprecated(note = "the same type as `RelayError`: write `RelayError`")]
 pub type HttpError = RelayError;
 
 impl std::fmt::Display for RelayError {
@@ -47,24 +48,24 @@ impl std::fmt::Display for RelayError {
 
 impl std::error::Error for RelayError {}
 
-impl HttpError {
+impl RelayError {
     /// A refusal with `status`, `code` and `message`.
-    pub fn new(status: u16, code: ErrorCode, message: impl Into<String>) -> HttpError {
-        HttpError { status, code, message: message.into(), retry_after_s: None }
+    pub fn new(status: u16, code: ErrorCode, message: impl Into<String>) -> RelayError {
+        RelayError { status, code, message: message.into(), retry_after_s: None }
     }
 
     /// 400 with `code`.
-    pub fn bad_request(code: ErrorCode, message: impl Into<String>) -> HttpError {
-        HttpError::new(400, code, message)
+    pub fn bad_request(code: ErrorCode, message: impl Into<String>) -> RelayError {
+        RelayError::new(400, code, message)
     }
 
     /// 500 for a storage or runtime failure.
-    pub fn internal(message: impl Into<String>) -> HttpError {
-        HttpError::new(500, ErrorCode::Internal, message)
+    pub fn internal(message: impl Into<String>) -> RelayError {
+        RelayError::new(500, ErrorCode::Internal, message)
     }
 
     /// Adds a `Retry-After` of `seconds`.
-    pub fn retry_after(mut self, seconds: u32) -> HttpError {
+    pub fn retry_after(mut self, seconds: u32) -> RelayError {
         self.retry_after_s = Some(seconds);
         self
     }
@@ -103,7 +104,7 @@ pub fn json<T: Serialize>(value: &T) -> worker::Result<Response> {
 pub use crate::core::json::verbatim_json;
 
 /// Turns a handler's result into a response.
-pub fn respond(result: Result<Response, HttpError>) -> worker::Result<Response> {
+pub fn respond(result: Result<Response, RelayError>) -> worker::Result<Response> {
     match result {
         Ok(r) => Ok(r),
         Err(e) => e.response(),
@@ -112,9 +113,9 @@ pub fn respond(result: Result<Response, HttpError>) -> worker::Result<Response> 
 
 /// Reads the body as UTF-8 text, refusing bodies over `MAX_REQUEST_BYTES`
 /// (by `Content-Length` first, then by what actually arrived).
-pub async fn read_body(req: &mut Request) -> Result<String, HttpError> {
+pub async fn read_body(req: &mut Request) -> Result<String, RelayError> {
     let too_large = |n: u64| {
-        HttpError::new(
+        RelayError::new(
             413,
             ErrorCode::BodyTooLarge,
             format!("body is {n} bytes; the limit is {MAX_REQUEST_BYTES}"),
@@ -128,49 +129,49 @@ pub async fn read_body(req: &mut Request) -> Result<String, HttpError> {
         }
     }
     let bytes =
-        req.bytes().await.map_err(|e| HttpError::bad_request(ErrorCode::UnreadableBody, e.to_string()))?;
+        req.bytes().await.map_err(|e| RelayError::bad_request(ErrorCode::UnreadableBody, e.to_string()))?;
     if bytes.len() as u64 > u64::from(MAX_REQUEST_BYTES) {
         return Err(too_large(bytes.len() as u64));
     }
     crate::work::body_in(bytes.len());
-    String::from_utf8(bytes).map_err(|_| HttpError::bad_request(ErrorCode::InvalidUtf8, "body is not UTF-8"))
+    String::from_utf8(bytes).map_err(|_| RelayError::bad_request(ErrorCode::InvalidUtf8, "body is not UTF-8"))
 }
 
 /// Parses a small JSON control body into `T`, naming the problem on failure.
-pub fn parse_json<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, HttpError> {
+pub fn parse_json<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, RelayError> {
     Ok(crate::core::decode_json(text, MAX_CONTROL_BODY_DEPTH)?)
 }
 
-impl From<HttpError> for worker::Error {
+impl From<RelayError> for worker::Error {
     /// A refusal thrown out of a handler (an alarm, say): the runtime sees
     /// its status, code and message as text. Answer a request with
     /// [`respond`] instead, to keep its status.
-    fn from(e: HttpError) -> Self {
+    fn from(e: RelayError) -> Self {
         worker::Error::RustError(format!("{} {}: {}", e.status, e.code, e.message))
     }
 }
 
-impl From<worker::Error> for HttpError {
+impl From<worker::Error> for RelayError {
     /// A runtime failure: 500 `internal`.
     fn from(e: worker::Error) -> Self {
-        HttpError::internal(e.to_string())
+        RelayError::internal(e.to_string())
     }
 }
 
-impl From<Refusal> for HttpError {
+impl From<Refusal> for RelayError {
     /// A request line the protocol refused, with its status and code.
     fn from(r: Refusal) -> Self {
-        HttpError::new(r.status, r.code, r.message)
+        RelayError::new(r.status, r.code, r.message)
     }
 }
 
-impl From<RequestError> for HttpError {
+impl From<RequestError> for RelayError {
     fn from(e: RequestError) -> Self {
-        HttpError::bad_request(e.code(), e.to_string())
+        RelayError::bad_request(e.code(), e.to_string())
     }
 }
 
-impl From<EnqueueRefusal> for HttpError {
+impl From<EnqueueRefusal> for RelayError {
     /// 400, but 413 for a request too large, 409 for a reused key or a
     /// partition map that cannot be used (yet), 429
     /// (with `Retry-After`) for a full outbox, 507 when sequences run out.
@@ -195,7 +196,7 @@ impl From<EnqueueRefusal> for HttpError {
             | EnqueueRefusal::Superseded { .. }
             | EnqueueRefusal::PartitionedSource { plain_at_ms: Some(_), .. } => 409,
         };
-        let error = HttpError::new(status, e.code(), e.to_string());
+        let error = RelayError::new(status, e.code(), e.to_string());
         if status == 429 {
             error.retry_after(BACKPRESSURE_RETRY_AFTER_S)
         } else {
@@ -204,28 +205,28 @@ impl From<EnqueueRefusal> for HttpError {
     }
 }
 
-impl From<StoreError> for HttpError {
+impl From<StoreError> for RelayError {
     /// A 500, but the platform's refusal of a write past the account's daily
     /// allowance is a 503 `daily_write_limit` whose `Retry-After` is the wait
     /// until 00:00 UTC (by the wall clock), when writes come back.
     fn from(e: StoreError) -> Self {
         match e {
-            StoreError::WriteLimit(_) => HttpError::write_limit(&e, wall_clock_ms()),
-            e => HttpError::internal(e.to_string()),
+            StoreError::WriteLimit(_) => RelayError::write_limit(&e, wall_clock_ms()),
+            e => RelayError::internal(e.to_string()),
         }
     }
 }
 
-impl HttpError {
+impl RelayError {
     /// 503 `daily_write_limit` for `e` at `now_ms`, with `Retry-After` the
     /// seconds until the next UTC day.
-    pub fn write_limit(e: &StoreError, now_ms: u64) -> HttpError {
+    pub fn write_limit(e: &StoreError, now_ms: u64) -> RelayError {
         let message = format!(
             "{e}: the account's rows written for today are used up (Workers Free allows {} a day); \
              nothing was written; writes come back at 00:00 UTC",
             crate::core::WORKER_FREE_ROWS_WRITTEN_PER_DAY
         );
-        HttpError::new(503, ErrorCode::DailyWriteLimit, message)
+        RelayError::new(503, ErrorCode::DailyWriteLimit, message)
             .retry_after(crate::core::seconds_until_next_utc_day(now_ms))
     }
 }
@@ -244,7 +245,7 @@ pub fn wall_clock_ms() -> u64 {
     }
 }
 
-impl<E: std::fmt::Display> From<EnqueueFailure<E>> for HttpError {
+impl<E: std::fmt::Display> From<EnqueueFailure<E>> for RelayError {
     /// A refusal keeps its 4xx; the caller's own aborted writes are a 409
     /// `aborted` (the request conflicted with the caller's rules); storage
     /// failures are a 500.
@@ -252,23 +253,23 @@ impl<E: std::fmt::Display> From<EnqueueFailure<E>> for HttpError {
         match e {
             EnqueueFailure::Refused(r) => r.into(),
             EnqueueFailure::Store(s) => s.into(),
-            EnqueueFailure::Aborted(a) => HttpError::new(409, ErrorCode::Aborted, a.to_string()),
+            EnqueueFailure::Aborted(a) => RelayError::new(409, ErrorCode::Aborted, a.to_string()),
         }
     }
 }
 
-impl From<ApplyFailure> for HttpError {
+impl From<ApplyFailure> for RelayError {
     /// What a source reads: 422 for a batch that can never apply (the
     /// source parks its target), 503 for a transient failure (retried); a
     /// hook refusal is transient, since the hook's policy may change.
     fn from(e: ApplyFailure) -> Self {
         match e {
             ApplyFailure::Rejected(e @ ApplyError::Hook(_)) => {
-                HttpError::new(503, ErrorCode::HookRefused, e.to_string())
+                RelayError::new(503, ErrorCode::HookRefused, e.to_string())
             }
-            ApplyFailure::Rejected(e) => HttpError::new(422, e.code(), e.to_string()),
-            ApplyFailure::Hook(m) => HttpError::new(503, ErrorCode::HookRefused, m),
-            ApplyFailure::Unavailable(m) => HttpError::new(503, ErrorCode::Unavailable, m),
+            ApplyFailure::Rejected(e) => RelayError::new(422, e.code(), e.to_string()),
+            ApplyFailure::Hook(m) => RelayError::new(503, ErrorCode::HookRefused, m),
+            ApplyFailure::Unavailable(m) => RelayError::new(503, ErrorCode::Unavailable, m),
         }
     }
 }
@@ -293,13 +294,13 @@ pub fn constant_time_eq_token(a: &[u8], b: &[u8]) -> bool {
 }
 
 /// The 401 every bearer refusal is.
-fn unauthorized(message: &str) -> HttpError {
-    HttpError::new(401, ErrorCode::Unauthorized, message)
+fn unauthorized(message: &str) -> RelayError {
+    RelayError::new(401, ErrorCode::Unauthorized, message)
 }
 
 /// The token of `Authorization: Bearer <token>`, trimmed; 401 for a
 /// missing or malformed header.
-fn presented_token(header: Option<&str>) -> Result<&str, HttpError> {
+fn presented_token(header: Option<&str>) -> Result<&str, RelayError> {
     let value = header.ok_or_else(|| unauthorized("missing Authorization: Bearer <token>"))?;
     let token = value
         .strip_prefix("Bearer ")
@@ -315,7 +316,7 @@ fn presented_token(header: Option<&str>) -> Result<&str, HttpError> {
 pub fn match_bearer<S: AsRef<[u8]>, const N: usize>(
     header: Option<&str>,
     lists: [&[S]; N],
-) -> Result<[bool; N], HttpError> {
+) -> Result<[bool; N], RelayError> {
     let token = presented_token(header)?.as_bytes();
     let holds = |list: &[S]| {
         list.iter().fold(false, |found, entry| {
@@ -333,7 +334,7 @@ pub fn match_bearer<S: AsRef<[u8]>, const N: usize>(
 
 /// Checks `Authorization: Bearer <token>` against `expected` (one token;
 /// [`match_bearer`] checks several).
-pub fn check_bearer(header: Option<&str>, expected: &str) -> Result<(), HttpError> {
+pub fn check_bearer(header: Option<&str>, expected: &str) -> Result<(), RelayError> {
     match_bearer(header, [&[expected]]).map(|_| ())
 }
 
@@ -345,14 +346,14 @@ mod tests {
     fn the_daily_write_refusal_is_a_503_that_retries_at_midnight_utc() {
         let e = StoreError::from_platform(crate::store::PLATFORM_WRITE_LIMIT_MESSAGE.into());
         // 2026-12-02T17:30:00Z: 6 h 30 min before the next UTC day.
-        let refusal = HttpError::write_limit(&e, 1_796_232_600_000);
+        let refusal = RelayError::write_limit(&e, 1_796_232_600_000);
         assert_eq!((refusal.status, refusal.code.as_str()), (503, "daily_write_limit"));
         assert_eq!(refusal.retry_after_s, Some(23_400));
         assert!(refusal.message.contains(crate::store::PLATFORM_WRITE_LIMIT_MESSAGE), "{}", refusal.message);
-        let through = HttpError::from(EnqueueFailure::<String>::Store(e));
+        let through = RelayError::from(EnqueueFailure::<String>::Store(e));
         assert_eq!(through.code, ErrorCode::DailyWriteLimit, "an enqueue's storage failure");
         assert!(through.retry_after_s.is_some_and(|s| (1..=86_400).contains(&s)));
-        let other = HttpError::from(StoreError::Sql("disk I/O error".into()));
+        let other = RelayError::from(StoreError::Sql("disk I/O error".into()));
         assert_eq!((other.status, other.retry_after_s), (500, None), "other storage failures stay 500");
     }
 

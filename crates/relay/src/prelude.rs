@@ -18,7 +18,7 @@
 //! [`Sql`] trait that gives it `run`, [`int`], [`StoreError`], [`OnApply`],
 //! [`HookError`], [`ApplyRow`] and its [`PutDecodeError`], [`Name`], [`Sender`] (a source as its
 //! targets know it: name and id), [`Migrations`]), the HTTP helpers an object's
-//! `fetch` answers with ([`HttpError`], [`json`], [`parse_json`],
+//! `fetch` answers with ([`RelayError`], [`json`], [`parse_json`],
 //! [`read_body`], [`respond`]), the clock ([`now_ms`]), serde's [`Serialize`] and [`Deserialize`]
 //! (traits and derives; the derives need `serde` among the embedder's
 //! dependencies), and the workers-rs names every Durable Object
@@ -31,7 +31,11 @@ pub use crate::core::{ApplyRow, ErrorCode, Name, PutDecodeError, Sender};
 pub use crate::durable::{now_ms, DoSql};
 pub use crate::embed::{row, Enqueue, EnqueueWithError, Migrations, RelaySource, RelayTarget, WriteError};
 pub use crate::hook::{HookError, OnApply};
-pub use crate::http::{json, parse_json, read_body, respond, HttpError};
+/// The older name of [`RelayError`], deprecated: code that names it still
+/// builds, with a warning that says what to write.
+#[allow(deprecated)]
+pub use crate::http::HttpError;
+pub use crate::http::{json, parse_json, read_body, respond, RelayError};
 pub use crate::store::{int, Sql, SqlValue, StoreError};
 pub use serde::{Deserialize, Serialize};
 pub use worker::{

@@ -4,7 +4,7 @@
 use durable_relay::core::{
     EnqueueError, EnqueueRefusal, EnqueueRow, Name, RelayBudget, RelayPolicy, DEFAULT_MAX_QUEUED_ROWS,
 };
-use durable_relay::http::HttpError;
+use durable_relay::http::RelayError;
 use durable_relay::sim::{Sim, SourcePolicy};
 use serde_json::json;
 
@@ -36,10 +36,10 @@ fn the_same_key_with_different_content_is_a_conflict_and_writes_nothing() {
     sim.enqueue_keyed(S, Some("k"), vec![row("t", "a", json!(1))]).unwrap();
     let err = sim.enqueue_keyed(S, Some("k"), vec![row("t", "a", json!(2))]).unwrap_err();
     assert_eq!(err, EnqueueRefusal::Conflict { key: "k".into() });
-    assert_eq!((HttpError::from(err.clone()).status, err.code().as_str()), (409, "idempotency_conflict"));
+    assert_eq!((RelayError::from(err.clone()).status, err.code().as_str()), (409, "idempotency_conflict"));
     assert_eq!(sim.os(S), 1);
     let bad = sim.enqueue_keyed(S, Some(""), vec![row("t", "a", json!(1))]).unwrap_err();
-    assert_eq!((HttpError::from(bad.clone()).status, bad.code().as_str()), (400, "invalid_idempotency_key"));
+    assert_eq!((RelayError::from(bad.clone()).status, bad.code().as_str()), (400, "invalid_idempotency_key"));
 }
 
 #[test]
@@ -145,7 +145,7 @@ fn backpressure_refuses_at_the_bound_and_accepts_just_below_writing_nothing() {
     sim.enqueue(S, rows(9)).unwrap();
     let err = sim.enqueue(S, rows(2)).unwrap_err();
     assert!(matches!(err, EnqueueError::OutboxFull { rows: 11, .. }));
-    let http = HttpError::from(EnqueueRefusal::Invalid(err));
+    let http = RelayError::from(EnqueueRefusal::Invalid(err));
     assert_eq!((http.status, http.retry_after_s), (429, Some(5)));
     assert_eq!(sim.os(S), 9, "nothing written");
     sim.enqueue(S, rows(1)).unwrap();

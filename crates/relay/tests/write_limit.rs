@@ -12,7 +12,7 @@ use durable_relay::core::{
     next_utc_day_ms, utc_date, utc_day, EnqueueRow, ErrorCode, Name, RelayBudget, DAY_MS,
     UNWRITTEN_COUNTS_MAX_AGE_MS, WORKER_FREE_ROWS_WRITTEN_PER_DAY,
 };
-use durable_relay::http::HttpError;
+use durable_relay::http::RelayError;
 use durable_relay::sim::{Sim, SimRng};
 use durable_relay::store::outbox::EnqueueFailure;
 use durable_relay::store::StoreError;
@@ -48,12 +48,12 @@ fn an_enqueue_past_the_daily_allowance_is_a_named_503_until_midnight_and_writes_
     let refused = try_enqueue(&sim, &[row("t", 4), row("u", 5)]).unwrap_err();
     let EnqueueFailure::Store(e) = &refused else { panic!("{refused:?}") };
     assert!(matches!(e, StoreError::WriteLimit(_)), "{e:?}");
-    let http = HttpError::write_limit(e, sim.now_ms());
+    let http = RelayError::write_limit(e, sim.now_ms());
     assert_eq!((http.status, http.code.clone()), (503, ErrorCode::DailyWriteLimit));
     let wait = u64::from(http.retry_after_s.unwrap()) * 1_000;
     assert!(sim.now_ms() + wait >= next_utc_day_ms(sim.now_ms()), "not before midnight");
     assert!(wait <= DAY_MS, "and not later than a day");
-    assert_eq!(HttpError::from(refused).code, ErrorCode::DailyWriteLimit, "what the HTTP API answers");
+    assert_eq!(RelayError::from(refused).code, ErrorCode::DailyWriteLimit, "what the HTTP API answers");
     // Nothing changed: the same rows, the same sequence, the same gauges.
     let after = status(&sim);
     assert_eq!(sim.queued(S), queued);

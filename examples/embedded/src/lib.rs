@@ -67,7 +67,7 @@ async fn fetch(mut req: Request, env: Env, _ctx: Context) -> worker::Result<Resp
 }
 
 /// This Worker's own HTTP shape: each path goes to the object it names.
-async fn route(req: &mut Request, env: &Env) -> Result<Response, HttpError> {
+async fn route(req: &mut Request, env: &Env) -> Result<Response, RelayError> {
     let path = req.path();
     let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
     match (req.method(), segments.as_slice()) {
@@ -108,7 +108,7 @@ async fn route(req: &mut Request, env: &Env) -> Result<Response, HttpError> {
             let status = RelayClient::from_env(env, RELAY_SOURCE)?.source(source)?.status().await?;
             Ok(json(&status)?)
         }
-        _ => Err(HttpError::new(404, ErrorCode::NoRoute, format!("no route for {path}"))),
+        _ => Err(RelayError::new(404, ErrorCode::NoRoute, format!("no route for {path}"))),
     }
 }
 
@@ -119,7 +119,7 @@ async fn forward(
     binding: &str,
     name: &str,
     path: &str,
-) -> Result<Response, HttpError> {
+) -> Result<Response, RelayError> {
     let query = req.url()?.query().map(|q| format!("?{q}")).unwrap_or_default();
     let method = req.method();
     let body = if method == Method::Post { Some(read_body(req).await?) } else { None };
@@ -187,7 +187,7 @@ impl DurableObject for Orders {
 impl Orders {
     /// Writes the order and enqueues its row in one transaction; the order
     /// id is the idempotency key, so a retried request writes nothing twice.
-    async fn place(&self, req: &mut Request) -> Result<Response, HttpError> {
+    async fn place(&self, req: &mut Request) -> Result<Response, RelayError> {
         let order: Order = parse_json(&read_body(req).await?)?;
         let row = row(&format!("customer-{}", order.customer))?
             .put(format!("order:{}", order.id), serde_json::json!({"amount": order.amount}));
@@ -212,7 +212,7 @@ impl Orders {
 
     /// The shard's orders, in outbox order: your own rows, read as your
     /// own type (its fields named as the query's columns).
-    fn orders(&self) -> Result<Response, HttpError> {
+    fn orders(&self) -> Result<Response, RelayError> {
         let sql = self.relay.sql()?;
         let rows: Vec<OrderRow> =
             sql.rows_as("SELECT id, customer, amount, seq FROM orders ORDER BY seq", vec![])?;
@@ -257,7 +257,7 @@ impl DurableObject for Holds {
 
 impl Holds {
     /// A hold until `HOLD_MS` from now.
-    async fn hold(&self) -> Result<Response, HttpError> {
+    async fn hold(&self) -> Result<Response, RelayError> {
         let until = now_ms() + HOLD_MS;
         self.relay.sql()?.run("INSERT INTO holds (until_ms) VALUES (?)", vec![int(until)])?;
         self.arm().await?;
@@ -265,14 +265,14 @@ impl Holds {
     }
 
     /// Releases the holds whose time has come.
-    async fn release(&self) -> Result<Response, HttpError> {
+    async fn release(&self) -> Result<Response, RelayError> {
         self.relay.sql()?.run("DELETE FROM holds WHERE until_ms <= ?", vec![int(now_ms())])?;
         self.arm().await?;
         Ok(json(&"released")?)
     }
 
     /// Your own alarm, through the relay (never the storage's own): the earliest hold.
-    async fn arm(&self) -> Result<(), HttpError> {
+    async fn arm(&self) -> Result<(), RelayError> {
         let first = self.relay.sql()?.first("SELECT MIN(until_ms) FROM holds", vec![])?;
         match first.map(|r| r.opt_u64(0)).transpose()?.flatten() {
             Some(at) => self.relay.set_alarm(at).await,
@@ -349,7 +349,7 @@ impl DurableObject for Customer {
 impl Customer {
     /// The points earned (the hook's running total), and every order counted,
     /// in the order counted.
-    fn loyalty(&self) -> Result<Response, HttpError> {
+    fn loyalty(&self) -> Result<Response, RelayError> {
         #[derive(Serialize, Deserialize)]
         struct Counted {
             source: String,

@@ -32,7 +32,7 @@ impl DurableObject for Notes {
 }
 
 impl Notes {
-    async fn add(&self, to: &str, req: &mut Request) -> Result<Response, HttpError> {
+    async fn add(&self, to: &str, req: &mut Request) -> Result<Response, RelayError> {
         let text = read_body(req).await?;
         let row = row(to)?.put("note", text.as_str().into());
         let write = |sql: &DoSql, _: &_| {

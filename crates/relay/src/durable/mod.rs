@@ -29,7 +29,7 @@ use worker::{ObjectNamespace, SqlStorage, SqlStorageValue, State};
 
 use crate::core::{ApplyReply, CallOutcome, Failure, Name, SourceId, ThrownBy};
 use crate::driver::{AlarmError, Targets};
-use crate::http::HttpError;
+use crate::http::RelayError;
 use crate::routes::TargetOp;
 use crate::source::{AlarmStore, Relay, SourceConfig};
 use crate::store::{Row, Rows, Sql, SqlValue, StoreError};
@@ -295,9 +295,9 @@ impl HostAlarm {
     /// is an object whose `get`, `set` and `delete` are functions. Checked
     /// as the relay is configured, so a malformed one stops the object
     /// from starting instead of every alarm failing.
-    pub fn new(object: JsValue, option: &'static str) -> Result<HostAlarm, HttpError> {
+    pub fn new(object: JsValue, option: &'static str) -> Result<HostAlarm, RelayError> {
         let refuse = |what: String| {
-            HttpError::new(
+            RelayError::new(
                 500,
                 ErrorCode::BadConfiguration,
                 format!(
@@ -379,7 +379,7 @@ fn type_name(value: &JsValue) -> String {
 
 /// The relay of the source object whose state this is, named by the name it
 /// was addressed with (`idFromName`/`getByName`).
-pub fn open_relay(state: &State, config: SourceConfig) -> Result<DoRelay, HttpError> {
+pub fn open_relay(state: &State, config: SourceConfig) -> Result<DoRelay, RelayError> {
     Relay::open(source_name(state)?, source_id(state)?, DoSql::new(state), DoAlarm::new(state), config)
         .map_err(open_error)
 }
@@ -387,29 +387,30 @@ pub fn open_relay(state: &State, config: SourceConfig) -> Result<DoRelay, HttpEr
 /// The id of the object whose state this is (`state.id().to_string()`):
 /// with its name, what its targets key its watermark by. Ids differ across
 /// namespaces, so two classes' objects of one name stay apart.
-pub(crate) fn source_id(state: &State) -> Result<SourceId, HttpError> {
-    SourceId::new(state.id().to_string())
-        .map_err(|e| HttpError::internal(format!("the platform's object id is not one the relay knows: {e}")))
+pub(crate) fn source_id(state: &State) -> Result<SourceId, RelayError> {
+    SourceId::new(state.id().to_string()).map_err(|e| {
+        RelayError::internal(format!("the platform's object id is not one the relay knows: {e}"))
+    })
 }
 
 /// The source name an object was addressed by (`idFromName`/`getByName`):
 /// the relay keys its rows and the targets' watermarks by it, so an object
 /// reached by a random or hex id cannot be a source.
-pub(crate) fn source_name(state: &State) -> Result<Name, HttpError> {
+pub(crate) fn source_name(state: &State) -> Result<Name, RelayError> {
     let name = state.id().name().ok_or_else(|| {
-        HttpError::bad_request(
+        RelayError::bad_request(
             ErrorCode::UnnamedSource,
             "address the source with idFromName(<name>) or getByName",
         )
     })?;
-    Name::new(name).map_err(|e| HttpError::bad_request(ErrorCode::InvalidSource, e.to_string()))
+    Name::new(name).map_err(|e| RelayError::bad_request(ErrorCode::InvalidSource, e.to_string()))
 }
 
 /// Why opening a relay failed, as the caller sees it: a budget the
 /// configuration breaks is the deployer's to fix; a store fault is ours.
-pub(crate) fn open_error(e: AlarmError) -> HttpError {
+pub(crate) fn open_error(e: AlarmError) -> RelayError {
     match e {
-        AlarmError::Budget(b) => HttpError::new(500, ErrorCode::BadConfiguration, b.to_string()),
+        AlarmError::Budget(b) => RelayError::new(500, ErrorCode::BadConfiguration, b.to_string()),
         AlarmError::Store(s) => s.into(),
     }
 }

@@ -38,7 +38,7 @@ use worker::{Request, Response};
 
 use super::{now_ms, DoAlarm};
 use crate::core::{decode_enqueue, Fence, PartitionMap, Ticket, Traceparent, SEQ_MAX};
-use crate::http::{json, parse_json, read_body, HttpError};
+use crate::http::{json, parse_json, read_body, RelayError};
 use crate::protocol::wire::{Activated, PlainKeyReply, PrepareReply, RoutedKey};
 /// The bodies this protocol takes and answers, at the paths they had
 /// before the protocol crate owned them.
@@ -53,14 +53,14 @@ use crate::store::Sql;
 pub const TRACEPARENT_HEADER: &str = "traceparent";
 
 /// Parses and serves one request of the source's protocol.
-pub async fn handle<S: Sql>(relay: &Relay<S, DoAlarm>, req: &mut Request) -> Result<Response, HttpError> {
+pub async fn handle<S: Sql>(relay: &Relay<S, DoAlarm>, req: &mut Request) -> Result<Response, RelayError> {
     serve(relay, req, operation(req)?).await
 }
 
 /// The operation of the source's protocol `req` asks for: its request line,
 /// parsed once.
-pub fn operation(req: &Request) -> Result<SourceOp, HttpError> {
-    let url = req.url().map_err(|e| HttpError::bad_request(ErrorCode::BadUrl, e.to_string()))?;
+pub fn operation(req: &Request) -> Result<SourceOp, RelayError> {
+    let url = req.url().map_err(|e| RelayError::bad_request(ErrorCode::BadUrl, e.to_string()))?;
     Ok(SourceOp::from_url(req.method().as_ref(), &url)?)
 }
 
@@ -70,65 +70,66 @@ pub async fn serve<S: Sql>(
     relay: &Relay<S, DoAlarm>,
     req: &mut Request,
     op: SourceOp,
-) -> Result<Response, HttpError> {
+) -> Result<Response, RelayError> {
     match op {
         SourceOp::Enqueue => enqueue(relay, req).await,
         SourceOp::Prepare => {
             let body: AdoptBody = parse_json(&read_body(req).await?)?;
             let known = relay.prepare(now_ms(), &body.map)?;
-            json(&PrepareReply { known }).map_err(HttpError::from)
+            json(&PrepareReply { known }).map_err(RelayError::from)
         }
         SourceOp::Activate => {
             let body: AdoptBody = parse_json(&read_body(req).await?)?;
             relay.activate(now_ms(), &body.map)?;
-            json(&Activated { active: true }).map_err(HttpError::from)
+            json(&Activated { active: true }).map_err(RelayError::from)
         }
         SourceOp::RecordKey => record_key(relay, req).await,
         SourceOp::Seal => {
             let body: SealBody = parse_json(&read_body(req).await?)?;
             checked_key(&body.key)?;
-            json(&relay.seal(now_ms(), &body.key, &body.digest, body.ticket)?).map_err(HttpError::from)
+            json(&relay.seal(now_ms(), &body.key, &body.digest, body.ticket)?).map_err(RelayError::from)
         }
         SourceOp::PlainKey => plain_key(relay, req).await,
         SourceOp::Settling(layout) => {
             let map = PartitionMap { partitions: layout, epoch: 1, from: Vec::new() };
-            json(&relay.settling(&map, now_ms())?).map_err(HttpError::from)
+            json(&relay.settling(&map, now_ms())?).map_err(RelayError::from)
         }
-        SourceOp::Status => json(&relay.status(now_ms()).await?).map_err(HttpError::from),
+        SourceOp::Status => json(&relay.status(now_ms()).await?).map_err(RelayError::from),
         SourceOp::Rearm => rearm(relay).await,
         SourceOp::DeliveredThrough(seq) => {
-            json(&DeliveredThrough { seq, delivered: relay.delivered_through(seq)? }).map_err(HttpError::from)
+            json(&DeliveredThrough { seq, delivered: relay.delivered_through(seq)? })
+                .map_err(RelayError::from)
         }
         SourceOp::Watermark => {
             let now = now_ms();
             json(&WatermarkReply { relay_watermark: relay.relay_watermark(now)?, now_ms: now })
-                .map_err(HttpError::from)
+                .map_err(RelayError::from)
         }
         SourceOp::ParkedTargets { after, limit } => {
-            json(&relay.targets(after.as_ref().map_or("", |a| a.as_str()), limit)?).map_err(HttpError::from)
+            json(&relay.targets(after.as_ref().map_or("", |a| a.as_str()), limit)?).map_err(RelayError::from)
         }
         SourceOp::ParkedRows { target, after, limit } => {
-            json(&relay.parked_page(&target, after, limit)?).map_err(HttpError::from)
+            json(&relay.parked_page(&target, after, limit)?).map_err(RelayError::from)
         }
         SourceOp::Queued { target, after, limit } => {
-            json(&relay.queued_page(&target, after, limit)?).map_err(HttpError::from)
+            json(&relay.queued_page(&target, after, limit)?).map_err(RelayError::from)
         }
         SourceOp::Redrive(target) => {
             let outcome = relay.redrive(&target, now_ms()).await?;
             log_operator("redrive", relay, &target, outcome.rows, outcome.was_parked);
-            json(&outcome).map_err(HttpError::from)
+            json(&outcome).map_err(RelayError::from)
         }
         SourceOp::Discard(target) => {
             let outcome = relay.discard(&target, now_ms())?;
             log_operator("discard", relay, &target, outcome.rows, outcome.was_parked);
-            json(&outcome).map_err(HttpError::from)
+            json(&outcome).map_err(RelayError::from)
         }
     }
 }
 
 /// `POST /enqueue`: the rows, carrying the request's trace; through the
 /// router's fence and key ticket when it sent them.
-async fn enqueue<S: Sql>(relay: &Relay<S, DoAlarm>, req: &mut Request) -> Result<Response, HttpError> {
+async fn enqueue<S: Sql>(relay: &Relay<S, DoAlarm>, req: &mut Request) -> Result<Response, RelayError> {
     let trace = traceparent(req)?;
     let fence = fence(req)?;
     let ticket = key_ticket(req)?;
@@ -140,18 +141,18 @@ async fn enqueue<S: Sql>(relay: &Relay<S, DoAlarm>, req: &mut Request) -> Result
     }
     let key = body.idempotency_key.as_deref();
     if fence == Fence::default() && ticket.is_none() {
-        return json(&relay.enqueue(now_ms(), key, &body.rows).await?).map_err(HttpError::from);
+        return json(&relay.enqueue(now_ms(), key, &body.rows).await?).map_err(RelayError::from);
     }
     if fence.epoch == 0 {
-        return Err(HttpError::bad_request(
+        return Err(RelayError::bad_request(
             ErrorCode::InvalidPartition,
             format!("{TICKET_HEADER} needs {EPOCH_HEADER}"),
         ));
     }
     let routed = routed_key(key, ticket.as_ref())?;
     match relay.enqueue_routed(now_ms(), routed, &body.rows, fence).await? {
-        Some(done) => json(&done).map_err(HttpError::from),
-        None => Err(HttpError::new(
+        Some(done) => json(&done).map_err(RelayError::from),
+        None => Err(RelayError::new(
             409,
             ErrorCode::TargetMoved,
             "this partition holds no rows for the target: send it to its new home",
@@ -160,24 +161,24 @@ async fn enqueue<S: Sql>(relay: &Relay<S, DoAlarm>, req: &mut Request) -> Result
 }
 
 /// `POST /keys` (routers): records a keyed request's attempt.
-async fn record_key<S: Sql>(relay: &Relay<S, DoAlarm>, req: &mut Request) -> Result<Response, HttpError> {
+async fn record_key<S: Sql>(relay: &Relay<S, DoAlarm>, req: &mut Request) -> Result<Response, RelayError> {
     let body: KeyBody = parse_json(&read_body(req).await?)?;
     checked_key(&body.key)?;
     let verdict = relay.record_key(now_ms(), &body.key, &body.digest, &body.reach)?;
-    json(&KeyReply::from(verdict)).map_err(HttpError::from)
+    json(&KeyReply::from(verdict)).map_err(RelayError::from)
 }
 
 /// `POST /plain-key` (routers): whether a plain keyed request was enqueued.
-async fn plain_key<S: Sql>(relay: &Relay<S, DoAlarm>, req: &mut Request) -> Result<Response, HttpError> {
+async fn plain_key<S: Sql>(relay: &Relay<S, DoAlarm>, req: &mut Request) -> Result<Response, RelayError> {
     let fence = fence(req)?;
     let body: PlainKeyBody = parse_json(&read_body(req).await?)?;
     checked_key(&body.key)?;
     let enqueued = relay.probe_plain(now_ms(), &body.key, &body.digest, fence)?;
-    json(&PlainKeyReply { enqueued }).map_err(HttpError::from)
+    json(&PlainKeyReply { enqueued }).map_err(RelayError::from)
 }
 
 /// `POST /rearm`: re-arms the alarm, logging when it had to.
-async fn rearm<S: Sql>(relay: &Relay<S, DoAlarm>) -> Result<Response, HttpError> {
+async fn rearm<S: Sql>(relay: &Relay<S, DoAlarm>) -> Result<Response, RelayError> {
     let rearmed = relay.rearm(now_ms()).await?;
     if rearmed.rearmed {
         work::log_json(
@@ -185,12 +186,12 @@ async fn rearm<S: Sql>(relay: &Relay<S, DoAlarm>) -> Result<Response, HttpError>
             &serde_json::json!({"event": "relay_rearmed", "source": relay.name(), "queued_rows": rearmed.queued_rows}),
         );
     }
-    json(&rearmed).map_err(HttpError::from)
+    json(&rearmed).map_err(RelayError::from)
 }
 
 /// A key a router sent, checked as an enqueue's key is.
-fn checked_key(key: &str) -> Result<(), HttpError> {
-    crate::core::dedup::validate_key(key).map_err(|e| HttpError::from(crate::core::EnqueueRefusal::Key(e)))
+fn checked_key(key: &str) -> Result<(), RelayError> {
+    crate::core::dedup::validate_key(key).map_err(|e| RelayError::from(crate::core::EnqueueRefusal::Key(e)))
 }
 
 /// The header a partition router sends its map's epoch in (see
@@ -206,7 +207,7 @@ pub const TICKET_HEADER: &str = "relay-key-ticket";
 pub const DIGEST_HEADER: &str = "relay-key-digest";
 
 /// A keyed routed enqueue's attempt and digest, from its headers.
-pub fn key_ticket(req: &Request) -> Result<Option<(Ticket, String)>, HttpError> {
+pub fn key_ticket(req: &Request) -> Result<Option<(Ticket, String)>, RelayError> {
     let header = |h: &str| req.headers().get(h).ok().flatten();
     parse_ticket(header(TICKET_HEADER).as_deref(), header(DIGEST_HEADER).as_deref())
 }
@@ -216,8 +217,8 @@ pub fn key_ticket(req: &Request) -> Result<Option<(Ticket, String)>, HttpError> 
 pub fn parse_ticket(
     ticket: Option<&str>,
     digest: Option<&str>,
-) -> Result<Option<(Ticket, String)>, HttpError> {
-    let bad = |m: String| HttpError::bad_request(ErrorCode::InvalidPartition, m);
+) -> Result<Option<(Ticket, String)>, RelayError> {
+    let bad = |m: String| RelayError::bad_request(ErrorCode::InvalidPartition, m);
     let (ticket, digest) = match (ticket, digest) {
         (None, None) => return Ok(None),
         (Some(t), Some(d)) => (t.trim(), d.trim()),
@@ -246,11 +247,11 @@ pub fn ticket_headers(ticket: Ticket, digest: &str) -> Vec<(&'static str, String
 fn routed_key<'a>(
     key: Option<&'a str>,
     ticket: Option<&'a (Ticket, String)>,
-) -> Result<Option<RoutedKey<'a>>, HttpError> {
+) -> Result<Option<RoutedKey<'a>>, RelayError> {
     match (key, ticket) {
         (None, None) => Ok(None),
         (Some(key), Some((ticket, digest))) => Ok(Some(RoutedKey { key, digest, ticket: *ticket })),
-        _ => Err(HttpError::bad_request(
+        _ => Err(RelayError::bad_request(
             ErrorCode::InvalidPartition,
             format!("a routed idempotency_key travels with {TICKET_HEADER}, and only with one"),
         )),
@@ -258,7 +259,7 @@ fn routed_key<'a>(
 }
 
 /// The request's partition fence; the default (unrouted) without the headers.
-pub fn fence(req: &Request) -> Result<Fence, HttpError> {
+pub fn fence(req: &Request) -> Result<Fence, RelayError> {
     let header = |h: &str| req.headers().get(h).ok().flatten();
     parse_fence(
         header(EPOCH_HEADER).as_deref(),
@@ -269,13 +270,13 @@ pub fn fence(req: &Request) -> Result<Fence, HttpError> {
 
 /// A fence from the text of its three headers (each absent or as sent):
 /// the one decode point for them, pure so it is fuzzed natively.
-pub fn parse_fence(epoch: Option<&str>, map: Option<&str>, gate: Option<&str>) -> Result<Fence, HttpError> {
+pub fn parse_fence(epoch: Option<&str>, map: Option<&str>, gate: Option<&str>) -> Result<Fence, RelayError> {
     let header = |h: &str| match h {
         EPOCH_HEADER => epoch.map(str::to_owned),
         MAP_HEADER => map.map(str::to_owned),
         _ => gate.map(str::to_owned),
     };
-    let bad = |m: String| HttpError::bad_request(ErrorCode::InvalidPartition, m);
+    let bad = |m: String| RelayError::bad_request(ErrorCode::InvalidPartition, m);
     let epoch = match header(EPOCH_HEADER) {
         None => 0,
         Some(text) => text
@@ -313,12 +314,12 @@ pub fn fence_headers(fence: Fence) -> Vec<(&'static str, String)> {
 }
 
 /// The request's `traceparent` header, validated; none when absent.
-pub fn traceparent(req: &Request) -> Result<Option<Traceparent>, HttpError> {
+pub fn traceparent(req: &Request) -> Result<Option<Traceparent>, RelayError> {
     let header = req.headers().get(TRACEPARENT_HEADER).ok().flatten();
     header
         .map(|h| Traceparent::parse(h.trim()))
         .transpose()
-        .map_err(|e| HttpError::bad_request(e.code(), e.to_string()))
+        .map_err(|e| RelayError::bad_request(e.code(), e.to_string()))
 }
 
 fn log_operator<S: Sql>(

@@ -21,7 +21,7 @@ use crate::work::{self, Level};
 use worker::{Request, Response};
 
 use crate::core::{decode_request, ApplyReply, ApplyRequest, RelayHook, MAX_TRACES_PER_LOG};
-use crate::http::{json, read_body, HttpError};
+use crate::http::{json, read_body, RelayError};
 use crate::protocol::wire::{Forgotten, TargetStatus};
 use crate::routes::TargetOp;
 use crate::store::inbox::{ApplyFailure, Inbox};
@@ -32,8 +32,8 @@ pub async fn handle<S: Sql>(
     inbox: &Inbox<S>,
     req: &mut Request,
     hook: &impl RelayHook,
-) -> Result<Response, HttpError> {
-    let url = req.url().map_err(|e| HttpError::bad_request(ErrorCode::BadUrl, e.to_string()))?;
+) -> Result<Response, RelayError> {
+    let url = req.url().map_err(|e| RelayError::bad_request(ErrorCode::BadUrl, e.to_string()))?;
     let op = TargetOp::from_url(req.method().as_ref(), &url)?;
     serve(inbox, req, op, hook).await
 }
@@ -44,8 +44,8 @@ pub async fn serve<S: Sql>(
     req: &mut Request,
     op: TargetOp,
     hook: &impl RelayHook,
-) -> Result<Response, HttpError> {
-    let internal = |e: worker::Error| HttpError::internal(e.to_string());
+) -> Result<Response, RelayError> {
+    let internal = |e: worker::Error| RelayError::internal(e.to_string());
     match op {
         TargetOp::Apply => {
             let body = read_body(req).await?;

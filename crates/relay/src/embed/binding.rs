@@ -9,17 +9,17 @@
 use worker::Env;
 
 use crate::core::ErrorCode;
-use crate::http::HttpError;
+use crate::http::RelayError;
 
 /// The Durable Object namespace bound as `binding`, or 500
 /// `bad_configuration` naming it and the Durable Object bindings `env` has.
-pub(super) fn target_namespace(env: &Env, binding: &str) -> Result<worker::ObjectNamespace, HttpError> {
+pub(super) fn target_namespace(env: &Env, binding: &str) -> Result<worker::ObjectNamespace, RelayError> {
     env.durable_object(binding).map_err(|_| {
         let object: &worker::wasm_bindgen::JsValue = env.as_ref();
         let found = worker::js_sys::Reflect::get(object, &binding.into()).ok().filter(|v| !v.is_undefined());
         let kind = found.map(|v| constructor_name(&v));
         let message = missing_binding(binding, kind.as_deref(), &durable_object_bindings(object));
-        HttpError::new(500, ErrorCode::BadConfiguration, message)
+        RelayError::new(500, ErrorCode::BadConfiguration, message)
     })
 }
 

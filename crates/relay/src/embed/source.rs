@@ -19,7 +19,7 @@ use crate::core::{EnqueueRow, ErrorCode, Traceparent};
 use crate::driver::{AlarmSummary, NoObserver};
 use crate::durable::endpoint::{EndpointTargets, RelayTargets};
 use crate::durable::{now_ms, open_error, source_id, source_name, DoAlarm, DoSql, DoTargets, HostAlarm};
-use crate::http::{respond, HttpError};
+use crate::http::{respond, RelayError};
 use crate::routes::SourceOp;
 use crate::source::Relay;
 use crate::store::outbox::Enqueued;
@@ -130,14 +130,14 @@ impl<S: Sql + 'static> RelaySource<S> {
     /// relay opens, so the first enqueue, status or fetch is refused rather
     /// than every alarm failing; call it in your object's constructor to
     /// refuse there.
-    pub fn check(&self) -> Result<(), HttpError> {
+    pub fn check(&self) -> Result<(), RelayError> {
         config(&self.env)?;
         target_namespace(&self.env, &self.targets)?;
         Ok(())
     }
 
     /// The relay, opened on first use (after [`RelaySource::check`]).
-    pub fn relay(&self) -> Result<&Relay<S, DoAlarm>, HttpError> {
+    pub fn relay(&self) -> Result<&Relay<S, DoAlarm>, RelayError> {
         if let Some(relay) = self.relay.get() {
             return Ok(relay);
         }
@@ -166,12 +166,12 @@ impl<S: Sql + 'static> RelaySource<S> {
     }
 
     /// The object's database, for your own tables.
-    pub fn sql(&self) -> Result<&S, HttpError> {
+    pub fn sql(&self) -> Result<&S, RelayError> {
         Ok(self.relay()?.sql())
     }
 
     /// Enqueues `rows` in a transaction of their own.
-    pub async fn enqueue(&self, rows: &[EnqueueRow], options: Enqueue) -> Result<Enqueued, HttpError> {
+    pub async fn enqueue(&self, rows: &[EnqueueRow], options: Enqueue) -> Result<Enqueued, RelayError> {
         let (_, done) = self.enqueue_with(rows, options, |_, _| Ok(())).await?;
         Ok(done)
     }
@@ -180,7 +180,7 @@ impl<S: Sql + 'static> RelaySource<S> {
     /// database) in **one** transaction: both commit, or neither does. An
     /// error from `write` rolls everything back and comes back as
     /// [`EnqueueWithError::Write`], as you returned it; `?` turns it into
-    /// 409 `aborted` in a handler that answers [`HttpError`]. A repeat of a
+    /// 409 `aborted` in a handler that answers [`RelayError`]. A repeat of a
     /// keyed request writes nothing and does not run `write` (its writes
     /// were made the first time): its result is then `None`.
     pub async fn enqueue_with<R>(
@@ -250,7 +250,7 @@ impl<S: Sql + 'static> RelaySource<S> {
 
     /// The targets: the targets' namespace, with the configured call
     /// timeout, and the configured endpoints.
-    fn relay_targets(&self) -> Result<RelayTargets, HttpError> {
+    fn relay_targets(&self) -> Result<RelayTargets, RelayError> {
         let config = config(&self.env)?;
         let namespace = target_namespace(&self.env, &self.targets)?;
         Ok(RelayTargets {
@@ -287,9 +287,9 @@ impl<S: Sql + 'static> RelaySource<S> {
     /// right, with a `relay_alarm_moved` warning, at the next status read
     /// or re-arm sweep). Refused (400 `invalid_request`) past
     /// [`SEQ_MAX`](crate::core::SEQ_MAX).
-    pub async fn set_alarm(&self, at_ms: u64) -> Result<(), HttpError> {
+    pub async fn set_alarm(&self, at_ms: u64) -> Result<(), RelayError> {
         if at_ms > crate::core::SEQ_MAX {
-            return Err(HttpError::bad_request(
+            return Err(RelayError::bad_request(
                 ErrorCode::InvalidRequest,
                 format!("the alarm time {at_ms} is past SEQ_MAX (ms since the epoch)"),
             ));
@@ -300,12 +300,12 @@ impl<S: Sql + 'static> RelaySource<S> {
     /// Your object's own alarm time, set with [`set_alarm`](RelaySource::set_alarm)
     /// and not yet reported: never the relay's (the object's alarm may be
     /// earlier, for the relay).
-    pub fn get_alarm(&self) -> Result<Option<u64>, HttpError> {
+    pub fn get_alarm(&self) -> Result<Option<u64>, RelayError> {
         Ok(self.relay()?.host_alarm()?)
     }
 
     /// Clears your object's own alarm time; the relay's stays.
-    pub fn delete_alarm(&self) -> Result<(), HttpError> {
+    pub fn delete_alarm(&self) -> Result<(), RelayError> {
         Ok(self.relay()?.delete_host_alarm()?)
     }
 

@@ -12,7 +12,7 @@ use worker::{Request, Response, State};
 use super::Migrations;
 use crate::durable::DoSql;
 use crate::hook::{Hook, KeysOnly, OnApply};
-use crate::http::{respond, HttpError};
+use crate::http::{respond, RelayError};
 use crate::store::inbox::Inbox;
 use crate::store::schema;
 
@@ -45,7 +45,7 @@ impl<H: OnApply> RelayTarget<H> {
     }
 
     /// The inbox, opened on first use.
-    pub fn inbox(&self) -> Result<&Inbox<DoSql>, HttpError> {
+    pub fn inbox(&self) -> Result<&Inbox<DoSql>, RelayError> {
         if let Some(inbox) = self.inbox.get() {
             return Ok(inbox);
         }
@@ -57,7 +57,7 @@ impl<H: OnApply> RelayTarget<H> {
     }
 
     /// The object's database, for your own tables (opened, with them).
-    pub fn sql(&self) -> Result<&DoSql, HttpError> {
+    pub fn sql(&self) -> Result<&DoSql, RelayError> {
         self.inbox()?;
         Ok(&self.sql)
     }

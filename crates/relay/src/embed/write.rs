@@ -10,7 +10,7 @@
 use std::fmt;
 
 use crate::core::ErrorCode;
-use crate::http::HttpError;
+use crate::http::RelayError;
 use crate::store::outbox::EnqueueFailure;
 use crate::store::StoreError;
 
@@ -82,7 +82,7 @@ impl std::error::Error for WriteError {
 ///
 /// impl std::error::Error for OutOfStock {}
 ///
-/// async fn sell(relay: &RelaySource, in_stock: u64) -> Result<Response, HttpError> {
+/// async fn sell(relay: &RelaySource, in_stock: u64) -> Result<Response, RelayError> {
 ///     let row = row("warehouse-1")?.put("sold:sku-9", serde_json::json!(1));
 ///     let sold = relay
 ///         .enqueue_with(&[row], Enqueue::default(), |sql, _| {
@@ -97,7 +97,7 @@ impl std::error::Error for WriteError {
 ///         Ok((_, done)) => Ok(json(&done)?),
 ///         // Your own failure, told apart from the relay's refusals.
 ///         Err(EnqueueWithError::Write(e)) if e.own::<OutOfStock>().is_some() => {
-///             Err(HttpError::new(409, ErrorCode::Aborted, "sku-9 is out of stock"))
+///             Err(RelayError::new(409, ErrorCode::Aborted, "sku-9 is out of stock"))
 ///         }
 ///         Err(other) => Err(other.into()),
 ///     }
@@ -108,7 +108,7 @@ impl std::error::Error for WriteError {
 pub enum EnqueueWithError {
     /// The relay refused the enqueue or its storage failed, as the HTTP API
     /// answers it.
-    Refused(HttpError),
+    Refused(RelayError),
     /// Your `write` closure failed, with the error it returned.
     Write(WriteError),
 }
@@ -123,19 +123,19 @@ impl From<EnqueueFailure<WriteError>> for EnqueueWithError {
     }
 }
 
-impl From<HttpError> for EnqueueWithError {
-    fn from(e: HttpError) -> EnqueueWithError {
+impl From<RelayError> for EnqueueWithError {
+    fn from(e: RelayError) -> EnqueueWithError {
         EnqueueWithError::Refused(e)
     }
 }
 
-impl From<EnqueueWithError> for HttpError {
+impl From<EnqueueWithError> for RelayError {
     /// A refusal as it was; your own failure as 409 `aborted` with its
     /// message (the request conflicted with your rules).
-    fn from(e: EnqueueWithError) -> HttpError {
+    fn from(e: EnqueueWithError) -> RelayError {
         match e {
             EnqueueWithError::Refused(r) => r,
-            EnqueueWithError::Write(w) => HttpError::new(409, ErrorCode::Aborted, w.to_string()),
+            EnqueueWithError::Write(w) => RelayError::new(409, ErrorCode::Aborted, w.to_string()),
         }
     }
 }
