@@ -155,6 +155,15 @@ impl<S: Sql> Outbox<S> {
         Ok(moved.parked)
     }
 
+    /// Deletes the plain queued rows (not packs, not the tombstone) with
+    /// sequences in `first..=last`; answers how many.
+    fn delete_plain(&self, first: u64, last: u64) -> Result<u32, StoreError> {
+        self.sql.run(
+            "DELETE FROM relay_outbox WHERE seq >= ? AND seq <= ? AND target != '' AND first_seq IS NULL",
+            vec![int(first), int(last)],
+        )
+    }
+
     /// Deletes delivered rows that the state row never counted, keeping the
     /// newest as a tombstone when the newest is among them.
     fn delete_tail(&self, cp: &Checkpoint) -> Result<(), StoreError> {
@@ -169,10 +178,7 @@ impl<S: Sql> Outbox<S> {
         for range in &cp.deletes {
             let keep = plain_newest.filter(|n| (range.first..=range.last).contains(n));
             let last = keep.map_or(range.last, |n| n - 1);
-            let n = self.sql.run(
-                "DELETE FROM relay_outbox WHERE seq >= ? AND seq <= ? AND target != '' AND first_seq IS NULL",
-                vec![int(range.first), int(last)],
-            )?;
+            let n = self.delete_plain(range.first, last)?;
             let tombstoned = match keep {
                 Some(seq) => self.sql.run(
                     "UPDATE relay_outbox SET target = '', bytes = 0, body = '' \
@@ -193,10 +199,7 @@ impl<S: Sql> Outbox<S> {
     fn delete_delivered(&self, cp: &Checkpoint) -> Result<(u32, u64, u64), StoreError> {
         let (mut plain, mut bytes) = (Vec::with_capacity(cp.deletes.len()), 0u64);
         for range in &cp.deletes {
-            plain.push(self.sql.run(
-                "DELETE FROM relay_outbox WHERE seq >= ? AND seq <= ? AND target != '' AND first_seq IS NULL",
-                vec![int(range.first), int(range.last)],
-            )?);
+            plain.push(self.delete_plain(range.first, range.last)?);
             bytes += range.bytes;
         }
         let written = self.settle_packed(cp, &plain, None, false)?;
