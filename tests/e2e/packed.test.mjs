@@ -1,9 +1,12 @@
-// Packed rows in workerd (RELAY_PACK_ROWS=on): the pack's SQL (JSON
-// functions, the partial index) on real SQLite Durable Objects, with real
-// alarms. A burst of 256-row requests over 64 targets reaches every target
+// Packed rows in workerd (RELAY_PACK_ROWS, on by default): the pack's SQL
+// (JSON functions, the partial index) on real SQLite Durable Objects, with
+// real alarms. A burst of 256-row requests over 64 targets reaches every target
 // once and in order for a fraction of the rows written plain rows cost; a
 // target's queued rows are listed one by one out of a pack; the status says
-// the source packs; the relay's own audit (pack invariants included) holds.
+// the source packs; a pack takes the slot a delivered pack left (Durable
+// Objects count the pack's index entry as a row written, which a guard must
+// not read as two rows changed); the relay's own audit (pack invariants
+// included) holds.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { Relay, put } from "./harness.mjs";
@@ -56,6 +59,24 @@ test("a packed row's rows are listed, delayed and delivered one by one", async (
     await relay.drained(src);
     assert.deepEqual(await relay.log("pk-a", src), [1, 2, 4]);
     assert.deepEqual(await relay.log("pk-b", src), [3]);
+    assert.deepEqual(await relay.audit(), [], "the relay's own audit");
+  } finally {
+    await relay.stop();
+  }
+});
+
+test("a pack takes the slot of a delivered pack, request after request", async () => {
+  const relay = await Relay.start({ vars: { RELAY_PACK_ROWS: "on" } });
+  const src = "pk-slot";
+  try {
+    for (let r = 0; r < 4; r++) {
+      const rows = [put("pk-s1", `k${r}`, r), put("pk-s2", `k${r}`, r), put("pk-s1", `j${r}`, r)];
+      const done = await relay.enqueue(src, rows);
+      assert.deepEqual(done.seqs, [3 * r + 1, 3 * r + 2, 3 * r + 3], `request ${r} is accepted`);
+      await relay.drained(src);
+    }
+    assert.deepEqual(await relay.log("pk-s1", src), [1, 3, 4, 6, 7, 9, 10, 12]);
+    assert.deepEqual(await relay.log("pk-s2", src), [2, 5, 8, 11]);
     assert.deepEqual(await relay.audit(), [], "the relay's own audit");
   } finally {
     await relay.stop();

@@ -131,15 +131,18 @@ impl<S: Sql> Outbox<S> {
         let values = pack_values(rows);
         written += match slot {
             Some(slot) => {
-                let n = self.sql.run(
+                // The guard counts the rows changed (returned), not the rows
+                // written: Durable Objects bill the pack's new entry in the
+                // partial index as a second row written.
+                let done = self.sql.exec(
                     "UPDATE relay_outbox SET seq = ?, target = ?, at_ms = ?, bytes = ?, body = ?, due_ms = ?, \
-                     first_seq = ? WHERE seq = ? AND target = ''",
+                     first_seq = ? WHERE seq = ? AND target = '' RETURNING seq",
                     values.into_iter().chain([int(slot)]).collect(),
                 )?;
-                if n != 1 {
+                if done.rows.len() != 1 {
                     return Err(StoreError::Guard("the tombstone changed during enqueue"));
                 }
-                n
+                done.written
             }
             None => self.sql.run(
                 "INSERT INTO relay_outbox (seq, target, at_ms, bytes, body, due_ms, first_seq) \
@@ -211,26 +214,31 @@ impl<S: Sql> Outbox<S> {
     /// none kept, removed (made the tombstone when `tombstone`). Answers
     /// the rows written.
     fn rewrite_pack(&self, seq: u64, kept: &[StoredRow], tombstone: bool) -> Result<u32, StoreError> {
-        let n = if !kept.is_empty() {
+        // Each statement returns the row it changed: the guard counts those,
+        // not the rows written, which Durable Objects count with index
+        // entries.
+        let done = if !kept.is_empty() {
             let bytes: u64 = kept.iter().map(|r| r.body.len() as u64).sum();
-            self.sql.run(
-                "UPDATE relay_outbox SET body = ?, bytes = ? WHERE seq = ? AND first_seq IS NOT NULL",
+            self.sql.exec(
+                "UPDATE relay_outbox SET body = ?, bytes = ? WHERE seq = ? AND first_seq IS NOT NULL RETURNING seq",
                 vec![encode(kept).into(), int(bytes), int(seq)],
             )?
         } else if tombstone {
-            self.sql.run(
+            self.sql.exec(
                 "UPDATE relay_outbox SET target = '', bytes = 0, body = '', first_seq = NULL \
-                 WHERE seq = ? AND first_seq IS NOT NULL",
+                 WHERE seq = ? AND first_seq IS NOT NULL RETURNING seq",
                 vec![int(seq)],
             )?
         } else {
-            self.sql
-                .run("DELETE FROM relay_outbox WHERE seq = ? AND first_seq IS NOT NULL", vec![int(seq)])?
+            self.sql.exec(
+                "DELETE FROM relay_outbox WHERE seq = ? AND first_seq IS NOT NULL RETURNING seq",
+                vec![int(seq)],
+            )?
         };
-        if n != 1 {
+        if done.rows.len() != 1 {
             return Err(StoreError::Guard("a pack changed while its rows were removed"));
         }
-        Ok(n)
+        Ok(done.written)
     }
 
     /// The packs that may hold a row in `(after, through]`, ascending.
