@@ -17,8 +17,8 @@ const STYLES = {
   "relay-free": { color: "#1c7ed6", dash: "" },
   "relay-free-50": { color: "#2b8a3e", dash: "" },
   "relay-paid": { color: "#862e9c", dash: "" },
-  "relay-free-packed": { color: "#1c7ed6", dash: "2 3" },
-  "relay-paid-packed": { color: "#862e9c", dash: "2 3" },
+  "relay-free-plain": { color: "#1c7ed6", dash: "2 3" },
+  "relay-paid-plain": { color: "#862e9c", dash: "2 3" },
 };
 
 const esc = (s) => String(s).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");

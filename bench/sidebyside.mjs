@@ -14,7 +14,7 @@ export const FREE_ROWS_WRITTEN_PER_DAY = 100_000;
 export const SIDE_BY_SIDE_WORKLOADS = ["W5-own-8", "W5-own-32", "W5-shared-32-hot", "W5-lone", "W3"];
 
 /** The systems it lists, in this order, when the run has them. */
-const SYSTEMS = ["relay-free", "relay-paid", "relay-free-packed", "relay-paid-packed", "queues", "direct"];
+const SYSTEMS = ["relay-free", "relay-paid", "relay-free-plain", "relay-paid-plain", "queues", "direct"];
 
 const fmt = (x, d = 2) => (x === null || x === undefined || !Number.isFinite(x) ? "—" : Number(x).toFixed(d));
 const ratio = (a, b) => (a === null || a === undefined || !b ? null : a / b);
@@ -64,7 +64,7 @@ export function sideBySideTable(bySystem) {
 export function cheaperThanQueuesAims(bySystem, add) {
   const queues = bySystem.queues ?? {};
   const cost = (m) => costPerMillion(billable(m)).total;
-  for (const system of ["relay-free", "relay-paid", "relay-free-packed", "relay-paid-packed"].filter((s) => bySystem[s])) {
+  for (const system of ["relay-free", "relay-paid", "relay-free-plain", "relay-paid-plain"].filter((s) => bySystem[s])) {
     const w = bySystem[system];
     for (const id of ["W5-own-8", "W5-own-32"]) {
       const m = w[id];

@@ -75,8 +75,8 @@ export const SYSTEMS = [
   { id: "relay-free", code: "rf", kind: "relay", label: "relay, Free preset (8x2x2, cap 50)", vars: { RELAY_PLAN: "free" }, plans: ["free"] },
   { id: "relay-free-50", code: "r50", kind: "relay", label: "relay, Free at 50 (25x2x2, cap 50)", vars: FREE_50, plans: ["free"] },
   { id: "relay-paid", code: "rp", kind: "relay", label: "relay, Paid preset (32x8x2)", vars: { RELAY_PLAN: "paid" }, plans: ["paid"] },
-  { id: "relay-free-packed", code: "rfk", kind: "relay", label: "relay, Free preset, RELAY_PACK_ROWS=on (a multi-row request is one stored row)", vars: { RELAY_PLAN: "free", RELAY_PACK_ROWS: "on" }, plans: ["free"], optIn: "packs" },
-  { id: "relay-paid-packed", code: "rpk", kind: "relay", label: "relay, Paid preset, RELAY_PACK_ROWS=on", vars: { RELAY_PLAN: "paid", RELAY_PACK_ROWS: "on" }, plans: ["paid"], optIn: "packs" },
+  { id: "relay-free-plain", code: "rfn", kind: "relay", label: "relay, Free preset, RELAY_PACK_ROWS=off (each row of a request stored as its own row)", vars: { RELAY_PLAN: "free", RELAY_PACK_ROWS: "off" }, plans: ["free"], optIn: "packs" },
+  { id: "relay-paid-plain", code: "rpn", kind: "relay", label: "relay, Paid preset, RELAY_PACK_ROWS=off", vars: { RELAY_PLAN: "paid", RELAY_PACK_ROWS: "off" }, plans: ["paid"], optIn: "packs" },
   { id: "relay-free-alarm", code: "ra", kind: "relay", label: "relay, Free preset, RELAY_IN_TURN=off (the alarm delivers every row)", vars: { RELAY_PLAN: "free", RELAY_IN_TURN: "off" }, plans: ["free"], optIn: "alarmOnly" },
   { id: "relay-coalesce", code: "rc", kind: "relay", label: "relay, Free preset, RELAY_COALESCE_MS=50", vars: { RELAY_PLAN: "free", RELAY_COALESCE_MS: "50" }, plans: ["free"], optIn: "coalesce" },
 ];

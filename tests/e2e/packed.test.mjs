@@ -66,7 +66,7 @@ test("a packed row's rows are listed, delayed and delivered one by one", async (
 });
 
 test("a pack takes the slot of a delivered pack, request after request", async () => {
-  const relay = await Relay.start({ vars: { RELAY_PACK_ROWS: "on" } });
+  const relay = await Relay.start();
   const src = "pk-slot";
   try {
     for (let r = 0; r < 4; r++) {
@@ -75,6 +75,7 @@ test("a pack takes the slot of a delivered pack, request after request", async (
       assert.deepEqual(done.seqs, [3 * r + 1, 3 * r + 2, 3 * r + 3], `request ${r} is accepted`);
       await relay.drained(src);
     }
+    assert.equal((await relay.status(src)).config.pack_rows, true, "packs are on by default");
     assert.deepEqual(await relay.log("pk-s1", src), [1, 3, 4, 6, 7, 9, 10, 12]);
     assert.deepEqual(await relay.log("pk-s2", src), [2, 5, 8, 11]);
     assert.deepEqual(await relay.audit(), [], "the relay's own audit");

@@ -88,7 +88,7 @@ pub struct RelayConfig {
     /// [`SourceConfig::in_turn`]).
     pub in_turn: bool,
     /// Whether a multi-row enqueue is stored as one packed row
-    /// (`RELAY_PACK_ROWS`, `off` by default; see [`SourceConfig::pack_rows`]).
+    /// (`RELAY_PACK_ROWS`, `on` by default; see [`SourceConfig::pack_rows`]).
     pub pack_rows: bool,
     /// The HTTPS endpoints rows may be addressed to (`endpoint:<name>`).
     pub endpoints: crate::endpoint::Endpoints,
@@ -307,7 +307,7 @@ impl RelayConfig {
             coalesce_ms: ranged(&get, "RELAY_COALESCE_MS", 0, MAX_COALESCE_MS)?.unwrap_or(0),
             alarm_log,
             in_turn: switch(&get, "RELAY_IN_TURN", true)?,
-            pack_rows: switch(&get, "RELAY_PACK_ROWS", false)?,
+            pack_rows: switch(&get, "RELAY_PACK_ROWS", true)?,
             endpoints: crate::endpoint::endpoints(&get, call_timeout_ms)?,
         })
     }
@@ -449,8 +449,8 @@ mod tests {
         assert!(!source(&[("RELAY_IN_TURN", "off")]).in_turn);
         assert!(source(&[("RELAY_IN_TURN", " on ")]).in_turn);
         assert_eq!(parse(&[("RELAY_IN_TURN", "yes")]).unwrap_err().var, "RELAY_IN_TURN");
-        assert!(!source(&[]).pack_rows, "a build before packs cannot read one");
-        assert!(source(&[("RELAY_PACK_ROWS", "on")]).pack_rows);
+        assert!(source(&[]).pack_rows, "the release this one replaces reads packs");
+        assert!(!source(&[("RELAY_PACK_ROWS", "off")]).pack_rows);
         assert_eq!(parse(&[("RELAY_PACK_ROWS", "1")]).unwrap_err().var, "RELAY_PACK_ROWS");
     }
 

@@ -166,9 +166,10 @@ pub struct SourceConfig {
     pub in_turn: bool,
     /// Whether an enqueue of several rows stores them as one packed row
     /// (one row written for the request, where each row cost one), which
-    /// every build from the one that added it reads. Off by default: a
-    /// build before that one cannot run on storage holding a pack, and
-    /// refuses it.
+    /// every build from the one that added it reads. A build before that
+    /// one cannot run on storage holding a pack, and refuses it; the
+    /// Worker's configuration turns it on unless told (`RELAY_PACK_ROWS`),
+    /// and a peer that does not send it is taken to store rows plainly.
     #[serde(default)]
     pub pack_rows: bool,
 }

@@ -22,11 +22,13 @@
 //! [`Outbox::unpack_target`]). Every reader of queued rows reads packs
 //! through [`QUEUED_ROWS`] or reads their rows itself.
 //!
-//! Writing packs is a setting ([`SourceConfig::pack_rows`], off by
-//! default): a build that does not know packs must never run on storage
-//! that holds one, so the first pack an instance writes raises the schema
-//! version such a build requires (see `schema.rs`), and a rollback to it
-//! stops with a clear error instead of sending a pack as a row.
+//! Writing packs is a setting ([`SourceConfig::pack_rows`]; a Worker's
+//! configuration turns it on unless `RELAY_PACK_ROWS=off`, as the release
+//! before it reads packs). A build that does not know packs must never run
+//! on storage that holds one, so the first pack an instance writes raises
+//! the schema version such a build requires (see `schema.rs`), and a
+//! rollback to it stops with a clear error instead of sending a pack as a
+//! row.
 //!
 //! [`SourceConfig::pack_rows`]: durable_relay_protocol::wire::SourceConfig::pack_rows
 
