@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import { Relay, put, sleep, until } from "./harness.mjs";
 
 /** How far past an in-turn enqueue its safety-net alarm is armed (IN_TURN_ALARM_GRACE_MS in crates/core/src/limits.rs). */
-const IN_TURN_ALARM_GRACE_MS = 1_000;
+const IN_TURN_ALARM_GRACE_MS = 5_000;
 /** Longest a failing target waits between retries, and so the longest an in-turn delivery's lease (TARGET_RETRY_BACKOFF_MAX_MS). */
 const TARGET_RETRY_BACKOFF_MAX_MS = 10_000;
 

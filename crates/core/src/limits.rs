@@ -258,27 +258,32 @@ pub const DEFAULT_CALL_TIMEOUT_MS: u64 = 30_000;
 pub const MIN_CALL_TIMEOUT_MS: u64 = 100;
 /// Longest configurable call timeout: an alarm has 15 minutes in all.
 pub const MAX_CALL_TIMEOUT_MS: u64 = 120_000;
-/// How far past an in-turn enqueue its safety-net alarm is armed, ms: the
-/// first back-off, as after a failed call. The enqueue's own invocation
-/// delivers its rows; the alarm, armed in the enqueue's turn so a crash
-/// loses nothing, delivers what that delivery did not record because the
-/// platform ended the invocation first (its CPU limit, an eviction, an
-/// isolate restart). Those rows are then due when a recorded failure would
-/// have made them; a net as long as a call timeout left each of them, even
-/// one its target had already taken, that long. One arming still serves a
-/// stream of enqueues this long; an alarm that finds the rows delivered
-/// removes the one kept for the next enqueue (one write), or, while the
-/// stream goes on, only arms itself again (see
-/// [`IN_TURN_KEPT_ALARMS_MAX`]). While the delivery runs longer, the alarm is
-/// kept ahead of it by [`in_turn_lease_ms`](crate::schedule::in_turn_lease_ms).
-pub const IN_TURN_ALARM_GRACE_MS: u64 = RETRY_BACKOFF_MS;
+/// How far past an in-turn enqueue its safety-net alarm is armed, ms. The
+/// enqueue's own invocation delivers its rows; the alarm, armed in the
+/// enqueue's turn so a crash loses nothing, delivers what that delivery did
+/// not record because the platform ended the invocation first (its CPU
+/// limit, an eviction, an isolate restart). Such rows are sent again by the
+/// next enqueue's own delivery, which reads whatever is queued, or by this
+/// alarm when no enqueue comes: so this is how long rows left by a cut-off
+/// wait at most, a rare event, while every second of a live stream pays a
+/// `setAlarm` (one row written) per this long to keep the net ahead of it.
+/// Five seconds (the platform's own retry of a failed alarm waits 2 s, then
+/// 4, 8...) makes that cost about one row written per 5 s per source,
+/// where 1 s cost one per second, 5 to 25% more rows written per row at
+/// 4 to 20 rows a second. One arming serves a stream of enqueues this
+/// long; an alarm that finds the rows delivered removes the one kept for
+/// the next enqueue (one write), or, while the stream goes on, only arms
+/// itself again (see [`IN_TURN_KEPT_ALARMS_MAX`]). While the delivery runs
+/// longer, the alarm is kept ahead of it by
+/// [`in_turn_lease_ms`](crate::schedule::in_turn_lease_ms).
+pub const IN_TURN_ALARM_GRACE_MS: u64 = 5_000;
 /// Consecutive alarms that keep a delivered row in the outbox for the
 /// next enqueue to write over, while enqueues keep coming (see the
 /// source's alarm): each re-arms the safety net, the one write a live
-/// stream needs per second anyway, and skips the row's removal. The next
-/// alarm past it runs in full (removes the row, prunes), so a stream that
-/// never pauses is pruned at least this many seconds apart.
-pub const IN_TURN_KEPT_ALARMS_MAX: u32 = 60;
+/// stream needs per [`IN_TURN_ALARM_GRACE_MS`] anyway, and skips the row's
+/// removal. The next alarm past it runs in full (removes the row, prunes),
+/// so a stream that never pauses is pruned about once a minute.
+pub const IN_TURN_KEPT_ALARMS_MAX: u32 = 12;
 /// How long an alarm defers to a running in-turn delivery of its object,
 /// counted from the start of that delivery's latest run, ms. Within it the
 /// alarm delivers nothing, so a target never has two of the source's

@@ -118,7 +118,7 @@ pub fn coalesced(
 /// failure) `waited_ms` ago runs: the platform may end its invocation at
 /// any moment, taking the delivery and this instance's memory with it, and
 /// the alarm is then all that brings its rows back. The wait itself is the
-/// back-off: [`IN_TURN_ALARM_GRACE_MS`] (the first) at the start, growing
+/// back-off: [`IN_TURN_ALARM_GRACE_MS`] at the start, growing
 /// as long as the delivery awaits, as a failing target's back-off doubles
 /// with its failures, up to [`TARGET_RETRY_BACKOFF_MAX_MS`]. A delivery
 /// that awaits a slow call is so checked on about as often as a failing
@@ -265,13 +265,13 @@ mod tests {
     }
 
     #[test]
-    fn an_in_turn_lease_grows_with_the_wait_from_the_first_back_off_to_the_longest() {
-        assert_eq!(in_turn_lease_ms(0), IN_TURN_ALARM_GRACE_MS, "a delivery that just heard: the first");
+    fn an_in_turn_lease_grows_with_the_wait_from_the_grace_to_the_longest() {
+        assert_eq!(in_turn_lease_ms(0), IN_TURN_ALARM_GRACE_MS, "a delivery that just heard: the grace");
         assert_eq!(in_turn_lease_ms(IN_TURN_ALARM_GRACE_MS), IN_TURN_ALARM_GRACE_MS);
         assert_eq!(in_turn_lease_ms(IN_TURN_ALARM_GRACE_MS + 1), IN_TURN_ALARM_GRACE_MS + 1, "as the wait");
         assert_eq!(in_turn_lease_ms(TARGET_RETRY_BACKOFF_MAX_MS), TARGET_RETRY_BACKOFF_MAX_MS);
         assert_eq!(in_turn_lease_ms(u64::MAX), TARGET_RETRY_BACKOFF_MAX_MS, "never past the longest");
-        // A call that never answers is checked on at 1, 2, 4, 8, 16, 26 s:
+        // A call that never answers is checked on at 5, 10, 20, 30, 40, 50 s:
         // doubling, then every 10 s.
         let mut at = 0;
         let comings: Vec<u64> = (0..6)
@@ -280,7 +280,7 @@ mod tests {
                 at / 1_000
             })
             .collect();
-        assert_eq!(comings, vec![1, 2, 4, 8, 16, 26]);
+        assert_eq!(comings, vec![5, 10, 20, 30, 40, 50]);
     }
 
     #[test]

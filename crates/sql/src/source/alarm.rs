@@ -38,8 +38,8 @@ impl<S: Sql, A: AlarmStore> Relay<S, A> {
     /// but the one kept for the next enqueue to write over (see the
     /// outbox's `handover.rs`), and an enqueue asked for an in-turn
     /// delivery within the last [`IN_TURN_ALARM_GRACE_MS`], the alarm only
-    /// arms itself that far ahead again, the one write a stream needs per
-    /// second anyway, and leaves the row for the next enqueue: removing it
+    /// arms itself that far ahead again, the one write a stream needs that
+    /// often anyway, and leaves the row for the next enqueue: removing it
     /// now would cost a second. Not past [`IN_TURN_KEPT_ALARMS_MAX`] in a
     /// row, nor when the host's own time has come: then the alarm runs in
     /// full.
@@ -68,9 +68,9 @@ impl<S: Sql, A: AlarmStore> Relay<S, A> {
     /// second harmless, and would see it). It makes that delivery run once
     /// more for whatever waits, and arms the safety net again: as far
     /// ahead as that delivery has awaited since it last heard anything
-    /// (1 s at least, 10 s at most, see `lease_at`), so if the platform
-    /// cuts the delivery off its rows come back as a failing target's
-    /// would, and a slow call is checked on at 1, 2, 4, 8 s, then every
+    /// ([`IN_TURN_ALARM_GRACE_MS`] at least, 10 s at most, see
+    /// `lease_at`), so if the platform cuts the delivery off its rows come
+    /// back within that, and a slow call is checked on at 5 s, then every
     /// 10 s. The delivery arms sooner if it leaves rows. A delivery whose
     /// latest run started [`IN_TURN_DEFER_MAX_MS`] ago or more is taken
     /// for stuck, and the alarm delivers.

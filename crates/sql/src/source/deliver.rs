@@ -12,12 +12,12 @@
 //! memory with it before the delivery records anything, so the alarm is
 //! all that brings those rows back: while the delivery runs it is kept
 //! within a lease of the moment the delivery last heard anything
-//! ([`in_turn_lease_ms`]). Each call that comes back brings it within the
-//! first back-off of now before the run goes on to record the call, and
-//! an alarm that comes while the delivery awaits re-arms it by as long as
-//! the delivery has awaited (see [`Relay::alarm`]). Rows a cut-off
-//! delivery leaves are so due at their back-off, as a recorded failure's
-//! are.
+//! ([`in_turn_lease_ms`]). Each call that comes back brings it within
+//! [`IN_TURN_ALARM_GRACE_MS`] of now before the run goes on to record the
+//! call, and an alarm that comes while the delivery awaits re-arms it by as
+//! long as the delivery has awaited (see [`Relay::alarm`]). Rows a cut-off
+//! delivery leaves are so due within that of the moment it last heard
+//! anything, or sooner, with the next enqueue's own delivery.
 //!
 //! One delivery runs at a time per instance, so a target never has two of
 //! the source's requests awaited at once: an enqueue that asks while an
@@ -243,11 +243,12 @@ impl<S: Sql, A: AlarmStore> Relay<S, A> {
 /// The targets of an in-turn run: each call, once it comes back, counts as
 /// news, and brings the alarm within [`IN_TURN_ALARM_GRACE_MS`] of now
 /// before the run goes on to record what it did. An invocation cut off
-/// between the call and the run's checkpoint so leaves its rows due 1 s
-/// after the answer or the failure, as a recorded failure would, however
-/// long the call took (the alarms that came meanwhile moved the alarm out
-/// as the wait grew). Writes nothing when the alarm is already that early:
-/// a call answered within the first second never does.
+/// between the call and the run's checkpoint so leaves its rows due
+/// [`IN_TURN_ALARM_GRACE_MS`] after the answer or the failure at the
+/// latest, however long the call took (the alarms that came meanwhile moved
+/// the alarm out as the wait grew). Writes nothing when the alarm is
+/// already that early: a call answered within that much of the enqueue
+/// never does.
 struct Heard<'a, S, A, T> {
     /// The relay whose alarm keeps the lease.
     relay: &'a Relay<S, A>,

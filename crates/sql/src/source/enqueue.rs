@@ -131,9 +131,8 @@ impl<S: Sql, A: AlarmStore> Relay<S, A> {
     /// When the rows an enqueue wrote need the alarm. A delayed row needs
     /// none before it is due; one already set earlier (for other rows) is
     /// kept. Rows due now at a source that delivers in turn need it only
-    /// as the safety net for a delivery the platform cuts off, at their
-    /// first back-off
-    /// ([`IN_TURN_ALARM_GRACE_MS`](crate::core::IN_TURN_ALARM_GRACE_MS)),
+    /// as the safety net for a delivery the platform cuts off
+    /// ([`IN_TURN_ALARM_GRACE_MS`](crate::core::IN_TURN_ALARM_GRACE_MS) on),
     /// or, while an in-turn delivery runs (it takes them), by its lease
     /// (see `lease_at`): they ask for an in-turn delivery instead (see
     /// [`Relay::deliver`]). While this instance's alarm runs they ask for

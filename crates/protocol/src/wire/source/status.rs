@@ -159,7 +159,7 @@ pub struct SourceConfig {
     /// after its reply (see `Relay::deliver`), instead of waiting for an
     /// alarm. The alarm stays armed as the safety net, but
     /// [`IN_TURN_ALARM_GRACE_MS`](crate::core::IN_TURN_ALARM_GRACE_MS) later
-    /// (the first back-off, kept that close while the delivery runs), for
+    /// (kept that close while the delivery runs), for
     /// rows a delivery the platform cut off did not record. Off where
     /// `coalesce_ms` asks rows to wait.
     #[serde(default)]

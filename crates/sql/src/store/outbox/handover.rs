@@ -26,8 +26,8 @@
 //! watermark (as after a crash between a call and its checkpoint), and a
 //! lost handover is only a read to make. Neither can lose or repeat an
 //! effect. The platform's safety-net alarm, armed by the enqueue, runs
-//! within a second of any in-turn delivery and removes the row if no
-//! enqueue took its slot.
+//! within `IN_TURN_ALARM_GRACE_MS` (5 s) of any in-turn delivery and
+//! removes the row if no enqueue took its slot.
 
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;

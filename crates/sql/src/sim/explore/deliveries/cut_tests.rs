@@ -13,7 +13,7 @@
 
 use super::timely::in_time;
 use super::*;
-use crate::core::{DEFAULT_CALL_TIMEOUT_MS, RETRY_BACKOFF_MS, TARGET_RETRY_BACKOFF_MAX_MS};
+use crate::core::{DEFAULT_CALL_TIMEOUT_MS, IN_TURN_ALARM_GRACE_MS, TARGET_RETRY_BACKOFF_MAX_MS};
 
 /// How a story's one call ends.
 #[derive(Clone, Copy, Debug)]
@@ -62,10 +62,10 @@ enum Cut {
 }
 
 /// The back-off a delivery that has awaited `waited_ms` since it last
-/// heard anything has earned: the first back-off, doubling with the wait
+/// heard anything has earned: the safety net's time, growing with the wait
 /// (as a failing target's does with its failures), up to the longest.
 fn earned_ms(waited_ms: u64) -> u64 {
-    waited_ms.clamp(RETRY_BACKOFF_MS, TARGET_RETRY_BACKOFF_MAX_MS)
+    waited_ms.clamp(IN_TURN_ALARM_GRACE_MS, TARGET_RETRY_BACKOFF_MAX_MS)
 }
 
 /// Runs `story` with the cut at `cut`: `Ok(None)` when the delivery ended
@@ -114,7 +114,7 @@ fn told(story: Story, cut: Cut) -> Result<Option<String>, String> {
     let now = run.sim.now_ms();
     if !off.fallen() {
         off.disarm();
-        return in_time(&run.sim, SOURCE, now, RETRY_BACKOFF_MS).map(|()| None);
+        return in_time(&run.sim, SOURCE, now, IN_TURN_ALARM_GRACE_MS).map(|()| None);
     }
     // A cut at the first boundary after the answer came back falls as the
     // delivery hears it: it is held to the wait's bound.

@@ -1,13 +1,14 @@
 //! The delivery explorer's promise of time: whenever no delivery of the
 //! source runs (none was started, each ended, or the object restarted
 //! under them), every row it still owes is next attempted no later than
-//! its back-off, so the alarm it left armed must be due by then: the first
-//! back-off from now ([`RETRY_BACKOFF_MS`], as after a failed call), or the
-//! retry time of a failing target whose every row waits for it, if later.
-//! What an in-turn delivery cut off before it recorded anything leaves is
-//! held to the same bound: never the safety net's time instead.
+//! the safety net's time, so the alarm it left armed must be due by then:
+//! [`IN_TURN_ALARM_GRACE_MS`] from now (a recorded failure's first
+//! back-off, [`RETRY_BACKOFF_MS`], is shorter), or the retry time of a
+//! failing target whose every row waits for it, if later. What an in-turn
+//! delivery cut off before it recorded anything leaves is held to the same
+//! bound.
 
-use crate::core::{StoredRow, RETRY_BACKOFF_MS};
+use crate::core::{StoredRow, IN_TURN_ALARM_GRACE_MS, RETRY_BACKOFF_MS};
 use crate::sim::{name, stored_rows, Sim};
 use crate::store::outbox::TargetFilter;
 
@@ -44,8 +45,8 @@ pub(crate) fn in_time(sim: &Sim, source: &str, now_ms: u64, first_ms: u64) -> Re
     }
 }
 
-/// The explorer's check after each step: in time, granting the first
-/// back-off ([`RETRY_BACKOFF_MS`]).
+/// The explorer's check after each step: in time, granting the safety
+/// net's time ([`IN_TURN_ALARM_GRACE_MS`]), at least the first back-off.
 pub(super) fn owed_in_time(sim: &Sim, source: &str) -> Result<(), String> {
-    in_time(sim, source, sim.now_ms(), RETRY_BACKOFF_MS)
+    in_time(sim, source, sim.now_ms(), IN_TURN_ALARM_GRACE_MS.max(RETRY_BACKOFF_MS))
 }
