@@ -265,12 +265,12 @@ pub const MAX_CALL_TIMEOUT_MS: u64 = 120_000;
 /// limit, an eviction, an isolate restart). Such rows are sent again by the
 /// next enqueue's own delivery, which reads whatever is queued, or by this
 /// alarm when no enqueue comes: so this is how long rows left by a cut-off
-/// wait at most, a rare event, while every second of a live stream pays a
-/// `setAlarm` (one row written) per this long to keep the net ahead of it.
-/// Five seconds (the platform's own retry of a failed alarm waits 2 s, then
-/// 4, 8...) makes that cost about one row written per 5 s per source,
-/// where 1 s cost one per second, 5 to 25% more rows written per row at
-/// 4 to 20 rows a second. One arming serves a stream of enqueues this
+/// wait at most, a rare event, while a live stream pays one `setAlarm` (one
+/// row written) per this long to keep the net ahead of it. Five seconds
+/// (the platform's own retry of a failed alarm waits 2 s, then 4, 8...)
+/// makes that cost one row written per 5 s per source, where 1 s cost one
+/// per second: 0.25 more rows written per row at 4 rows a second, 0.05 at
+/// 20. One arming serves a stream of enqueues this
 /// long; an alarm that finds the rows delivered removes the one kept for
 /// the next enqueue (one write), or, while the stream goes on, only arms
 /// itself again (see [`IN_TURN_KEPT_ALARMS_MAX`]). While the delivery runs
